@@ -1,0 +1,51 @@
+# The way in: every command a person or CI runs. `./scripts/bootstrap RECIPE` sets up first.
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+py := ".venv/bin/python"
+
+# list the recipes
+default:
+    @just --list
+
+# create .venv and install undertow with its dev tools
+setup:
+    ./scripts/bootstrap --list >/dev/null
+
+# the default chaos experiment: local backend, 3 nodes, kill + partition, 60 s; ends with a verdict
+run *ARGS:
+    .venv/bin/undertow run {{ARGS}}
+
+# the whole test suite (starts the Docker engine and installs Chromium when missing)
+test *ARGS: docker-up browser
+    {{py}} -m pytest {{ARGS}}
+
+# fast tests only (no clusters, no Spark, no docker)
+test-fast *ARGS:
+    {{py}} -m pytest -m "not slow and not docker and not ssh and not browser" {{ARGS}}
+
+# ruff and mypy
+lint:
+    .venv/bin/ruff check .
+    .venv/bin/mypy
+
+# check run folders: just check results/latest
+check +RUNS:
+    .venv/bin/undertow check {{RUNS}}
+
+# all benchmarks (writes bench/out/)
+bench:
+    {{py}} -m bench.checker
+    {{py}} -m bench.broker
+    {{py}} -m bench.harness
+
+# install and start the Docker engine if it is missing
+docker-up:
+    ./scripts/docker-up
+
+# Debian's chromium for the report tests
+browser:
+    ./scripts/browser-up
+
+# the nightly matrix of scenarios on the docker backend, as CI runs it
+nightly:
+    {{py}} -m harness.nightly

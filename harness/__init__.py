@@ -1,0 +1,1 @@
+"""The runner and everything a run needs: spec, generators, interpreter, backends, store."""

@@ -1,0 +1,52 @@
+"""`undertow`: the command line. Each command lives beside the part it drives.
+
+Command modules keep their heavy imports (pyspark, docker, paramiko) inside the
+command function, so `undertow --help` and `undertow heal` start at once.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+# command name -> "module:attribute" of a click.Command; loaded only when used.
+COMMANDS: dict[str, str] = {
+    "run": "harness.run_cli:run",
+    "check": "checkers.cli:check",
+    "report": "harness.report.cli:report",
+    "serve": "harness.report.cli:serve",
+    "heal": "harness.run_cli:heal",
+    "image": "harness.image_cli:image",
+    "scenarios": "nemesis.scenarios_cli:scenarios",
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module_name, attr = target.split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as e:  # a part not built yet: say so plainly
+            raise click.ClickException(f"`undertow {cmd_name}` is not available: {e}") from e
+        command = getattr(module, attr)
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="undertow")
+def main() -> None:
+    """Undertow: fault injection and checking for Kafka-style replicated logs."""
+
+
+if __name__ == "__main__":
+    main()

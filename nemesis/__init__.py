@@ -1,0 +1,1 @@
+"""Faults (kill, pause, partition, links, clocks, lost flushes), their targets and schedules."""

@@ -1,0 +1,1 @@
+"""Workloads: a client, a generator, a final generator and the checks each needs."""
