@@ -162,3 +162,19 @@ class Nemesis(Protocol):
     def setup(self, run: Run) -> Nemesis: ...
     def invoke(self, run: Run, op: Op) -> Op: ...  # completion is always info
     def teardown(self, run: Run) -> None: ...      # always heals, even after an error
+
+
+class Backend(Protocol):
+    """Where the nodes live (local processes, containers, ssh hosts) and how to reach them.
+
+    `up` starts nodes and brokers, fills run.remote/db/net/client_addrs, and returns
+    once every partition has a leader; `down` stops and removes everything it made,
+    is idempotent and never raises. Everything `up` creates is registered with
+    harness.leftovers first, so `undertow heal` can undo it after the harness dies.
+    """
+
+    name: str
+
+    def up(self, run: Run) -> None: ...
+    def collect(self, run: Run) -> None: ...  # broker logs and data into run.paths.node_dir(n)
+    def down(self, run: Run) -> None: ...

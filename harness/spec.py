@@ -1,0 +1,155 @@
+"""TestSpec: the whole test as data, built from defaults < scenario < TOML file < CLI options.
+
+Saved as test.json in the run folder, and loadable from it, so a run can be
+repeated exactly (`--seed` included).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal
+
+Acks = Literal["0", "1", "all"]
+Truncation = Literal["hw", "leader-epoch"]
+Flush = Literal["page-cache", "every-message"]
+BACKENDS = ("local", "docker", "ssh")
+TARGETS = ("one", "minority", "majority", "all", "leader", "followers", "controller")
+
+
+class SpecError(ValueError):
+    """A spec that cannot run: says which option or file key is wrong and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerSettings:
+    """Kafka's own settings, the ones that decide whether acknowledged writes survive."""
+
+    replication_factor: int = 3
+    acks: Acks = "all"
+    min_insync_replicas: int = 2
+    unclean_leader_election: bool = False
+    truncation: Truncation = "leader-epoch"
+    flush: Flush = "page-cache"  # page-cache: Kafka's default, no fsync per message
+    replica_lag_time_max_ms: int = 2000
+    session_timeout_ms: int = 2000
+
+    def to_kafka(self) -> dict[str, Any]:
+        """The broker's config keys, as Kafka names them."""
+        return {
+            "default.replication.factor": self.replication_factor,
+            "min.insync.replicas": self.min_insync_replicas,
+            "unclean.leader.election.enable": self.unclean_leader_election,
+            "truncation": self.truncation,
+            "flush.messages": 1 if self.flush == "every-message" else None,
+            "replica.lag.time.max.ms": self.replica_lag_time_max_ms,
+            "broker.session.timeout.ms": self.session_timeout_ms,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TestSpec:
+    """Everything a run needs to know; only the CLI builds it from options."""
+
+    name: str = "queue-kill-partition"
+    backend: str = "local"
+    node_count: int = 3
+    hosts: tuple[str, ...] = ()  # ssh backend: HOST[:PORT] per node
+    cluster_file: str | None = None  # ssh backend: ducktape-style cluster.json
+    workload: str = "queue"
+    nemesis: tuple[str, ...] = ("kill", "partition")
+    nemesis_interval_s: float = 10.0
+    nemesis_targets: tuple[str, ...] = ("one", "minority", "majority")
+    time_limit_s: float = 60.0
+    concurrency: int = 10
+    keys: int = 8
+    broker: BrokerSettings = field(default_factory=BrokerSettings)
+    seed: int = 0
+    scenario: str | None = None
+    results_dir: str = "results"
+    test_count: int = 1
+    final_read_timeout_s: float = 30.0
+    spark_master: str = "local[2]"
+    extra: Mapping[str, Any] = field(default_factory=dict)  # scenario-specific knobs
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        if self.hosts:
+            return tuple(f"n{i + 1}" for i in range(len(self.hosts)))
+        return tuple(f"n{i + 1}" for i in range(self.node_count))
+
+    def validate(self) -> TestSpec:
+        """Raise SpecError naming the first thing that cannot work."""
+        if self.backend not in BACKENDS:
+            raise SpecError(f"--backend: {self.backend!r} is not one of {', '.join(BACKENDS)}")
+        if self.node_count < 1:
+            raise SpecError(f"--nodes: must be at least 1, got {self.node_count}")
+        if self.broker.replication_factor > len(self.nodes):
+            raise SpecError(f"--replication-factor {self.broker.replication_factor} exceeds "
+                            f"the {len(self.nodes)} nodes")
+        if not 1 <= self.broker.min_insync_replicas <= self.broker.replication_factor:
+            raise SpecError("--min-insync-replicas must be between 1 and the replication factor")
+        if self.time_limit_s <= 0 or self.concurrency < 1 or self.keys < 1:
+            raise SpecError("--time-limit, --concurrency and --keys must be positive")
+        for t in self.nemesis_targets:
+            if t not in TARGETS:
+                raise SpecError(f"--nemesis-targets: {t!r} is not one of {', '.join(TARGETS)}")
+        return self
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def save(self, path: Path, **more: Any) -> None:
+        path.write_text(json.dumps({**self.to_json(), **more}, indent=1, default=str) + "\n")
+
+
+def _coerce(cls: type[Any], data: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """Check keys against cls's fields and turn lists into tuples; errors name `where`."""
+    names = {f.name: f for f in fields(cls)}
+    out: dict[str, Any] = {}
+    for k, v in data.items():
+        key = k.replace("-", "_")
+        if key not in names:
+            raise SpecError(f"{where}: unknown key {k!r}; known: {', '.join(sorted(names))}")
+        out[key] = tuple(v) if isinstance(v, list) else v
+    return out
+
+
+def build_spec(*layers: Mapping[str, Any], where: tuple[str, ...] = ()) -> TestSpec:
+    """Merge layers (later wins): each a flat mapping of TestSpec fields plus a `broker` table."""
+    merged: dict[str, Any] = {}
+    broker: dict[str, Any] = {}
+    for i, layer in enumerate(layers):
+        label = where[i] if i < len(where) else f"layer {i}"
+        layer = dict(layer)
+        b = layer.pop("broker", None) or {}
+        if isinstance(b, BrokerSettings):
+            b = dataclasses.asdict(b)
+        broker.update(_coerce(BrokerSettings, b, f"{label} [broker]"))
+        merged.update(_coerce(TestSpec, layer, label))
+    try:
+        spec = TestSpec(**merged, broker=BrokerSettings(**broker))
+    except TypeError as e:  # pragma: no cover - _coerce already checked the names
+        raise SpecError(str(e)) from e
+    return spec.validate()
+
+
+def load_toml(path: Path) -> dict[str, Any]:
+    """A TOML experiment file: TestSpec keys at top level, broker settings under [broker]."""
+    try:
+        return tomllib.loads(path.read_text())
+    except FileNotFoundError as e:
+        raise SpecError(f"--config: no such file {path}") from e
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"--config {path}: {e}") from e
+
+
+def load_test_json(path: Path) -> TestSpec:
+    """The spec a run was made with, from its test.json (extra keys are ignored)."""
+    data = json.loads(path.read_text())
+    keep = {f.name for f in fields(TestSpec)}
+    return build_spec({k: v for k, v in data.items() if k in keep}, where=(str(path),))
