@@ -22,11 +22,28 @@ COMMANDS: dict[str, str] = {
 }
 
 
+HELP: dict[str, str] = {
+    "run": "Run an experiment: cluster up, workload + nemesis, check, report.",
+    "check": "Check run folders (history.jsonl, replicas.jsonl) and write results.json.",
+    "report": "Render report.html for a run folder.",
+    "serve": "Serve the results folder and its index on localhost.",
+    "heal": "Undo whatever a dead run left behind (processes, proxies, containers, rules).",
+    "image": "Build the base and broker images for the docker backend.",
+    "scenarios": "List the named scenarios and their settings.",
+}
+
+
 class LazyGroup(click.Group):
     """A group whose subcommands are imported on first use."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """List every command, without importing any (so help is instant and never fails)."""
+        rows = [(name, HELP.get(name, "")) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         target = COMMANDS.get(cmd_name)
