@@ -1,0 +1,421 @@
+"""The harness's own link proxy: partitions, slow and lossy links without root.
+
+One asyncio loop in one dedicated thread of the harness process. Each directed
+link (node -> node, or clients -> node) has its own listening port on
+127.0.0.1; whoever dials through that port is, by definition, `src` talking to
+`dst`. A TCP connection carries bytes both ways, so each link has two
+directions: `fwd` (src -> dst, the dialer's requests) and `bwd` (dst -> src,
+the answers).
+
+Faults act on directions, modelled on what the kernel does to packets:
+
+- blocked (a partition, like iptables DROP): the proxy stops reading in that
+  direction and holds what it has already read. Nothing is discarded: a TCP
+  stream cannot lose bytes in the middle, and a real dropped packet is
+  retransmitted, so after a heal the held bytes flow again (if the endpoints
+  still wait for them). Peers see silence and time out, as with DROP; a new
+  connection is accepted by the kernel but never reaches `dst` until the heal
+  (a SYN that goes nowhere).
+- delay_ms / jitter_ms (netem delay): every chunk is delivered after
+  delay + uniform(-jitter, +jitter) ms, never before an earlier chunk (TCP does
+  not reorder).
+- loss (netem loss): a lost TCP segment shows up to the application as a stall
+  until it is retransmitted, so with probability `loss` a chunk is held back an
+  extra retransmission timeout (200 ms, doubling for consecutive losses up to
+  1.6 s). Bytes are never dropped, connections never reset by loss.
+
+A clean link forwards on a fast path: bytes go straight from one transport to
+the other in the callback that read them, with flow control only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import random
+import socket
+import struct
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+RTO_S = 0.2  # Linux's minimum retransmission timeout
+RTO_MAX_S = 1.6
+HIGH_WATER_BYTES = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """What is done to one direction of a link."""
+
+    blocked: bool = False
+    delay_ms: float = 0.0
+    jitter_ms: float = 0.0
+    loss: float = 0.0
+
+    @property
+    def clean(self) -> bool:
+        return not self.blocked and self.delay_ms <= 0 and self.jitter_ms <= 0 and self.loss <= 0
+
+
+CLEAN = Shape()
+
+
+@dataclass(frozen=True, slots=True)
+class LinkInfo:
+    """A link as callers see it: who dials whom, and where."""
+
+    src: str
+    dst: str
+    listen: str  # host:port the src dials
+    target: str  # host:port of dst's real listener
+
+
+def _split(addr: str) -> tuple[str, int]:
+    host, _, port = addr.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"address {addr!r} is not host:port")
+    return host, int(port)
+
+
+class _Pipe:
+    """One direction of one proxied connection: reads `src_t`, writes `dst_t`."""
+
+    def __init__(self, conn: _Conn, direction: str) -> None:
+        self.conn = conn
+        self.direction = direction
+        self.src_t: asyncio.Transport | None = None
+        self.dst_t: asyncio.Transport | None = None
+        self.queue: deque[tuple[float, bytes]] = deque()
+        self.last_at = 0.0
+        self.losses = 0
+        self.flow_paused = False  # dst's buffer is full
+        self.reading = True
+        self.eof = False  # src closed: close dst once the queue is empty
+        self.timer: asyncio.TimerHandle | None = None
+
+    @property
+    def shape(self) -> Shape:
+        return self.conn.link.shape(self.direction)
+
+    def update_reading(self) -> None:
+        want = not self.flow_paused and not self.shape.blocked and not self.eof
+        if self.src_t is None or self.src_t.is_closing() or want == self.reading:
+            return
+        self.reading = want
+        if want:
+            self.src_t.resume_reading()
+        else:
+            self.src_t.pause_reading()
+
+    def feed(self, data: bytes) -> None:
+        shape = self.shape
+        if shape.clean and not self.queue and self.dst_t is not None:
+            self.dst_t.write(data)
+            return
+        loop = self.conn.link.loop
+        now = loop.time()
+        jitter_ms = random.uniform(-shape.jitter_ms, shape.jitter_ms)
+        at = now + max(0.0, shape.delay_ms + jitter_ms) / 1e3
+        if shape.loss > 0 and random.random() < shape.loss:
+            self.losses += 1
+            at += min(RTO_MAX_S, RTO_S * 2 ** (self.losses - 1))
+        else:
+            self.losses = 0
+        at = max(at, self.last_at)
+        self.last_at = at
+        self.queue.append((at, data))
+        self.pump()
+
+    def pump(self) -> None:
+        """Deliver what is due; re-arm a timer for the rest."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.dst_t is None or self.dst_t.is_closing():
+            return
+        if self.shape.blocked:
+            return  # held until the heal pumps again
+        loop = self.conn.link.loop
+        now = loop.time()
+        while self.queue and self.queue[0][0] <= now:
+            self.dst_t.write(self.queue.popleft()[1])
+        if self.queue:
+            self.timer = loop.call_at(self.queue[0][0], self.pump)
+        elif self.eof:
+            self.conn.close()
+
+    def src_closed(self) -> None:
+        self.eof = True
+        if not self.queue:
+            self.conn.close()
+
+
+class _Side(asyncio.Protocol):
+    """The protocol on one socket of a proxied connection."""
+
+    def __init__(self, out: _Pipe, into: _Pipe) -> None:
+        self.out = out  # bytes read here go out through this pipe
+        self.into = into  # this pipe writes into our transport
+
+    def data_received(self, data: bytes) -> None:
+        self.out.feed(data)
+
+    def eof_received(self) -> bool | None:
+        self.out.src_closed()
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.out.src_closed()
+
+    def pause_writing(self) -> None:
+        self.into.flow_paused = True
+        self.into.update_reading()
+
+    def resume_writing(self) -> None:
+        self.into.flow_paused = False
+        self.into.update_reading()
+
+
+class _Conn:
+    """One accepted connection and its upstream: two pipes."""
+
+    def __init__(self, link: _Link) -> None:
+        self.link = link
+        self.fwd = _Pipe(self, "fwd")
+        self.bwd = _Pipe(self, "bwd")
+        self.down: asyncio.Transport | None = None
+        self.up: asyncio.Transport | None = None
+        self.connecting = False
+        self.closed = False
+
+    def accepted(self, transport: asyncio.Transport) -> None:
+        self.down = transport
+        self.fwd.src_t = transport
+        self.bwd.dst_t = transport
+        transport.pause_reading()  # until upstream is connected
+        self.fwd.reading = False
+        self.link.conns.add(self)
+        self.maybe_connect()
+
+    def maybe_connect(self) -> None:
+        """Dial dst, unless fwd is blocked: then the SYN 'goes nowhere' until the heal."""
+        if self.closed or self.connecting or self.up is not None:
+            return
+        if self.link.shape("fwd").blocked:
+            return
+        self.connecting = True
+        self.link.loop.create_task(self._connect())
+
+    async def _connect(self) -> None:
+        host, port = _split(self.link.info.target)
+        try:
+            transport, _ = await self.link.loop.create_connection(
+                lambda: _Side(self.bwd, self.fwd), host, port)
+        except OSError:
+            self.reset()  # dst is down: the dialer sees a refused/reset connection
+            return
+        assert isinstance(transport, asyncio.Transport)
+        if self.closed:
+            transport.abort()
+            return
+        self.up = transport
+        self.bwd.src_t = transport
+        self.fwd.dst_t = transport
+        for t in (transport, self.down):
+            assert t is not None
+            sock = t.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            t.set_write_buffer_limits(high=HIGH_WATER_BYTES)
+        self.bwd.reading = True
+        self.bwd.update_reading()
+        self.fwd.update_reading()
+        self.fwd.pump()
+
+    def reset(self) -> None:
+        """Close both sides with RST, as a refused or torn connection looks."""
+        for t in (self.down, self.up):
+            if t is not None and not t.is_closing():
+                sock = t.get_extra_info("socket")
+                if sock is not None:
+                    with contextlib.suppress(OSError):
+                        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                        struct.pack("ii", 1, 0))
+                t.abort()
+        self._forget()
+
+    def close(self) -> None:
+        for t in (self.down, self.up):
+            if t is not None and not t.is_closing():
+                t.close()
+        self._forget()
+
+    def _forget(self) -> None:
+        self.closed = True
+        for p in (self.fwd, self.bwd):
+            if p.timer is not None:
+                p.timer.cancel()
+                p.timer = None
+        self.link.conns.discard(self)
+
+    def reshaped(self) -> None:
+        self.maybe_connect()
+        for p in (self.fwd, self.bwd):
+            p.update_reading()
+            p.pump()
+
+
+class _DownSide(_Side):
+    def __init__(self, conn: _Conn) -> None:
+        super().__init__(conn.fwd, conn.bwd)
+        self.conn = conn
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.conn.accepted(transport)
+
+
+class _Link:
+    def __init__(self, loop: asyncio.AbstractEventLoop, info: LinkInfo) -> None:
+        self.loop = loop
+        self.info = info
+        self.shapes: dict[str, Shape] = {"fwd": CLEAN, "bwd": CLEAN}
+        self.conns: set[_Conn] = set()
+        self.server: asyncio.Server | None = None
+
+    def shape(self, direction: str) -> Shape:
+        return self.shapes[direction]
+
+    def reshape(self, fwd: Shape, bwd: Shape) -> None:
+        self.shapes = {"fwd": fwd, "bwd": bwd}
+        for c in list(self.conns):
+            c.reshaped()
+
+
+class LinkProxy:
+    """All of a run's links, served by one event loop in one thread.
+
+    Methods are called from any thread; each returns once the change is in force.
+    `stop()` closes every port and connection and joins the thread; idempotent.
+    """
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.host = host
+        self._links: dict[tuple[str, str], _Link] = {}
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._serve, name="undertow-link-proxy",
+                                        daemon=True)
+        self._stopped = False
+        self._thread.start()
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_forever()
+        # stop() has closed everything; let the closing callbacks run, then close.
+        self._loop.run_until_complete(asyncio.sleep(0))
+        self._loop.close()
+
+    def _call(self, fn: Callable[[], T], timeout_s: float = 10.0) -> T:
+        if self._stopped:
+            raise RuntimeError("the link proxy is stopped")
+        fut: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                fut.set_result(fn())
+            except BaseException as e:  # handed to the calling thread
+                fut.set_exception(e)
+
+        self._loop.call_soon_threadsafe(run)
+        return fut.result(timeout=timeout_s)
+
+    def _acall(self, make: Callable[[], Any], timeout_s: float = 10.0) -> Any:
+        if self._stopped:
+            raise RuntimeError("the link proxy is stopped")
+        return asyncio.run_coroutine_threadsafe(make(), self._loop).result(timeout=timeout_s)
+
+    def add_link(self, src: str, dst: str, target: str) -> LinkInfo:
+        """Open a port that carries src's connections to dst's listener at `target`."""
+        if (src, dst) in self._links:
+            raise ValueError(f"link {src}->{dst} exists already")
+        _split(target)
+
+        async def open_link() -> LinkInfo:
+            link = _Link(self._loop, LinkInfo(src, dst, "", target))
+            server = await self._loop.create_server(lambda: _DownSide(_Conn(link)),
+                                                    self.host, 0, backlog=256)
+            port = server.sockets[0].getsockname()[1]
+            link.server = server
+            link.info = LinkInfo(src, dst, f"{self.host}:{port}", target)
+            self._links[(src, dst)] = link
+            return link.info
+
+        info: LinkInfo = self._acall(open_link)
+        return info
+
+    def links(self) -> list[LinkInfo]:
+        return [link.info for link in self._links.values()]
+
+    def link(self, src: str, dst: str) -> LinkInfo:
+        return self._links[(src, dst)].info
+
+    def shape(self, src: str, dst: str) -> tuple[Shape, Shape]:
+        s = self._links[(src, dst)].shapes
+        return s["fwd"], s["bwd"]
+
+    def set_shapes(self, shapes: Iterable[tuple[str, str, Shape, Shape]]) -> None:
+        """Set (src, dst, fwd, bwd) for many links at once, atomically for the loop."""
+        todo = list(shapes)
+        for src, dst, _, _ in todo:
+            if (src, dst) not in self._links:
+                raise KeyError(f"no link {src}->{dst}")
+
+        def apply() -> None:
+            for src, dst, fwd, bwd in todo:
+                self._links[(src, dst)].reshape(fwd, bwd)
+
+        self._call(apply)
+
+    def connection_count(self) -> int:
+        return self._call(lambda: sum(len(link.conns) for link in self._links.values()))
+
+    def stop(self) -> None:
+        """Close every port and connection, end the thread. Never raises."""
+        if self._stopped:
+            return
+
+        async def close_all() -> None:
+            for link in self._links.values():
+                if link.server is not None:
+                    link.server.close()
+                for c in list(link.conns):
+                    c.close()
+                    for t in (c.down, c.up):
+                        if t is not None:
+                            t.abort()
+            for link in self._links.values():
+                if link.server is not None:
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(link.server.wait_closed(), 2.0)
+
+        try:
+            self._acall(close_all)
+        except Exception:
+            pass
+        self._stopped = True
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5.0)
+
+    def __enter__(self) -> LinkProxy:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
