@@ -1,0 +1,229 @@
+"""The images the docker and ssh tests run on, built here because no registry is reachable.
+
+Three images, each tagged with a hash of what it is made from and labelled with the
+full hash, so a build skips whatever is already current:
+
+- base: debootstrap a minimal Debian (python3, iproute2, iptables, procps, openssh-server),
+  tar it and `docker import` it;
+- broker: broker-image/Dockerfile FROM the base, with the broker package copied in;
+- sshd: broker-image/base/sshd/Dockerfile FROM the base, an ssh test host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import importlib.util
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HASH_LABEL = "undertow.content-hash"
+SUITE = "bookworm"
+MIRROR = "http://deb.debian.org/debian"
+BASE_REPO = "undertow/base"
+BROKER_REPO = "undertow/broker"
+SSHD_REPO = "undertow/sshd"
+IMAGE_DIR = Path(__file__).resolve().parents[1] / "broker-image"
+
+Progress = Callable[[str], None]
+
+
+class ImageError(RuntimeError):
+    """An image cannot be built: says which step failed and what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class Built:
+    """One image: its tag, content hash, and whether this call built it (or found it)."""
+
+    tag: str
+    content_hash: str
+    built: bool
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Images:
+    base: Built
+    broker: Built
+    sshd: Built | None
+
+
+def _files_hash(h: Any, root: Path) -> None:
+    """Feed every file under root (sorted, no caches) into h: path and content."""
+    for p in sorted(root.rglob("*")):
+        if p.is_dir() or "__pycache__" in p.parts or p.suffix in (".pyc", ".pyo"):
+            continue
+        h.update(str(p.relative_to(root)).encode() + b"\0")
+        h.update(p.read_bytes() + b"\0")
+
+
+def broker_source() -> Path:
+    """The broker package's directory (broker-image/broker in this repo)."""
+    spec = importlib.util.find_spec("broker")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImageError("cannot find the `broker` package; install undertow with pip -e .")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def base_hash(image_dir: Path = IMAGE_DIR) -> str:
+    h = hashlib.sha256(f"{SUITE}\0{MIRROR}\0".encode())
+    _files_hash(h, image_dir / "base")
+    return h.hexdigest()
+
+
+def broker_hash(base: str, image_dir: Path = IMAGE_DIR) -> str:
+    h = hashlib.sha256(base.encode() + b"\0")
+    h.update((image_dir / "Dockerfile").read_bytes() + b"\0")
+    _files_hash(h, broker_source())
+    return h.hexdigest()
+
+
+def sshd_hash(base: str, image_dir: Path = IMAGE_DIR) -> str:
+    h = hashlib.sha256(base.encode() + b"\0sshd\0")
+    h.update((image_dir / "base" / "sshd" / "Dockerfile").read_bytes())
+    return h.hexdigest()
+
+
+def tag_for(repo: str, content_hash: str) -> str:
+    return f"{repo}:{content_hash[:12]}"
+
+
+def docker_client() -> Any:
+    """A docker SDK client, or an ImageError that says how to start the engine."""
+    import docker  # heavy: imported only when a docker thing is done
+
+    try:
+        client = docker.from_env(timeout=300)
+        client.ping()
+    except Exception as e:
+        raise ImageError(f"the Docker engine does not answer ({e}); start it with "
+                         "`just docker-up` (scripts/docker-up)") from e
+    return client
+
+
+def current(client: Any, repo: str, content_hash: str) -> bool:
+    """Whether an image with this content hash is already there."""
+    import docker.errors
+
+    try:
+        image = client.images.get(tag_for(repo, content_hash))
+    except docker.errors.ImageNotFound:
+        return False
+    labels = image.labels or {}
+    return bool(labels.get(HASH_LABEL) == content_hash)
+
+
+@contextlib.contextmanager
+def _build_lock() -> Iterator[None]:
+    """One build at a time on this machine (parallel tests share the images)."""
+    state = Path(os.environ.get("UNDERTOW_STATE_DIR", "/tmp/undertow-state"))
+    state.mkdir(parents=True, exist_ok=True)
+    with (state / "image-build.lock").open("w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _ensure_debootstrap(progress: Progress) -> None:
+    if shutil.which("debootstrap"):
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        raise ImageError("debootstrap is missing: install it (apt-get install debootstrap) "
+                         "and run `undertow image build` as root")
+    progress("installing debootstrap (apt-get)")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "debootstrap"]):
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+        if r.returncode != 0:
+            raise ImageError(f"{' '.join(cmd)} failed: {r.stderr.strip()[-500:]}")
+
+
+def build_base(client: Any, content_hash: str, progress: Progress,
+               image_dir: Path = IMAGE_DIR) -> None:
+    """debootstrap a rootfs, then `docker import` it with the hash label."""
+    if os.geteuid() != 0:
+        raise ImageError("building the base image runs debootstrap, which needs root")
+    _ensure_debootstrap(progress)
+    progress(f"debootstrap {SUITE} from {MIRROR} (about a minute)")
+    with tempfile.TemporaryDirectory(prefix="undertow-base.") as tmp:
+        tarball = Path(tmp) / "rootfs.tar"
+        r = subprocess.run(
+            [str(image_dir / "base" / "build-rootfs.sh"), str(tarball), SUITE, MIRROR,
+             str(image_dir / "base" / "packages.txt")],
+            capture_output=True, text=True, timeout=900)
+        if r.returncode != 0:
+            raise ImageError(f"debootstrap of the base image failed:\n{r.stderr.strip()[-2000:]}")
+        progress(f"docker import ({tarball.stat().st_size // 2**20} MiB)")
+        tag = tag_for(BASE_REPO, content_hash)
+        changes = [f"LABEL {HASH_LABEL}={content_hash}", "ENV LANG=C.UTF-8",
+                   'CMD ["/bin/bash"]']
+        client.api.import_image_from_file(str(tarball), repository=BASE_REPO,
+                                          tag=content_hash[:12], changes=changes)
+        client.images.get(tag).tag(BASE_REPO, "latest")
+
+
+def build_from(client: Any, repo: str, content_hash: str, base_tag: str,
+               context: Path, progress: Progress) -> None:
+    """`docker build` a Dockerfile FROM the base, labelled with its content hash."""
+    import docker.errors
+
+    progress(f"docker build {tag_for(repo, content_hash)}")
+    try:
+        image, _logs = client.images.build(
+            path=str(context), tag=tag_for(repo, content_hash), rm=True, forcerm=True,
+            buildargs={"BASE": base_tag}, labels={HASH_LABEL: content_hash}, network_mode="none")
+    except docker.errors.BuildError as e:
+        tail = "".join(str(x.get("stream", x.get("error", ""))) for x in e.build_log)[-2000:]
+        raise ImageError(f"docker build of {repo} failed: {e}\n{tail}") from e
+    image.tag(repo, "latest")
+
+
+def _broker_context(tmp: Path, image_dir: Path) -> Path:
+    shutil.copy(image_dir / "Dockerfile", tmp / "Dockerfile")
+    shutil.copytree(broker_source(), tmp / "broker",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return tmp
+
+
+def ensure_images(*, sshd: bool = False, force: bool = False,
+                  progress: Progress | None = None, image_dir: Path = IMAGE_DIR) -> Images:
+    """Build the base and broker images (and the sshd variant) unless already current."""
+    say: Progress = progress or (lambda _msg: None)
+    client = docker_client()
+    with _build_lock():
+        t0 = time.monotonic()
+        bh = base_hash(image_dir)
+        built_base = force or not current(client, BASE_REPO, bh)
+        if built_base:
+            build_base(client, bh, say, image_dir)
+        base = Built(tag_for(BASE_REPO, bh), bh, built_base, time.monotonic() - t0)
+
+        t0 = time.monotonic()
+        kh = broker_hash(bh, image_dir)
+        built_broker = force or not current(client, BROKER_REPO, kh)
+        if built_broker:
+            with tempfile.TemporaryDirectory(prefix="undertow-broker-ctx.") as tmp:
+                build_from(client, BROKER_REPO, kh, base.tag, _broker_context(Path(tmp),
+                           image_dir), say)
+        broker = Built(tag_for(BROKER_REPO, kh), kh, built_broker, time.monotonic() - t0)
+
+        sshd_built: Built | None = None
+        if sshd:
+            t0 = time.monotonic()
+            sh = sshd_hash(bh, image_dir)
+            built_sshd = force or not current(client, SSHD_REPO, sh)
+            if built_sshd:
+                build_from(client, SSHD_REPO, sh, base.tag, image_dir / "base" / "sshd", say)
+            sshd_built = Built(tag_for(SSHD_REPO, sh), sh, built_sshd, time.monotonic() - t0)
+    return Images(base, broker, sshd_built)
