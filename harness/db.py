@@ -1,0 +1,187 @@
+"""The broker's lifecycle on a node, shared by every backend (local, docker, ssh).
+
+What is common: NODE.json from the spec, the command lines that start the
+broker and its offline tools, readiness (every node answers the admin
+`metadata` request and sees a leader for every partition), and reading the
+admin API (leaders, controller, replica dumps). Backends differ only in where
+processes run and how addresses are reached.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.spec import TestSpec
+
+TOPIC = "queue"
+READY_POLL_S = 0.05
+
+
+def controller_voters(spec: TestSpec) -> list[str]:
+    """The controller quorum: spec.extra["controller_voters"], else the first node.
+
+    (A single voter until the broker's Raft quorum is in; then all nodes, up to 3.)
+    """
+    voters = spec.extra.get("controller_voters")
+    if voters:
+        bad = [v for v in voters if v not in spec.nodes]
+        if bad:
+            raise ValueError(f"extra.controller_voters: {bad} are not nodes of {spec.nodes}")
+        return [str(v) for v in voters]
+    return [spec.nodes[0]]
+
+
+def node_config(spec: TestSpec, node: str, listen: str, peers: Mapping[str, str],
+                data_dir: Path | str, clock_file: Path | str | None) -> dict[str, Any]:
+    """NODE.json for `node` (see the cross-part contract): keys of the history = partitions."""
+    if node not in peers:
+        raise ValueError(f"node_config: peers {sorted(peers)} must include the node {node!r}")
+    settings = spec.broker.to_kafka()
+    settings.setdefault("flush.ms", None)
+    settings.update(spec.extra.get("broker_settings", {}) or {})
+    cfg: dict[str, Any] = {
+        "node_id": node,
+        "listen": listen,
+        "data_dir": str(data_dir),
+        "peers": dict(peers),
+        "process_roles": ["broker", "controller"],
+        "controller_quorum_voters": controller_voters(spec),
+        "topic": {"name": TOPIC, "partitions": spec.keys,
+                  "replication_factor": spec.broker.replication_factor},
+        "settings": settings,
+    }
+    if clock_file is not None:
+        cfg["clock_file"] = str(clock_file)
+    return cfg
+
+
+def write_node_json(path: Path, cfg: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(cfg, indent=1, sort_keys=True) + "\n")
+
+
+def broker_command(python: str, config_path: str) -> list[str]:
+    return [python, "-m", "broker", "--config", config_path]
+
+
+def dump_command(python: str, data_dir: str, node: str) -> list[str]:
+    return [python, "-m", "broker.tools", "dump", "--data-dir", data_dir, "--node", node]
+
+
+def lose_unflushed_command(python: str, data_dir: str) -> list[str]:
+    return [python, "-m", "broker.tools", "lose-unflushed", "--data-dir", data_dir]
+
+
+def parse_dump(text: str, where: str) -> list[dict[str, Any]]:
+    """replicas.jsonl rows printed by `broker.tools dump`; errors name `where` and the line."""
+    rows: list[dict[str, Any]] = []
+    for i, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as e:
+            raise ValueError(f"{where}: line {i} is not JSON: {e}: {line[:120]!r}") from e
+        if not isinstance(row, dict):
+            raise ValueError(f"{where}: line {i} is not a JSON object")
+        rows.append(row)
+    return rows
+
+
+def not_ready_reason(meta: Mapping[str, Any], partitions: int | None) -> str | None:
+    """Why this metadata answer is not ready (None: every partition has a leader)."""
+    parts = meta.get("partitions")
+    if not isinstance(parts, Mapping):
+        return "no partitions in metadata"
+    if partitions is not None and len(parts) < partitions:
+        return f"{len(parts)} of {partitions} partitions known"
+    leaderless = sorted((k for k, p in parts.items() if not (p or {}).get("leader")), key=str)
+    if leaderless:
+        return f"no leader for partition(s) {', '.join(map(str, leaderless[:8]))}"
+    return None
+
+
+def metadata(addr: str, timeout_s: float = 1.0) -> dict[str, Any]:
+    from workloads.client import admin_metadata  # type: ignore[import-not-found]
+
+    meta: dict[str, Any] = admin_metadata(addr, timeout_s=timeout_s)  # lazily: its own part
+    return meta
+
+
+def wait_ready(addrs: Mapping[str, str], timeout_s: float, *, partitions: int | None = None,
+               check: Callable[[], None] | None = None) -> dict[str, dict[str, Any]]:
+    """Poll admin metadata until every node answers and sees a leader for every partition.
+
+    `check` is called between polls and may raise (e.g. a broker process died).
+    Raises TimeoutError naming each node that is not ready and why.
+    """
+    deadline = time.monotonic() + timeout_s
+    why: dict[str, str] = {n: "not asked yet" for n in addrs}
+    metas: dict[str, dict[str, Any]] = {}
+    while True:
+        for node, addr in addrs.items():
+            if node in metas:
+                continue
+            try:
+                meta = metadata(addr, timeout_s=min(1.0, max(0.1, deadline - time.monotonic())))
+            except Exception as e:
+                why[node] = f"{type(e).__name__}: {e}"
+                continue
+            reason = not_ready_reason(meta, partitions)
+            if reason is None:
+                metas[node] = meta
+                why.pop(node, None)
+            else:
+                why[node] = reason
+        if len(metas) == len(addrs):
+            return metas
+        if check is not None:
+            check()
+        if time.monotonic() >= deadline:
+            detail = "; ".join(f"{n} ({addrs[n]}): {r}" for n, r in sorted(why.items()))
+            raise TimeoutError(f"cluster not ready after {timeout_s:g} s: {detail}")
+        time.sleep(READY_POLL_S)
+
+
+def first_answer(addrs: Iterable[tuple[str, str]], ask: Callable[[str], Any]) -> Any:
+    """Ask each node in turn; the first answer wins (None if none answers)."""
+    for _node, addr in addrs:
+        try:
+            return ask(addr)
+        except Exception:
+            continue
+    return None
+
+
+def leader_from(meta: Mapping[str, Any] | None, key: int) -> str | None:
+    if not meta:
+        return None
+    p = (meta.get("partitions") or {}).get(str(key)) or {}
+    leader = p.get("leader")
+    return str(leader) if leader else None
+
+
+def controller_from(meta: Mapping[str, Any] | None) -> str | None:
+    if not meta:
+        return None
+    c = meta.get("controller")
+    return str(c) if c else None
+
+
+def tail(path: Path, lines: int = 20) -> str:
+    """The end of a log file, for error messages."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def order_nodes(nodes: Sequence[str], prefer: Iterable[str]) -> list[str]:
+    """`nodes` with those in `prefer` first (e.g. the last known controller)."""
+    first = [n for n in prefer if n in nodes]
+    return first + [n for n in nodes if n not in first]
