@@ -1,0 +1,316 @@
+"""The docker backend: one container per node on a network of the run's own (docker SDK).
+
+Each container runs the broker image with NET_ADMIN; its PID 1 only keeps it alive, so
+the broker is started, killed (SIGKILL, data kept) and restarted inside it by exec, and
+iptables rules (harness.iptables) survive a kill. Pause is `docker pause` (the cgroup
+freezer: the whole node stops, as a VM pause would). Clients and peers reach the
+containers' own IPs; the host routes to a user-defined bridge network directly.
+
+Containers and the network are labelled `undertow.run=<run key>` and registered with
+harness.leftovers before they are made, so `undertow heal` removes them after a crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import ipaddress
+import math
+import re
+import subprocess
+import tarfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from harness import leftovers
+from harness.control.remote_db import BROKER_PORT, Layout, NodeError, RemoteBroker, tar_bytes
+from harness.iptables import IptablesNet
+from harness.protocols import Exec, Run
+
+LABEL = "undertow.run"
+SUBNET_POOL = ipaddress.IPv4Network("10.213.0.0/16")  # the project's range, split in /24s
+NODE_BASE = "/var/lib/undertow"
+PYTHONPATH = "/opt/undertow"
+
+
+def run_key(run: Run) -> str:
+    """A short id for this run, usable in docker names and as the leftovers run id."""
+    given = run.extra.get("run_key")
+    if isinstance(given, str) and re.fullmatch(r"[a-z0-9][a-z0-9-]{0,30}", given):
+        return given
+    digest = hashlib.sha1(str(run.paths.root.resolve()).encode()).hexdigest()[:10]
+    return f"ut-{digest}"
+
+
+class DockerRemote:
+    """harness.protocols.Remote over docker exec / put_archive / get_archive."""
+
+    def __init__(self, client: Any, containers: Mapping[str, str]) -> None:
+        self.client = client
+        self.containers = dict(containers)  # node -> container name
+
+    def container(self, node: str) -> Any:
+        try:
+            name = self.containers[node]
+        except KeyError:
+            raise ValueError(f"docker: unknown node {node!r}; known: "
+                             f"{', '.join(sorted(self.containers))}") from None
+        return self.client.containers.get(name)
+
+    def exec(self, node: str, cmd: Sequence[str], *, timeout_s: float | None = None) -> Exec:
+        import docker.errors
+
+        argv = list(cmd)
+        if timeout_s is not None:  # exec has no timeout of its own: coreutils timeout inside
+            argv = ["timeout", "-s", "KILL", str(max(1, math.ceil(timeout_s))), *argv]
+        try:
+            res = self.container(node).exec_run(argv, demux=True)
+        except docker.errors.APIError as e:  # e.g. the container is paused
+            return Exec(125, "", f"docker exec on {node}: {e.explanation or e}")
+        out, err = res.output if isinstance(res.output, tuple) else (res.output, b"")
+        return Exec(int(res.exit_code), (out or b"").decode(errors="replace"),
+                    (err or b"").decode(errors="replace"))
+
+    def upload(self, node: str, local: Path, remote: str) -> None:
+        target = PurePosixPath(remote)
+        data = tar_bytes({target.name: local if local.is_dir() else local.read_bytes()})
+        if not self.container(node).put_archive(str(target.parent), data):
+            raise NodeError(f"docker: upload of {local} to {node}:{remote} failed")
+
+    def download(self, node: str, remote: str, local: Path) -> None:
+        """A file to the local path, or a directory's contents into the local directory."""
+        import docker.errors
+
+        try:
+            stream, stat = self.container(node).get_archive(remote)
+        except docker.errors.NotFound as e:
+            raise FileNotFoundError(f"docker: {node}:{remote} does not exist") from e
+        buf = io.BytesIO(b"".join(stream))
+        with tarfile.open(fileobj=buf) as tf:
+            is_dir = bool(int(stat.get("mode", 0)) & (1 << 31))
+            if is_dir:
+                local.mkdir(parents=True, exist_ok=True)
+                prefix = PurePosixPath(remote).name + "/"
+                for m in tf.getmembers():
+                    if m.name.startswith(prefix):
+                        m.name = m.name[len(prefix):]
+                        tf.extract(m, local, filter="data")
+            else:
+                member = tf.extractfile(tf.getmembers()[0])
+                assert member is not None
+                local.parent.mkdir(parents=True, exist_ok=True)
+                local.write_bytes(member.read())
+
+
+class DockerBroker(RemoteBroker):
+    """The broker in containers: RemoteBroker, with pause/resume by the cgroup freezer."""
+
+    def __init__(self, remote: DockerRemote, layouts: Mapping[str, Layout],
+                 addrs: Mapping[str, str]) -> None:
+        super().__init__(remote, layouts, addrs)
+        self.docker = remote
+
+    def pause(self, run: Run, node: str) -> None:
+        c = self.docker.container(node)
+        c.reload()
+        if c.status == "running":
+            c.pause()
+
+    def resume(self, run: Run, node: str) -> None:
+        c = self.docker.container(node)
+        c.reload()
+        if c.status == "paused":
+            c.unpause()
+
+    def paused(self, node: str) -> bool:
+        c = self.docker.container(node)
+        c.reload()
+        return bool(c.status == "paused")
+
+
+def _used_networks(client: Any) -> list[ipaddress.IPv4Network]:
+    used: list[ipaddress.IPv4Network] = []
+    for net in client.networks.list():
+        for cfg in (net.attrs.get("IPAM") or {}).get("Config") or []:
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                n = ipaddress.ip_network(cfg["Subnet"], strict=False)
+                if isinstance(n, ipaddress.IPv4Network):
+                    used.append(n)
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        out = subprocess.run(["ip", "-4", "route"], capture_output=True, text=True,
+                             timeout=5).stdout
+        for line in out.splitlines():
+            with contextlib.suppress(ValueError):
+                dest = line.split()[0]
+                if dest != "default":
+                    used.append(ipaddress.IPv4Network(dest, strict=False))
+    return used
+
+
+def free_subnets(client: Any) -> list[ipaddress.IPv4Network]:
+    """/24s of the project's range that no docker network or host route overlaps."""
+    used = _used_networks(client)
+    return [s for s in SUBNET_POOL.subnets(new_prefix=24)
+            if not any(s.overlaps(u) for u in used)]
+
+
+class DockerBackend:
+    """harness.protocols.Backend: containers on a user-defined bridge network."""
+
+    name = "docker"
+
+    def __init__(self, image: str | None = None, *, ready_timeout_s: float = 60.0) -> None:
+        self.image = image
+        self.ready_timeout_s = ready_timeout_s
+        self.client: Any = None
+        self.key = ""
+        self.network_name = ""
+        self.containers: dict[str, str] = {}
+        self.ips: dict[str, str] = {}
+        self.gateway = ""
+        self._items: dict[str, str] = {}  # docker name -> leftovers item id
+
+    # -- up --------------------------------------------------------------------------
+
+    def up(self, run: Run) -> None:
+        broker = self.provision(run)
+        for node in run.nodes:
+            broker.setup(run, node)
+        run.log.info("docker: %d brokers started on %s, waiting for leaders", len(run.nodes),
+                     self.network_name)
+        broker.wait_ready(run, self.ready_timeout_s)
+
+    def provision(self, run: Run) -> DockerBroker:
+        """The network and the containers (no broker started yet); fills run's parts."""
+        from harness.image import docker_client, ensure_images
+
+        if self.image is None:
+            self.image = ensure_images(progress=lambda m: run.log.info("image: %s", m)).broker.tag
+        self.client = docker_client()
+        self.key = run_key(run)
+        self._create_network(run)
+        for i, node in enumerate(run.nodes):
+            self._create_container(run, node, i)
+        remote = DockerRemote(self.client, self.containers)
+        layouts = {n: Layout(NODE_BASE, PYTHONPATH) for n in run.nodes}
+        addrs = {n: f"{self.ips[n]}:{BROKER_PORT}" for n in run.nodes}
+        broker = DockerBroker(remote, layouts, addrs)
+        run.remote = remote
+        run.db = broker
+        run.net = IptablesNet(remote, self.ips, tag=self.key, broker_port=BROKER_PORT,
+                              client_addr=self.gateway)
+        run.client_addrs = dict(addrs)
+        run.extra.update({"docker_network": self.network_name, "run_key": self.key,
+                          "containers": dict(self.containers)})
+        return broker
+
+    def _create_network(self, run: Run) -> None:
+        import docker.errors
+        import docker.types
+
+        self.network_name = f"{self.key}-net"
+        self._items[self.network_name] = leftovers.register(
+            self.key, "network", name=self.network_name, label=self.key)
+        last: Exception | None = None
+        for subnet in free_subnets(self.client)[:20]:
+            hosts = list(subnet.hosts())
+            ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(
+                subnet=str(subnet), gateway=str(hosts[0]))])
+            try:
+                self.client.networks.create(self.network_name, driver="bridge", ipam=ipam,
+                                            labels={LABEL: self.key}, check_duplicate=True)
+            except docker.errors.APIError as e:  # another run took it first: the next one
+                last = e
+                continue
+            self.gateway = str(hosts[0])
+            self.ips = {n: str(hosts[10 + i]) for i, n in enumerate(run.nodes)}
+            run.log.info("docker: network %s on %s", self.network_name, subnet)
+            return
+        raise NodeError(f"docker: no free /24 in {SUBNET_POOL} for the run's network ({last})")
+
+    def _create_container(self, run: Run, node: str, index: int) -> None:
+        name = f"{self.key}-{node}"
+        self._items[name] = leftovers.register(self.key, "container", name=name, label=self.key)
+        endpoint = self.client.api.create_endpoint_config(ipv4_address=self.ips[node])
+        networking = self.client.api.create_networking_config({self.network_name: endpoint})
+        cid = self.client.api.create_container(
+            self.image, name=name, hostname=node, labels={LABEL: self.key, "undertow.node": node},
+            host_config=self.client.api.create_host_config(
+                cap_add=["NET_ADMIN"], init=True, network_mode=self.network_name),
+            networking_config=networking)["Id"]
+        self.client.api.start(cid)
+        self.containers[node] = name
+
+    # -- collect / down --------------------------------------------------------------------
+
+    def collect(self, run: Run) -> None:
+        broker = run.db
+        if not isinstance(broker, DockerBroker):
+            return
+        for node in self.containers:
+            try:
+                broker.resume(run, node)
+                broker.collect(run, node, run.paths.node_dir(node))
+            except Exception as e:  # collect what can be collected; say what could not
+                run.log.warning("docker: could not collect %s: %s", node, e)
+
+    def down(self, run: Run) -> None:
+        """Remove the containers (rules and data go with them) and the network; never raises."""
+        if self.client is None:
+            return
+        for name in list(self.containers.values()):
+            try:
+                _remove_container(self.client, name)
+                leftovers.release(self.key, self._items.pop(name, ""))
+            except Exception as e:
+                run.log.warning("docker: could not remove container %s: %s", name, e)
+        self.containers.clear()
+        if self.network_name:
+            try:
+                _remove_network(self.client, self.network_name)
+                leftovers.release(self.key, self._items.pop(self.network_name, ""))
+            except Exception as e:
+                run.log.warning("docker: could not remove network %s: %s", self.network_name, e)
+        leftovers.end_run(self.key)
+
+
+def _remove_container(client: Any, name: str) -> bool:
+    import docker.errors
+
+    try:
+        client.containers.get(name).remove(force=True)
+    except docker.errors.NotFound:
+        return False
+    return True
+
+
+def _remove_network(client: Any, name: str) -> bool:
+    import docker.errors
+
+    try:
+        client.networks.get(name).remove()
+    except docker.errors.NotFound:
+        return False
+    return True
+
+
+def _undo_container(item: dict[str, Any]) -> str:
+    from harness.image import docker_client
+
+    name = str(item["name"])
+    gone = _remove_container(docker_client(), name)
+    return f"removed container {name}" if gone else f"container {name} already gone"
+
+
+def _undo_network(item: dict[str, Any]) -> str:
+    from harness.image import docker_client
+
+    name = str(item["name"])
+    gone = _remove_network(docker_client(), name)
+    return f"removed network {name}" if gone else f"network {name} already gone"
+
+
+leftovers.register_hook("container", _undo_container)
+leftovers.register_hook("network", _undo_network)

@@ -1,0 +1,247 @@
+"""The broker on a node reached through a Remote (docker exec or ssh): shared by both backends.
+
+Everything is a shell command on the node, so the same code drives a container and a
+real host: the broker runs detached (nohup, pid file), a kill is SIGKILL of that pid
+(the node, its data and its iptables rules stay), a pause SIGSTOP (the docker backend
+overrides pause with `docker pause`), the clock offset is a file the broker re-reads.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shlex
+import tarfile
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness import db
+from harness.protocols import Exec, Remote, Run
+
+BROKER_PORT = 9092
+
+
+class NodeError(RuntimeError):
+    """A command on a node failed: names the node, the step and its stderr."""
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Where the broker's files live on one node."""
+
+    base_dir: str            # e.g. /var/lib/undertow (container) or /var/tmp/undertow/<run>
+    pythonpath: str          # the directory holding the `broker` package
+    python: str = "python3"
+
+    @property
+    def data_dir(self) -> str:
+        return f"{self.base_dir}/data"
+
+    @property
+    def config(self) -> str:
+        return f"{self.base_dir}/NODE.json"
+
+    @property
+    def log(self) -> str:
+        return f"{self.base_dir}/broker.log"
+
+    @property
+    def pid_file(self) -> str:
+        return f"{self.base_dir}/broker.pid"
+
+    @property
+    def clock_file(self) -> str:
+        return f"{self.base_dir}/clock_offset_ns"
+
+
+def _check(r: Exec, node: str, what: str) -> Exec:
+    if not r.ok:
+        raise NodeError(f"{what} on {node} failed (exit {r.returncode}): "
+                        f"{(r.stderr or r.stdout).strip()[-800:]}")
+    return r
+
+
+class RemoteBroker:
+    """DB with Killable, Pausable (signals), HasLogs, HasLeaders, HasClock, LosesUnflushed,
+    DumpsReplicas, over any Remote. addrs: node -> "ip:port" as clients and peers dial it."""
+
+    def __init__(self, remote: Remote, layouts: Mapping[str, Layout],
+                 addrs: Mapping[str, str], *, sudo: bool = False, timeout_s: float = 30.0) -> None:
+        self.remote = remote
+        self.layouts = dict(layouts)
+        self.addrs = dict(addrs)
+        self.sudo = sudo
+        self.timeout_s = timeout_s
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    def sh(self, node: str, script: str, *, timeout_s: float | None = None) -> Exec:
+        argv = ["sh", "-c", script]
+        if self.sudo:
+            argv = ["sudo", "-n", *argv]
+        return self.remote.exec(node, argv, timeout_s=timeout_s or self.timeout_s)
+
+    def _pid_expr(self, node: str) -> str:
+        return f"$(cat {shlex.quote(self.layouts[node].pid_file)} 2>/dev/null || echo 0)"
+
+    # -- DB ------------------------------------------------------------------------
+
+    def setup(self, run: Run, node: str) -> None:
+        lay = self.layouts[node]
+        cfg = db.node_config(run.spec, node, self.addrs[node], self.addrs, lay.data_dir,
+                             lay.clock_file)
+        _check(self.sh(node, f"mkdir -p {shlex.quote(lay.data_dir)}"), node, "mkdir")
+        with tempfile.TemporaryDirectory() as tmp:
+            p = Path(tmp) / "NODE.json"
+            p.write_text(json.dumps(cfg, indent=1))
+            self.remote.upload(node, p, lay.config)
+        self.start(run, node)
+
+    def teardown(self, run: Run, node: str) -> None:
+        self.resume(run, node)
+        self.kill(run, node)
+
+    # -- Killable ---------------------------------------------------------------------
+
+    def running(self, node: str) -> bool:
+        """The broker's pid is alive, not a zombie, and is the broker."""
+        pid = self._pid_expr(node)
+        r = self.sh(node, f'p={pid}; [ "$p" -gt 0 ] && s=$(ps -o stat= -p "$p") '
+                          f'&& [ "${{s#Z}}" = "$s" ] && grep -q broker /proc/$p/cmdline')
+        return r.ok
+
+    def start(self, run: Run, node: str) -> None:
+        if self.running(node):
+            return
+        lay = self.layouts[node]
+        q = shlex.quote
+        cmd = shlex.join(db.broker_command(lay.python, lay.config))
+        script = (f"cd {q(lay.base_dir)} && PYTHONPATH={q(lay.pythonpath)} "
+                  f"PYTHONUNBUFFERED=1 nohup {cmd} "
+                  f">>{q(lay.log)} 2>&1 </dev/null & echo $! > {q(lay.pid_file)}")
+        _check(self.sh(node, script), node, "starting the broker")
+
+    def kill(self, run: Run, node: str) -> None:
+        if not self.running(node):
+            return
+        _check(self.sh(node, f"kill -KILL {self._pid_expr(node)}"), node, "kill -KILL")
+        deadline = time.monotonic() + 10.0
+        while self.running(node):
+            if time.monotonic() > deadline:
+                raise NodeError(f"the broker on {node} survived SIGKILL for 10 s")
+            time.sleep(0.05)
+
+    # -- Pausable (signals; docker overrides) -----------------------------------------------
+
+    def pause(self, run: Run, node: str) -> None:
+        if self.running(node):
+            _check(self.sh(node, f"kill -STOP {self._pid_expr(node)}"), node, "kill -STOP")
+
+    def resume(self, run: Run, node: str) -> None:
+        self.sh(node, f"kill -CONT {self._pid_expr(node)} 2>/dev/null; true")
+
+    # -- HasLogs ----------------------------------------------------------------------------
+
+    def collect(self, run: Run, node: str, dest: Path) -> None:
+        """The broker's log, NODE.json and data dir, into dest (tar on the node, then copy)."""
+        lay = self.layouts[node]
+        tar = f"/tmp/undertow-collect-{node}.tar"
+        q = shlex.quote
+        _check(self.sh(node, f"cd {q(lay.base_dir)} && tar -cf {tar} --ignore-failed-read "
+                             f"$(ls -d broker.log NODE.json data clock_offset_ns 2>/dev/null)",
+                       timeout_s=120), node, "tar of logs and data")
+        dest.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            local = Path(tmp) / "collect.tar"
+            self.remote.download(node, tar, local)
+            with tarfile.open(local) as tf:
+                tf.extractall(dest, filter="data")
+        self.sh(node, f"rm -f {tar}")
+
+    # -- HasLeaders -----------------------------------------------------------------------------
+
+    def metadata(self, run: Run | None = None) -> dict[str, Any] | None:
+        """Any node's admin metadata answer (None when none answers)."""
+        meta: dict[str, Any] | None = db.first_answer(sorted(self.addrs.items()), db.metadata)
+        return meta
+
+    def leader_of(self, run: Run, key: int) -> str | None:
+        return db.leader_from(self.metadata(run), key)
+
+    def controller(self, run: Run) -> str | None:
+        return db.controller_from(self.metadata(run))
+
+    def wait_ready(self, run: Run, timeout_s: float = 60.0) -> None:
+        """Every node answers and sees a leader for every partition; raise naming the laggards."""
+        def check() -> None:
+            down = [n for n in sorted(self.layouts) if not self.running(n)]
+            if down:
+                raise NodeError(f"the broker exited on {', '.join(down)} while starting "
+                                "(see nodes/<node>/broker.log)")
+
+        db.wait_ready(self.addrs, timeout_s, partitions=run.spec.keys, check=check)
+
+    # -- HasClock --------------------------------------------------------------------------------
+
+    def shift_clock(self, run: Run, node: str, delta_ns: int) -> None:
+        f = shlex.quote(self.layouts[node].clock_file)
+        script = (f"v=$(cat {f} 2>/dev/null || echo 0); echo $((v + {int(delta_ns)})) > {f}.tmp "
+                  f"&& mv {f}.tmp {f}")
+        _check(self.sh(node, script), node, "shifting the clock")
+
+    def reset_clock(self, run: Run, node: str) -> None:
+        f = shlex.quote(self.layouts[node].clock_file)
+        _check(self.sh(node, f"echo 0 > {f}.tmp && mv {f}.tmp {f}"), node, "resetting the clock")
+
+    # -- LosesUnflushed / DumpsReplicas ------------------------------------------------------------
+
+    def _tool(self, node: str, *args: str) -> Exec:
+        lay = self.layouts[node]
+        q = shlex.quote
+        return self.sh(node, f"PYTHONPATH={q(lay.pythonpath)} " + shlex.join(args),
+                       timeout_s=120)
+
+    def lose_unflushed(self, run: Run, node: str) -> None:
+        if self.running(node):
+            raise NodeError(f"lose_unflushed: the broker on {node} is running; kill it first")
+        lay = self.layouts[node]
+        _check(self._tool(node, *db.lose_unflushed_command(lay.python, lay.data_dir)),
+               node, "broker.tools lose-unflushed")
+
+    def dump_replicas(self, run: Run) -> list[dict[str, Any]]:
+        """Every node's replicas.jsonl rows: live over the admin API, else offline from disk."""
+        from workloads.client import admin_dump  # type: ignore[import-not-found,unused-ignore]
+
+        rows: list[dict[str, Any]] = []
+        for node in sorted(self.layouts):
+            try:
+                rows.extend(admin_dump(self.addrs[node], timeout_s=10.0))
+                continue
+            except Exception:
+                pass
+            lay = self.layouts[node]
+            r = _check(self._tool(node, *db.dump_command(lay.python, lay.data_dir, node)),
+                       node, "broker.tools dump")
+            rows.extend(db.parse_dump(r.stdout, f"broker.tools dump on {node}"))
+        return rows
+
+
+def tar_bytes(files: Mapping[str, bytes | Path], *, mode: int = 0o644) -> bytes:
+    """A tar archive (in memory) of name -> content or local path (dirs recurse)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        for name, content in files.items():
+            if isinstance(content, Path):
+                tf.add(str(content), arcname=name,
+                       filter=lambda ti: None if "__pycache__" in ti.name else ti)
+            else:
+                ti = tarfile.TarInfo(name)
+                ti.size = len(content)
+                ti.mode = mode
+                ti.mtime = int(time.time())
+                tf.addfile(ti, io.BytesIO(content))
+    return buf.getvalue()

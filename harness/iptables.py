@@ -1,0 +1,257 @@
+"""Net over iptables on each node (docker and ssh backends), through Remote.exec.
+
+Same meaning as harness.net's proxy rules, so a nemesis behaves alike on every backend:
+
+- A grudge maps a node to the peers whose packets it drops: on that node,
+  `iptables -A INPUT -s <peer> -j DROP` (Jepsen's partitions). `partition` replaces the
+  grudge in force; `heal` ends it.
+- Clients are the pseudo-node "client" (the harness's address as the nodes see it). Only
+  the broker port is cut for them, so the control channel (ssh) survives:
+  `{"n1": ["client"]}` drops clients' requests on n1 (INPUT --dport),
+  `{"client": ["n1"]}` drops n1's answers to clients (OUTPUT --sport on n1).
+- `lossy` drops a node's outgoing broker traffic at random (`-m statistic --mode random`),
+  both to peers and to clients; `fast` ends it.
+- `slow` needs the netem qdisc. Where the kernel has it, it delays the node's egress
+  (`tc qdisc replace ... netem delay`); where it has not (as on the CI machines), `slow`
+  raises Unsupported rather than pretend: iptables cannot delay a packet.
+
+Every rule carries the comment `<tag>:part` or `<tag>:loss` (tag = one per run), and a
+heal deletes exactly the rules with that comment, listed back from `iptables -S`.
+"""
+
+from __future__ import annotations
+
+import shlex
+import threading
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+
+from harness.protocols import Exec, Grudge, Remote, Run
+
+CLIENT = "client"
+CHAINS = ("INPUT", "OUTPUT")
+
+
+class Unsupported(NotImplementedError):
+    """A fault this node's kernel cannot make (e.g. slow links without netem)."""
+
+
+class IptablesError(RuntimeError):
+    """An iptables command failed on a node; says which node and command."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One iptables rule the harness added: chain and match, without -A/-D."""
+
+    node: str
+    chain: str
+    spec: tuple[str, ...]
+
+    def argv(self, op: str) -> list[str]:
+        return ["iptables", "-w", op, self.chain, *self.spec]
+
+
+class IptablesNet:
+    """harness.protocols.Net over iptables; thread-safe.
+
+    addrs: node -> IP address (as the other nodes reach it); client_addr: the harness's
+    address as the nodes see it (None: grudges naming "client" are refused).
+    on_add / on_remove are told of every rule (for harness.leftovers on real hosts).
+    """
+
+    def __init__(self, remote: Remote, addrs: Mapping[str, str], *, tag: str,
+                 broker_port: int, client_addr: str | None = None, sudo: bool = False,
+                 on_add: Callable[[Rule], None] | None = None,
+                 on_remove: Callable[[Rule], None] | None = None,
+                 timeout_s: float = 20.0) -> None:
+        if not tag or any(c.isspace() or c in "'\"" for c in tag):
+            raise ValueError(f"IptablesNet: tag {tag!r} must be a non-empty word")
+        self.remote = remote
+        self.addrs = dict(addrs)
+        self.tag = tag
+        self.broker_port = broker_port
+        self.client_addr = client_addr
+        self.sudo = sudo
+        self.on_add = on_add
+        self.on_remove = on_remove
+        self.timeout_s = timeout_s
+        self._lock = threading.Lock()
+        self._grudge: dict[str, frozenset[str]] = {}
+        self._loss: dict[str, float] = {}
+        self._slow: dict[str, tuple[float, float]] = {}
+
+    # -- Net -------------------------------------------------------------------
+
+    def partition(self, run: Run | None, grudge: Grudge) -> None:
+        known = {*self.addrs, CLIENT}
+        clean: dict[str, frozenset[str]] = {}
+        for node, peers in grudge.items():
+            bad = sorted({node, *peers} - known)
+            if bad:
+                raise ValueError(f"partition: unknown node(s) {', '.join(bad)} in grudge "
+                                 f"{dict(grudge)!r}; known: {', '.join(sorted(known))}")
+            drops = frozenset(peers) - {node}
+            if drops:
+                clean[node] = drops
+        if CLIENT in {*clean, *(p for ps in clean.values() for p in ps)} and not self.client_addr:
+            raise ValueError("partition: this backend does not know the clients' address")
+        with self._lock:
+            self._remove_tagged("part")
+            self._grudge = clean
+            self._add(self._partition_rules(clean))
+
+    def heal(self, run: Run | None) -> None:
+        with self._lock:
+            self._remove_tagged("part")
+            self._grudge = {}
+
+    def lossy(self, run: Run | None, nodes: Collection[str], drop_probability: float) -> None:
+        self._check(nodes, "lossy")
+        if not 0.0 <= drop_probability <= 1.0:
+            raise ValueError(f"lossy: drop_probability {drop_probability} is not in [0, 1]")
+        with self._lock:
+            for n in nodes:
+                self._remove_tagged("loss", only=n)
+                self._loss[n] = float(drop_probability)
+                if drop_probability > 0:
+                    self._add([Rule(n, "OUTPUT", (
+                        "-p", "tcp", "-m", "multiport", "--ports", str(self.broker_port),
+                        "-m", "statistic", "--mode", "random",
+                        "--probability", f"{drop_probability:.6f}", *self._comment("loss"),
+                        "-j", "DROP"))])
+
+    def slow(self, run: Run | None, nodes: Collection[str], delay_ms: float,
+             jitter_ms: float = 0.0) -> None:
+        self._check(nodes, "slow")
+        if delay_ms < 0 or jitter_ms < 0:
+            raise ValueError(f"slow: delay_ms {delay_ms} and jitter_ms {jitter_ms} "
+                             "must not be negative")
+        with self._lock:
+            for n in nodes:
+                dev = self._egress_dev(n)
+                cmd = ["tc", "qdisc", "replace", "dev", dev, "root", "netem",
+                       "delay", f"{delay_ms:g}ms", f"{jitter_ms:g}ms"]
+                r = self._exec(n, cmd)
+                if not r.ok:
+                    if "unknown" in r.stderr.lower() or "not supported" in r.stderr.lower():
+                        raise Unsupported(
+                            f"slow: node {n} has no netem qdisc ({r.stderr.strip()}); iptables "
+                            "cannot delay packets, so slow links are unsupported here "
+                            "(lossy links work)")
+                    raise IptablesError(f"slow on {n}: {shlex.join(cmd)}: {r.stderr.strip()}")
+                self._slow[n] = (delay_ms, jitter_ms)
+
+    def fast(self, run: Run | None) -> None:
+        with self._lock:
+            self._remove_tagged("loss")
+            self._loss = {}
+            for n in list(self._slow):
+                dev = self._egress_dev(n)
+                self._exec(n, ["tc", "qdisc", "del", "dev", dev, "root"])
+                del self._slow[n]
+
+    # -- state -------------------------------------------------------------------
+
+    def in_force(self) -> list[str]:
+        with self._lock:
+            out = [f"{n} drops {','.join(sorted(p))}" for n, p in sorted(self._grudge.items())]
+            out += [f"lossy {n} {p:.0%}" for n, p in sorted(self._loss.items()) if p]
+            out += [f"slow {n} +{d:g}ms" for n, (d, _j) in sorted(self._slow.items())]
+            return out
+
+    def rules(self, node: str) -> list[Rule]:
+        """The rules with this run's tag now on a node (read back from iptables -S)."""
+        out: list[Rule] = []
+        for chain in CHAINS:
+            r = self._exec(node, ["iptables", "-w", "-S", chain])
+            if not r.ok:
+                raise IptablesError(f"iptables -S {chain} on {node}: {r.stderr.strip()}")
+            for line in r.stdout.splitlines():
+                words = shlex.split(line)
+                if len(words) > 2 and words[0] == "-A" and self._is_ours(words):
+                    out.append(Rule(node, words[1], tuple(words[2:])))
+        return out
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _comment(self, kind: str) -> tuple[str, ...]:
+        return ("-m", "comment", "--comment", f"{self.tag}:{kind}")
+
+    def _is_ours(self, words: list[str], kind: str | None = None) -> bool:
+        for i, w in enumerate(words[:-1]):
+            if w == "--comment":
+                c = words[i + 1]
+                return c == f"{self.tag}:{kind}" if kind else c.startswith(f"{self.tag}:")
+        return False
+
+    def _partition_rules(self, grudge: Mapping[str, frozenset[str]]) -> list[Rule]:
+        rules: list[Rule] = []
+        port = str(self.broker_port)
+        for node, peers in sorted(grudge.items()):
+            for peer in sorted(peers):
+                if node == CLIENT:  # clients drop peer's answers: cut on the peer's egress
+                    rules.append(Rule(peer, "OUTPUT", (
+                        "-d", str(self.client_addr), "-p", "tcp", "--sport", port,
+                        *self._comment("part"), "-j", "DROP")))
+                elif peer == CLIENT:  # node drops clients' requests
+                    rules.append(Rule(node, "INPUT", (
+                        "-s", str(self.client_addr), "-p", "tcp", "--dport", port,
+                        *self._comment("part"), "-j", "DROP")))
+                else:
+                    rules.append(Rule(node, "INPUT", (
+                        "-s", self.addrs[peer], *self._comment("part"), "-j", "DROP")))
+        return rules
+
+    def _add(self, rules: list[Rule]) -> None:
+        by_node: dict[str, list[Rule]] = {}
+        for rule in rules:
+            by_node.setdefault(rule.node, []).append(rule)
+        for node, rs in by_node.items():
+            for rule in rs:
+                if self.on_add:
+                    self.on_add(rule)  # registered before it exists, so a heal finds it
+            script = " && ".join(shlex.join(r.argv("-A")) for r in rs)
+            res = self._exec(node, ["sh", "-c", script])
+            if not res.ok:
+                raise IptablesError(f"adding rules on {node} failed: {res.stderr.strip()}")
+
+    def _remove_tagged(self, kind: str, only: str | None = None) -> None:
+        """Delete every rule of this kind carrying our tag, as iptables lists them now."""
+        for node in ([only] if only else sorted(self.addrs)):
+            ours = [r for r in self.rules(node) if self._is_ours(["", *r.spec], kind)]
+            if not ours:
+                continue
+            script = "; ".join(shlex.join(r.argv("-D")) for r in ours)
+            res = self._exec(node, ["sh", "-c", script])
+            if not res.ok:
+                raise IptablesError(f"deleting rules on {node} failed: {res.stderr.strip()}")
+            for rule in ours:
+                if self.on_remove:
+                    self.on_remove(rule)
+
+    def _egress_dev(self, node: str) -> str:
+        peer = next((a for n, a in sorted(self.addrs.items()) if n != node),
+                    self.client_addr or "")
+        r = self._exec(node, ["ip", "-o", "route", "get", peer])
+        words = r.stdout.split()
+        if not r.ok or "dev" not in words:
+            raise IptablesError(f"cannot find {node}'s interface towards {peer}: {r.stderr}")
+        return words[words.index("dev") + 1]
+
+    def _check(self, nodes: Collection[str], what: str) -> None:
+        bad = sorted(set(nodes) - set(self.addrs))
+        if bad:
+            raise ValueError(f"{what}: unknown node(s) {', '.join(bad)}; "
+                             f"known: {', '.join(sorted(self.addrs))}")
+
+    def _exec(self, node: str, cmd: list[str]) -> Exec:
+        argv = ["sudo", "-n", *cmd] if self.sudo else cmd
+        return self.remote.exec(node, argv, timeout_s=self.timeout_s)
+
+
+def remove_rule(remote: Remote, rule: Rule, *, sudo: bool = False) -> bool:
+    """Delete one rule (leftover cleanup); True when it was there."""
+    argv = rule.argv("-D")
+    r = remote.exec(rule.node, ["sudo", "-n", *argv] if sudo else argv, timeout_s=20.0)
+    return r.ok
