@@ -1,0 +1,511 @@
+"""A sans-IO Raft node shaped like KRaft: epochs, votes with the log-up-to-date rule, followers
+that FETCH from the leader (the fetch offset acknowledges), a high watermark from a majority of
+fetch offsets that only advances over an entry of the leader's own epoch, snapshots.
+
+No sockets, no clock, no asyncio: every event (tick, receive, propose) takes `now_ms` and returns
+a Ready of effects. The host must, in order: apply `persist` to durable storage, send `messages`,
+restore the state machine from `restore` if set, then apply `committed`.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from .log import RaftLog
+from .messages import (
+    BeginQuorumEpoch,
+    Entry,
+    FetchRequest,
+    FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
+    Message,
+    OffsetAndEpoch,
+    Snapshot,
+    VoteRequest,
+    VoteResponse,
+)
+from .storage import (
+    AppendEntries,
+    Persisted,
+    PersistOp,
+    SaveQuorumState,
+    SaveSnapshot,
+    TruncateLog,
+)
+
+
+class Role(Enum):
+    FOLLOWER = "follower"  # includes KRaft's Unattached and Voted (leader unknown)
+    CANDIDATE = "candidate"
+    LEADER = "leader"
+    OBSERVER = "observer"  # not a voter: only fetches (a broker-only node)
+
+
+@dataclass(frozen=True)
+class RaftConfig:
+    """Timing and sizes. Election timeouts are drawn from [election_timeout_ms, 2x) per reset."""
+
+    election_timeout_ms: int = 1000
+    fetch_interval_ms: int = 100
+    begin_epoch_resend_ms: int = 100
+    check_quorum_timeout_ms: int = 2000
+    max_fetch_entries: int = 200
+    snapshot_threshold_entries: int = 1000
+
+    def __post_init__(self) -> None:
+        for name in ("election_timeout_ms", "fetch_interval_ms", "begin_epoch_resend_ms",
+                     "check_quorum_timeout_ms", "max_fetch_entries", "snapshot_threshold_entries"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"RaftConfig.{name} must be positive, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class Outbound:
+    dest: str
+    message: Message
+
+
+@dataclass(frozen=True)
+class Ready:
+    persist: tuple[PersistOp, ...] = ()
+    messages: tuple[Outbound, ...] = ()
+    restore: Snapshot | None = None
+    committed: tuple[Entry, ...] = ()
+
+
+class NotLeaderError(Exception):
+    """propose() on a node that is not the leader; `leader` is the known leader or None."""
+
+    def __init__(self, node: str, leader: str | None, epoch: int) -> None:
+        super().__init__(f"{node} is not the Raft leader (leader: {leader}, epoch {epoch})")
+        self.leader = leader
+        self.epoch = epoch
+
+
+@dataclass
+class _Acc:
+    persist: list[PersistOp] = field(default_factory=list)
+    messages: list[Outbound] = field(default_factory=list)
+    restore: Snapshot | None = None
+    committed: list[Entry] = field(default_factory=list)
+
+
+class RaftNode:
+    """One quorum member (voter) or observer. See the module docstring for the host contract."""
+
+    def __init__(
+        self,
+        node_id: str,
+        voters: tuple[str, ...] | list[str],
+        persisted: Persisted,
+        *,
+        config: RaftConfig | None = None,
+        rng: random.Random,
+        now_ms: int = 0,
+        unsafe_skip_log_up_to_date_check: bool = False,
+    ) -> None:
+        """`unsafe_skip_log_up_to_date_check` is TEST-ONLY: it grants votes to candidates with
+        stale logs, which loses committed entries; the simulator must catch it."""
+        if not voters:
+            raise ValueError("controller.quorum.voters is empty")
+        self.id = node_id
+        self.voters = tuple(sorted(set(voters)))
+        self.config = config or RaftConfig()
+        self.rng = rng
+        self.unsafe_skip_log_up_to_date_check = unsafe_skip_log_up_to_date_check
+        self.is_voter = node_id in self.voters
+        self.epoch = persisted.epoch
+        self.voted_for = persisted.voted_for
+        self.leader: str | None = persisted.leader
+        self.log = RaftLog(persisted.snapshot, list(persisted.entries))
+        self.high_watermark = self.log.start_offset  # volatile: relearned from the leader
+        self._applied = self.log.start_offset
+        self._acc = _Acc(restore=persisted.snapshot)
+        self._now_ms = now_ms
+        # follower / candidate / observer state
+        self._election_deadline_ms = 0
+        self._next_fetch_ms = now_ms
+        self._votes: set[str] = set()
+        # leader state
+        self._acked: dict[str, int] = {}
+        self._last_fetch_ms: dict[str, int] = {}
+        self._unannounced: set[str] = set()
+        self._next_begin_ms = 0
+        self.role = Role.FOLLOWER if self.is_voter else Role.OBSERVER
+        if self.leader == self.id:  # a restarted leader does not resume leading
+            self.leader = None
+        self._reset_election_timer()
+
+    # ----- public API -------------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.end_offset
+
+    def next_timer_ms(self) -> int:
+        """When the host must call tick() next at the latest."""
+        if self.role is Role.LEADER:
+            t = self._next_begin_ms if self._unannounced else self._now_ms + 10**9
+            return min(t, self._quorum_check_due_ms())
+        if self.role is Role.CANDIDATE:
+            return self._election_deadline_ms
+        if self.leader is None and self.role is Role.FOLLOWER:
+            return self._election_deadline_ms
+        return min(self._election_deadline_ms, self._next_fetch_ms)
+
+    def tick(self, now_ms: int) -> Ready:
+        self._now_ms = max(self._now_ms, now_ms)
+        now = self._now_ms
+        if self.role is Role.LEADER:
+            if self._unannounced and now >= self._next_begin_ms:
+                self._announce()
+            if now >= self._quorum_check_due_ms():
+                self._resign()
+        elif self.role is Role.OBSERVER:
+            if self.leader is not None and now >= self._election_deadline_ms:
+                self.leader = None  # fetch timeout: rediscover the leader
+                self._reset_election_timer()
+            if now >= self._next_fetch_ms:
+                self._send_fetch()
+        elif now >= self._election_deadline_ms:
+            self._start_election()
+        elif self.leader is not None and now >= self._next_fetch_ms:
+            self._send_fetch()
+        return self._ready()
+
+    def propose(self, now_ms: int, record: object) -> tuple[int, Ready]:
+        """Append a record at the leader; returns its offset (committed later, maybe never)."""
+        self._now_ms = max(self._now_ms, now_ms)
+        if self.role is not Role.LEADER:
+            raise NotLeaderError(self.id, self.leader, self.epoch)
+        offset = self._append_local(record, control=False)
+        return offset, self._ready()
+
+    def receive(self, now_ms: int, src: str, msg: Message) -> Ready:
+        self._now_ms = max(self._now_ms, now_ms)
+        if isinstance(msg, VoteRequest):
+            self._on_vote_request(src, msg)
+        elif isinstance(msg, VoteResponse):
+            self._on_vote_response(src, msg)
+        elif isinstance(msg, BeginQuorumEpoch):
+            self._on_begin_epoch(msg)
+        elif isinstance(msg, FetchRequest):
+            self._on_fetch(src, msg)
+        elif isinstance(msg, FetchResponse):
+            self._on_fetch_response(src, msg)
+        elif isinstance(msg, FetchSnapshotRequest):
+            self._on_fetch_snapshot(src, msg)
+        else:
+            self._on_fetch_snapshot_response(src, msg)
+        return self._ready()
+
+    def wants_snapshot(self) -> bool:
+        """True when the applied part of the log is past the snapshot threshold."""
+        return self._applied - self.log.start_offset >= self.config.snapshot_threshold_entries
+
+    def take_snapshot(self, end_offset: int, state: object) -> Ready:
+        """The host's state machine `state` after applying [0, end_offset) replaces that prefix."""
+        if not self.log.start_offset < end_offset <= self._applied:
+            raise ValueError(
+                f"snapshot end {end_offset} outside ({self.log.start_offset}, {self._applied}]"
+            )
+        snap = Snapshot(end_offset, self.log.epoch_before(end_offset), state)
+        self.log.compact(snap)
+        self._acc.persist.append(SaveSnapshot(snap))
+        return self._ready()
+
+    def status(self) -> dict[str, Any]:
+        """The quorum as this node sees it (the admin API's view)."""
+        out: dict[str, Any] = {
+            "node": self.id, "role": self.role.value, "leader": self.leader, "epoch": self.epoch,
+            "voted_for": self.voted_for, "voters": list(self.voters),
+            "log_start_offset": self.log.start_offset, "log_end_offset": self.log.end_offset,
+            "high_watermark": self.high_watermark,
+        }
+        if self.role is Role.LEADER:
+            out["voter_states"] = {
+                v: {"log_end_offset": self.log.end_offset if v == self.id else self._acked.get(v),
+                    "last_fetch_ms": None if v == self.id else self._last_fetch_ms.get(v)}
+                for v in self.voters
+            }
+        return out
+
+    # ----- elections --------------------------------------------------------------------
+
+    def _reset_election_timer(self) -> None:
+        base = self.config.election_timeout_ms
+        self._election_deadline_ms = self._now_ms + base + self.rng.randrange(base)
+
+    def _persist_quorum(self) -> None:
+        self._acc.persist.append(SaveQuorumState(self.epoch, self.voted_for, self.leader))
+
+    def _become_follower(self, epoch: int, leader: str | None) -> None:
+        """Move to `epoch` (>= ours) following `leader` (None: unknown yet)."""
+        if epoch > self.epoch:
+            self.epoch, self.voted_for = epoch, None
+        self.leader = leader
+        self.role = Role.FOLLOWER if self.is_voter else Role.OBSERVER
+        self._votes.clear()
+        self._persist_quorum()
+        self._reset_election_timer()
+        self._next_fetch_ms = self._now_ms
+
+    def _start_election(self) -> None:
+        self.epoch += 1
+        self.voted_for, self.leader = self.id, None
+        self.role = Role.CANDIDATE
+        self._votes = {self.id}
+        self._persist_quorum()
+        self._reset_election_timer()
+        req = VoteRequest(self.epoch, self.id, self.log.last_epoch, self.log.end_offset)
+        for v in self.voters:
+            if v != self.id:
+                self._send(v, req)
+        self._maybe_win()
+
+    def _maybe_win(self) -> None:
+        if self.role is Role.CANDIDATE and len(self._votes) > len(self.voters) // 2:
+            self._become_leader()
+
+    def _on_vote_request(self, src: str, m: VoteRequest) -> None:
+        if m.epoch > self.epoch:
+            self._become_follower(m.epoch, None)
+        granted = self._grantable(m)
+        if granted and self.voted_for is None:
+            self.voted_for = m.candidate
+            self._persist_quorum()
+        if granted:
+            self._reset_election_timer()
+        self._send(src, VoteResponse(self.epoch, granted, self.leader))
+
+    def _grantable(self, m: VoteRequest) -> bool:
+        if not self.is_voter or m.candidate not in self.voters or m.epoch < self.epoch:
+            return False
+        if self.role is not Role.FOLLOWER or self.leader is not None:
+            return False  # a candidate voted for itself; a known leader means the epoch is taken
+        if self.voted_for not in (None, m.candidate):
+            return False
+        up_to_date = (m.last_epoch, m.log_end) >= (self.log.last_epoch, self.log.end_offset)
+        return up_to_date or self.unsafe_skip_log_up_to_date_check
+
+    def _on_vote_response(self, src: str, m: VoteResponse) -> None:
+        if m.epoch > self.epoch:
+            self._become_follower(m.epoch, m.leader)
+            return
+        if m.epoch == self.epoch and self.role is Role.CANDIDATE and m.granted:
+            if src in self.voters:
+                self._votes.add(src)
+            self._maybe_win()
+
+    def _become_leader(self) -> None:
+        self.role, self.leader = Role.LEADER, self.id
+        self._persist_quorum()
+        others = [v for v in self.voters if v != self.id]
+        self._acked = {}
+        self._last_fetch_ms = {v: self._now_ms for v in others}
+        self._unannounced = set(others)
+        self._append_local({"leader": self.id, "epoch": self.epoch}, control=True)
+        self._announce()
+
+    def _announce(self) -> None:
+        for v in sorted(self._unannounced):
+            self._send(v, BeginQuorumEpoch(self.epoch, self.id))
+        self._next_begin_ms = self._now_ms + self.config.begin_epoch_resend_ms
+
+    def _quorum_check_due_ms(self) -> int:
+        """When the leader loses touch with a majority unless more fetches arrive (check quorum)."""
+        need = len(self.voters) // 2  # other voters needed besides the leader itself
+        if need == 0:
+            return self._now_ms + 10**9
+        times = sorted(self._last_fetch_ms.values(), reverse=True)
+        return times[need - 1] + self.config.check_quorum_timeout_ms
+
+    def _resign(self) -> None:
+        """Check quorum failed: a majority stopped fetching, so stop acting as leader."""
+        self.role, self.leader = Role.FOLLOWER, None
+        self._unannounced.clear()
+        self._persist_quorum()
+        self._reset_election_timer()
+
+    def _on_begin_epoch(self, m: BeginQuorumEpoch) -> None:
+        if m.epoch < self.epoch or m.leader not in self.voters:
+            return
+        if m.epoch == self.epoch and self.leader == m.leader:
+            self._reset_election_timer()
+            return
+        if m.epoch == self.epoch and self.role is Role.LEADER:
+            return  # two leaders in one epoch cannot happen; never yield to a forged claim
+        self._become_follower(m.epoch, m.leader)
+
+    # ----- replication: leader side ----------------------------------------------------
+
+    def _append_local(self, record: object, *, control: bool) -> int:
+        e = Entry(self.log.end_offset, self.epoch, record, control)
+        self.log.append([e])
+        self._acc.persist.append(AppendEntries((e,)))
+        self._advance_leader_hw()
+        return e.offset
+
+    def _advance_leader_hw(self) -> None:
+        offsets = sorted(
+            [self.log.end_offset] + [self._acked.get(v, 0) for v in self.voters if v != self.id],
+            reverse=True,
+        )
+        candidate = offsets[len(self.voters) // 2]
+        # KRaft: commit only over an entry of the leader's own epoch
+        if candidate > self.high_watermark and self.log.epoch_before(candidate) == self.epoch:
+            self._set_hw(candidate)
+
+    def _fetch_error(self, src: str, m: FetchRequest, error: str) -> None:
+        self._send(src, FetchResponse(self.epoch, self.leader, error, m.fetch_offset,
+                                      m.last_fetched_epoch, self.high_watermark))
+
+    def _on_fetch(self, src: str, m: FetchRequest) -> None:
+        if m.epoch > self.epoch:
+            self._become_follower(m.epoch, None)
+            return
+        if self.role is not Role.LEADER:
+            self._fetch_error(src, m, "NOT_LEADER")
+            return
+        if m.epoch < self.epoch:
+            self._fetch_error(src, m, "FENCED_EPOCH")
+            return
+        voter = m.replica in self.voters and m.replica != self.id
+        if voter:
+            self._last_fetch_ms[m.replica] = self._now_ms
+            self._unannounced.discard(m.replica)
+        f, le, log = m.fetch_offset, m.last_fetched_epoch, self.log
+        base = FetchResponse(self.epoch, self.id, None, f, le, self.high_watermark)
+        if log.snapshot is not None and (f < log.start_offset or (
+                f == log.start_offset and le != log.snapshot.epoch)):
+            self._send(src, _with(base, snapshot_id=_snap_id(log.snapshot)))
+            return
+        if f > log.end_offset or log.epoch_before(f) != le:
+            found = log.end_offset_for_epoch(le)
+            end = min(found.offset, f)
+            if log.snapshot is not None and (end < log.start_offset or found.epoch < 0):
+                self._send(src, _with(base, snapshot_id=_snap_id(log.snapshot)))
+            else:
+                self._send(src, _with(base, diverging=OffsetAndEpoch(end, found.epoch)))
+            return
+        if voter and f > self._acked.get(m.replica, 0):
+            self._acked[m.replica] = f
+            self._advance_leader_hw()
+        entries = log.read(f, self.config.max_fetch_entries)
+        self._send(src, _with(base, high_watermark=self.high_watermark, entries=entries))
+
+    def _on_fetch_snapshot(self, src: str, m: FetchSnapshotRequest) -> None:
+        if m.epoch > self.epoch:
+            self._become_follower(m.epoch, None)
+            return
+        if self.role is not Role.LEADER or m.epoch < self.epoch:
+            err = "NOT_LEADER" if self.role is not Role.LEADER else "FENCED_EPOCH"
+            self._send(src, FetchSnapshotResponse(self.epoch, self.leader, err, None))
+            return
+        self._send(src, FetchSnapshotResponse(self.epoch, self.id, None, self.log.snapshot))
+
+    # ----- replication: follower side --------------------------------------------------
+
+    def _send_fetch(self) -> None:
+        target = self.leader
+        if target is None:  # an observer looking for the leader: ask any voter
+            target = self.voters[self.rng.randrange(len(self.voters))]
+        self._send(target, FetchRequest(self.epoch, self.id, self.log.end_offset,
+                                        self.log.last_epoch))
+        self._next_fetch_ms = self._now_ms + self.config.fetch_interval_ms
+
+    def _accept_from_leader(self, src: str, epoch: int, leader: str | None,
+                            error: str | None) -> bool:
+        """Common epoch handling of fetch answers; True when `src` is our leader and all is well."""
+        if epoch > self.epoch:
+            self._become_follower(epoch, leader if leader in self.voters else None)
+        elif epoch < self.epoch:
+            return False
+        elif self.leader is None and leader in self.voters and \
+                self.role in (Role.FOLLOWER, Role.OBSERVER):
+            self._become_follower(epoch, leader)
+        if error is not None or self.leader != src:
+            return False
+        if self.role not in (Role.FOLLOWER, Role.OBSERVER):
+            return False
+        self._reset_election_timer()
+        return True
+
+    def _on_fetch_response(self, src: str, m: FetchResponse) -> None:
+        if not self._accept_from_leader(src, m.epoch, m.leader, m.error):
+            return
+        log = self.log
+        if m.fetch_offset != log.end_offset or m.last_fetched_epoch != log.last_epoch:
+            return  # late or duplicated answer to an older fetch
+        if m.diverging is not None:
+            local = log.end_offset_for_epoch(m.diverging.epoch)
+            cut = max(log.start_offset, min(m.diverging.offset, local.offset))
+            log.truncate(cut)
+            self._acc.persist.append(TruncateLog(cut))
+            self._send_fetch()
+        elif m.snapshot_id is not None:
+            self._send(src, FetchSnapshotRequest(self.epoch, self.id, m.snapshot_id))
+            self._next_fetch_ms = self._now_ms + self.config.fetch_interval_ms
+        else:
+            if m.entries:
+                log.append(m.entries)
+                self._acc.persist.append(AppendEntries(m.entries))
+            hw = min(m.high_watermark, log.end_offset)
+            if hw > self.high_watermark:
+                self._set_hw(hw)
+            if m.entries:
+                self._send_fetch()
+
+    def _on_fetch_snapshot_response(self, src: str, m: FetchSnapshotResponse) -> None:
+        if not self._accept_from_leader(src, m.epoch, m.leader, m.error) or m.snapshot is None:
+            return
+        snap = self.log
+        if m.snapshot.end_offset <= snap.start_offset:
+            return
+        keeps_suffix = (m.snapshot.end_offset <= snap.end_offset
+                        and snap.epoch_before(m.snapshot.end_offset) == m.snapshot.epoch)
+        if not keeps_suffix:
+            snap.truncate(snap.start_offset)
+            self._acc.persist.append(TruncateLog(snap.start_offset))
+            snap.entries = []
+            snap.snapshot = m.snapshot
+        else:
+            snap.compact(m.snapshot)
+        self._acc.persist.append(SaveSnapshot(m.snapshot))
+        if self._applied < m.snapshot.end_offset:
+            self._applied = m.snapshot.end_offset
+            self._acc.restore = m.snapshot
+            self._acc.committed.clear()
+        self.high_watermark = max(self.high_watermark, m.snapshot.end_offset)
+        self._send_fetch()
+
+    # ----- shared -----------------------------------------------------------------------
+
+    def _set_hw(self, hw: int) -> None:
+        self.high_watermark = hw
+        start = max(self._applied, self.log.start_offset)
+        if hw > start:
+            self._acc.committed.extend(self.log.read(start, hw - start))
+            self._applied = hw
+
+    def _send(self, dest: str, msg: Message) -> None:
+        self._acc.messages.append(Outbound(dest, msg))
+
+    def _ready(self) -> Ready:
+        a = self._acc
+        self._acc = _Acc()
+        return Ready(tuple(a.persist), tuple(a.messages), a.restore, tuple(a.committed))
+
+
+def _snap_id(s: Snapshot) -> OffsetAndEpoch:
+    return OffsetAndEpoch(s.end_offset, s.epoch)
+
+
+def _with(base: FetchResponse, **changes: Any) -> FetchResponse:
+    from dataclasses import replace
+
+    return replace(base, **changes)
