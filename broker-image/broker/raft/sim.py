@@ -9,6 +9,7 @@ from __future__ import annotations
 import heapq
 import random
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 from .core import RaftConfig, RaftNode, Ready, Role
 from .messages import Entry, Message, Snapshot
@@ -156,7 +157,7 @@ class Simulation:
     def _check_snapshot(self, n: str, snap: Snapshot) -> None:
         if snap.end_offset > len(self.g.entries):
             raise Violation(f"{n} got a snapshot to {snap.end_offset} past the commit point")
-        if tuple(snap.state) != self.g.folds[snap.end_offset]:  # type: ignore[call-overload]
+        if snap.state != self.g.folds[snap.end_offset]:
             raise Violation(f"{n} got a snapshot to {snap.end_offset} whose state differs")
 
     def _check(self, n: str, node: RaftNode) -> None:
@@ -265,12 +266,12 @@ class Simulation:
     def _step(self, kind: str, payload: object) -> None:
         self.steps += 1
         if kind == "tick":
-            n, gen = payload  # type: ignore[misc]
+            n, gen = cast(tuple[str, int], payload)
             node = self.nodes[n]
             if node is not None and gen == self.gen[n]:
                 self._handle(n, node.tick(self.now))
         elif kind == "deliver":
-            src, dest, msg = payload  # type: ignore[misc]
+            src, dest, msg = cast(tuple[str, str, Message], payload)
             node = self.nodes[dest]
             if node is not None and (src, dest) not in self.blocked:
                 self._handle(dest, node.receive(self.now, src, msg))
