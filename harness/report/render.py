@@ -1,0 +1,134 @@
+"""Render report.html for a run folder and index.html for a results folder.
+
+Both are single files that open from disk with no network: CSS and the index's
+small filter script are inlined, plots are server-side SVG. Everything that comes
+from a run passes through Jinja's autoescape; only our own SVG and CSS are
+marked safe, and the SVG code escapes every run-derived text itself.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import numpy as np
+from markupsafe import Markup
+
+from harness.report import figures, sections
+from harness.report.runfiles import RunFiles, load_run
+from harness.report.scan import KINDS, Scan, scan
+
+_HERE = Path(__file__).parent
+_ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(_HERE / "templates"),
+                          autoescape=True, undefined=jinja2.StrictUndefined,
+                          trim_blocks=True, lstrip_blocks=True)
+
+
+def _static(name: str) -> Markup:
+    return Markup((_HERE / "static" / name).read_text())
+
+
+def _op_counts(s: Scan) -> list[tuple[str, list[int]]]:
+    c = s.completions
+    rows = []
+    for fi, name in enumerate(c.f_names):
+        rows.append((name, [int(np.count_nonzero((c.f_code == fi) & (c.kind == k)))
+                            for k in range(len(KINDS))]))
+    return rows
+
+
+def _concurrency(test: Mapping[str, Any] | None) -> int | None:
+    c = (test or {}).get("concurrency")
+    return c if isinstance(c, int) and not isinstance(c, bool) and c > 0 else None
+
+
+def report_context(run: RunFiles) -> dict[str, Any]:
+    """Everything the report template shows, computed from the run's files alone."""
+    anomalies_raw = (run.results or {}).get("anomalies")
+    s = scan(run.ops, anomalies_raw if isinstance(anomalies_raw, dict) else None)
+    test = run.test or {}
+    lost, div = sections.marked_offsets(run.results)
+    focus = sections.anomaly_keys(run.results)
+    order = [k for k in focus if k in s.keys] + [k for k in s.keys if k not in focus]
+    key_plots = [(k, Markup(figures.key_log(s, k, s.keys[k], lost.get(k, set()),
+                                            div.get(k, set()))),
+                  len(s.keys[k].offset), sorted(lost.get(k, set())), sorted(div.get(k, set())))
+                 for k in order[: figures.MAX_KEYS]]
+    timeline_svg, timeline_note = figures.timeline(s, _concurrency(test))
+    replica_keys, replica_key_count = sections.replica_divergence(run.replicas, focus)
+    anomalies = sections.anomalies(run.results, s)
+    return {
+        "title": str(test.get("name") or run.run_dir.name),
+        "run_dir": str(run.run_dir),
+        "verdict": sections.verdict(run.results),
+        "results": run.results,
+        "error": (run.results or {}).get("error"),
+        "seed": test.get("seed", "not recorded") if run.test else "not recorded (no test.json)",
+        "settings": sections.settings(run.test),
+        "has_test": run.test is not None,
+        "anomalies": anomalies,
+        "stats": sorted(((str(k), sections.dumps(v)) for k, v in
+                         ((run.results or {}).get("stats") or {}).items())),
+        "ops_table": sections.op_rows(run.ops, s.involved),
+        "op_count": s.op_count,
+        "client_ops": s.client_ops,
+        "duration_s": f"{s.end_ns / 1e9:.1f}",
+        "op_counts": _op_counts(s),
+        "kinds": KINDS,
+        "nodes": s.nodes,
+        "faults": s.faults,
+        "latency_svg": Markup(figures.latency_scatter(s)),
+        "quantiles_svg": Markup(figures.latency_quantiles(s)),
+        "throughput_svg": Markup(figures.throughput(s)),
+        "timeline_svg": Markup(timeline_svg),
+        "timeline_note": timeline_note,
+        "key_plots": key_plots,
+        "key_count": len(s.keys),
+        "max_keys": figures.MAX_KEYS,
+        "has_replicas": run.replicas is not None,
+        "replica_keys": replica_keys,
+        "replica_key_count": replica_key_count,
+        "node_logs": sections.node_logs(run.run_dir),
+        "css": _static("report.css"),
+        "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+    }
+
+
+def render_run(run_dir: Path) -> Path:
+    """Write run_dir/report.html (and junit.xml when results.json exists); return the report."""
+    from harness.junit import write_junit
+
+    run_dir = Path(run_dir)
+    run = load_run(run_dir)
+    html = _ENV.get_template("report.html.j2").render(**report_context(run))
+    out = run_dir / "report.html"
+    _write(out, html)
+    write_junit(run_dir, run.results, run.test)
+    return out
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def render_index(results_dir: Path) -> Path:
+    """Write results_dir/index.html listing every run folder under it; return its path."""
+    from harness.report.index import index_rows
+
+    results_dir = Path(results_dir)
+    results_dir.mkdir(parents=True, exist_ok=True)
+    rows = index_rows(results_dir)
+    html = _ENV.get_template("index.html.j2").render(
+        rows=rows, tests=sorted({r.test for r in rows}),
+        verdicts=["valid", "invalid", "unknown", "not checked"],
+        css=_static("report.css"), script=_static("index.js"),
+        generated=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
+    out = results_dir / "index.html"
+    _write(out, html)
+    return out

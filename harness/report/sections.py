@@ -1,0 +1,243 @@
+"""Tables of the report built from run files: verdict, settings, anomalies, ops, replicas, logs.
+
+Plain data for the template; the template escapes every value (autoescape).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from harness.report.scan import Scan, anomaly_refs
+
+VALUE_CHARS = 400  # an op's value is cut to this many characters in the ops table
+REPLICA_KEYS = 16
+REPLICA_ROWS = 60
+CONTEXT_ROWS = 3
+LOST_TYPES = ("lost-write", "replica-lost-write", "unseen")
+DIVERGENT_TYPES = ("inconsistent-offsets", "replica-divergence")
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    label: str  # "valid", "invalid", "unknown", "not checked"
+    css: str
+    detail: str
+
+
+def verdict(results: Mapping[str, Any] | None) -> Verdict:
+    if results is None:
+        return Verdict("not checked", "unchecked", "no results.json: run `undertow check` on it")
+    v = results.get("valid")
+    err = results.get("error")
+    if v is True:
+        return Verdict("valid", "valid", "no anomaly that the settings forbid")
+    if v is False:
+        bad = results.get("bad_anomaly_types") or []
+        return Verdict("invalid", "invalid", "forbidden anomalies: " + ", ".join(map(str, bad)))
+    return Verdict("unknown", "unknown", str(err) if err else "the checkers could not decide")
+
+
+def dumps(x: Any) -> str:
+    return orjson.dumps(x, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+def cut(text: str, n: int = VALUE_CHARS) -> str:
+    return text if len(text) <= n else text[:n] + f"… ({len(text) - n} more characters)"
+
+
+def flatten(prefix: str, x: Any, out: list[tuple[str, str]]) -> None:
+    if isinstance(x, dict) and x:
+        for k, v in x.items():
+            flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
+    else:
+        out.append((prefix, x if isinstance(x, str) else dumps(x)))
+
+
+def settings(test: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    rows: list[tuple[str, str]] = []
+    if test:
+        flatten("", dict(test), rows)
+    return rows
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    text: str
+    ops: list[int]
+
+
+@dataclass(frozen=True, slots=True)
+class AnomalyType:
+    name: str
+    count: int
+    bad: bool
+    examples: list[Example]
+
+
+def anomalies(results: Mapping[str, Any] | None, scan: Scan) -> list[AnomalyType]:
+    if not results:
+        return []
+    counts = results.get("counts") or {}
+    found = results.get("anomalies") or {}
+    bad = set(results.get("bad_anomaly_types") or [])
+    names = list(dict.fromkeys([*map(str, results.get("anomaly_types") or []), *counts, *found]))
+    out = []
+    for name in names:
+        exs = found.get(name) or []
+        examples = []
+        for ex in exs if isinstance(exs, list) else [exs]:
+            indices, values = anomaly_refs({name: [ex]})
+            ops = set(indices)
+            for v in values:
+                ops.update(scan.by_value.get(v, ()))
+            examples.append(Example(cut(dumps(ex), 2000), sorted(ops)))
+        count = counts.get(name, len(examples))
+        out.append(AnomalyType(name, count if isinstance(count, int) else len(examples),
+                               name in bad, examples))
+    out.sort(key=lambda a: (not a.bad, a.name))
+    return out
+
+
+def marked_offsets(results: Mapping[str, Any] | None) -> tuple[dict[int, set[int]],
+                                                              dict[int, set[int]]]:
+    """key -> offsets to mark as lost, and key -> offsets to mark as divergent."""
+    lost: dict[int, set[int]] = {}
+    div: dict[int, set[int]] = {}
+    found = (results or {}).get("anomalies") or {}
+    for types, into in ((LOST_TYPES, lost), (DIVERGENT_TYPES, div)):
+        for t in types:
+            for ex in found.get(t) or []:
+                if isinstance(ex, dict) and isinstance(ex.get("key"), int) \
+                        and isinstance(ex.get("offset"), int):
+                    into.setdefault(ex["key"], set()).add(ex["offset"])
+    return lost, div
+
+
+def anomaly_keys(results: Mapping[str, Any] | None) -> list[int]:
+    keys: list[int] = []
+    for exs in ((results or {}).get("anomalies") or {}).values():
+        for ex in exs if isinstance(exs, list) else []:
+            if isinstance(ex, dict) and isinstance(ex.get("key"), int) and ex["key"] not in keys:
+                keys.append(ex["key"])
+    return keys
+
+
+@dataclass(frozen=True, slots=True)
+class OpRow:
+    index: int
+    time_s: str
+    process: str
+    type: str
+    f: str
+    value: str
+    error: str
+
+
+def op_rows(ops: list[dict[str, Any]], indices: list[int]) -> list[OpRow]:
+    """The rows of the ops table, for the given history indices (those anomalies touch)."""
+    by_index: dict[int, dict[str, Any]] = {}
+    missing = []
+    for i in indices:
+        if 0 <= i < len(ops) and ops[i].get("index") == i:
+            by_index[i] = ops[i]
+        else:
+            missing.append(i)
+    if missing:
+        want = set(missing)
+        for op in ops:
+            if op.get("index") in want:
+                by_index[op["index"]] = op
+    rows = []
+    for i in sorted(by_index):
+        op = by_index[i]
+        t = op.get("time")
+        rows.append(OpRow(i, f"{t / 1e9:.6f}" if isinstance(t, int) else "?",
+                          str(op.get("process")), str(op.get("type")), str(op.get("f")),
+                          cut(dumps(op.get("value"))),
+                          "" if op.get("error") is None else cut(str(op.get("error")))))
+    return rows
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaKey:
+    key: int
+    nodes: list[str]
+    summary: list[str]  # per node: "hw H leo L epoch E"
+    rows: list[tuple[int, list[tuple[str, str]], bool]]  # offset, (text, css) per node, conflict
+    conflicts: int
+
+
+def replica_divergence(replicas: list[dict[str, Any]] | None,
+                       focus_keys: list[int]) -> tuple[list[ReplicaKey], int]:
+    """Keys whose replicas differ (a value conflict, or a committed offset one node lacks)."""
+    if not replicas:
+        return [], 0
+    logs: dict[int, dict[str, dict[int, Any]]] = {}
+    summ: dict[int, dict[str, dict[str, Any]]] = {}
+    for r in replicas:
+        k, node = r.get("key"), str(r.get("node"))
+        if not isinstance(k, int):
+            continue
+        if "offset" in r:
+            logs.setdefault(k, {}).setdefault(node, {})[r["offset"]] = r.get("value")
+        else:
+            summ.setdefault(k, {})[node] = r
+    out: list[ReplicaKey] = []
+    n_keys = 0
+    for k in sorted(set(logs) | set(summ), key=lambda k: (k not in focus_keys, k)):
+        nodes = sorted(set(logs.get(k, {})) | set(summ.get(k, {})))
+        per = logs.get(k, {})
+        hw = {n: summ.get(k, {}).get(n, {}).get("hw", 0) for n in nodes}
+        offsets = sorted({o for n in nodes for o in per.get(n, {}) if isinstance(o, int)})
+        bad: list[int] = []
+        for o in offsets:
+            vals = {per.get(n, {}).get(o, None) for n in nodes if o in per.get(n, {})}
+            committed_gap = any(o not in per.get(n, {}) and isinstance(hw[n], int) and o < hw[n]
+                                for n in nodes)
+            if len(vals) > 1 or committed_gap:
+                bad.append(o)
+        if not bad:
+            continue
+        n_keys += 1
+        if len(out) >= REPLICA_KEYS:
+            continue
+        show: set[int] = set()
+        for o in bad:
+            i = offsets.index(o)
+            show.update(offsets[max(0, i - CONTEXT_ROWS): i + CONTEXT_ROWS + 1])
+        rows = []
+        bad_set = set(bad)
+        for o in sorted(show)[:REPLICA_ROWS]:
+            cells = []
+            for n in nodes:
+                if o in per.get(n, {}):
+                    committed = isinstance(hw[n], int) and o < hw[n]
+                    cells.append((dumps(per[n][o]), "c" if committed else "u"))
+                else:
+                    cells.append(("—", "m"))
+            rows.append((o, cells, o in bad_set))
+        summary = []
+        for n in nodes:
+            s = summ.get(k, {}).get(n, {})
+            summary.append(f"hw {s.get('hw', '?')} leo {s.get('leo', '?')} "
+                           f"epoch {s.get('leader_epoch', '?')}")
+        out.append(ReplicaKey(k, nodes, summary, rows, len(bad)))
+    return out, n_keys
+
+
+def node_logs(run_dir: Path) -> list[tuple[str, list[str]]]:
+    """(node, relative paths of its log files) from nodes/<node>/."""
+    nodes_dir = run_dir / "nodes"
+    if not nodes_dir.is_dir():
+        return []
+    out = []
+    for d in sorted(p for p in nodes_dir.iterdir() if p.is_dir()):
+        files = sorted(str(f.relative_to(run_dir)) for f in d.rglob("*")
+                       if f.is_file() and (f.suffix in (".log", ".txt") or "log" in f.name))
+        out.append((d.name, files))
+    return out
