@@ -340,3 +340,39 @@ def config_for_seed(seed: int, base: SimConfig | None = None) -> SimConfig:
 def run_seed(seed: int, config: SimConfig | None = None, *, vary: bool = True) -> SimResult:
     """One seeded schedule; `vary` derives the cluster shape from the seed too."""
     return Simulation(seed, config_for_seed(seed, config) if vary else config).run()
+
+
+@dataclass(frozen=True)
+class Summary:
+    schedules: int
+    violations: tuple[SimResult, ...]
+    committed: int
+    failovers_ms: tuple[int, ...]
+    elapsed_s: float
+
+
+def _run_chunk(args: tuple[int, int, SimConfig | None]) -> list[SimResult]:
+    start, count, config = args
+    return [run_seed(s, config) for s in range(start, start + count)]
+
+
+def run_seeds(start: int, count: int, config: SimConfig | None = None, *,
+              workers: int = 1) -> Summary:
+    """Run seeds [start, start+count), in `workers` processes; results do not depend on it."""
+    import time
+    from concurrent.futures import ProcessPoolExecutor
+
+    t0 = time.monotonic()
+    if workers <= 1:
+        results = _run_chunk((start, count, config))
+    else:
+        chunk = max(1, count // (workers * 8))
+        jobs = [(s, min(chunk, start + count - s), config)
+                for s in range(start, start + count, chunk)]
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            results = [r for part in pool.map(_run_chunk, jobs) for r in part]
+    return Summary(
+        len(results), tuple(r for r in results if r.violation is not None),
+        sum(r.committed for r in results),
+        tuple(ms for r in results for ms in r.failovers_ms), time.monotonic() - t0,
+    )
