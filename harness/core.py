@@ -1,0 +1,287 @@
+"""`run(spec)`: one whole experiment, from an empty folder to a verdict.
+
+store -> backend up -> clients + nemesis under the generator (time limit) ->
+the nemesis's final heal -> wait for the cluster -> final reads -> replicas
+dumped to replicas.jsonl -> logs collected -> backend down (always, in a
+finally, also on SIGINT) -> checkers -> report. A report that fails to render
+is logged and the verdict kept. On SIGINT/SIGTERM the run stops within a
+bounded time, heals, tears the cluster down and skips the check.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from harness import generator as g
+from harness import store
+from harness.history import HistoryError, HistoryWriter, write_jsonl
+from harness.interpreter import Interpreter, Stats, client_node
+from harness.protocols import Backend, DumpsReplicas, Nemesis, Run
+from harness.spec import SpecError, TestSpec
+
+WAIT_READY_AFTER_HEAL_S = 30.0
+EXIT_CODES: dict[bool | str, int] = {True: 0, False: 1, "unknown": 3}
+EXIT_INTERRUPTED = 130
+
+
+@dataclass
+class Watch:
+    """What the terminal shows while a run goes on; core writes it, the CLI reads it."""
+
+    stats: Stats = field(default_factory=Stats)
+    phase: str = "starting"
+    run_dir: Path | None = None
+    started_s: float = field(default_factory=time.monotonic)
+    main_started_s: float | None = None
+    time_limit_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The end of one run: its folder, verdict and what went wrong, if anything."""
+
+    run_dir: Path
+    valid: bool | str  # True, False or "unknown"
+    results: dict[str, Any]
+    report: Path | None
+    interrupted: bool = False
+    error: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        if self.interrupted:
+            return EXIT_INTERRUPTED
+        if self.valid is True or self.valid is False:
+            return EXIT_CODES[self.valid]
+        return 3
+
+    def summary(self) -> str:
+        """The one line a person reads at the end."""
+        if self.interrupted:
+            head = "INTERRUPTED (not checked)"
+        else:
+            head = "VALID" if self.valid is True else "INVALID" if self.valid is False \
+                else "UNKNOWN"
+        counts = self.results.get("counts") or {}
+        anomalies = ", ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "no anomalies"
+        where = f"run {self.run_dir}"
+        if self.report is not None:
+            where += f" report {self.report}"
+        err = f" ({self.error})" if self.error else ""
+        return f"{head}: {anomalies}; {where}{err}"
+
+
+class _Stopper:
+    """SIGINT/SIGTERM: the first asks the run to stop; a second one interrupts at once."""
+
+    def __init__(self) -> None:
+        self.requested = threading.Event()
+        self.interp: Interpreter | None = None
+        self.shielded = False  # while tearing down: further signals are ignored
+        self._old: dict[signal.Signals, Any] = {}
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.shielded:
+            self.requested.set()
+            return
+        if self.requested.is_set():
+            raise KeyboardInterrupt
+        self.requested.set()
+        if self.interp is not None:
+            self.interp.stop()
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[_Stopper]:
+        if threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGINT, signal.SIGTERM):
+                self._old[s] = signal.signal(s, self._handle)
+        try:
+            yield self
+        finally:
+            for s, h in self._old.items():
+                signal.signal(s, h)
+
+
+def _nemesis_package(spec: TestSpec) -> Any:
+    if not spec.nemesis:
+        return None
+    from nemesis.packages import nemesis_package
+
+    return nemesis_package(spec)
+
+
+def _workload(spec: TestSpec) -> Any:
+    if spec.workload != "queue":
+        raise SpecError(f"--workload: {spec.workload!r} is not known (known: queue)")
+    from workloads.queue import workload
+
+    return workload(spec)
+
+
+def _wait_ready(backend: Backend, run: Run, timeout_s: float) -> None:
+    waiter: Callable[[Run, float], None] | None = getattr(backend, "wait_ready", None)
+    if waiter is not None:
+        waiter(run, timeout_s)
+        return
+    from harness import db
+
+    addrs = run.extra.get("admin_addrs") or run.client_addrs
+    db.wait_ready(addrs, timeout_s, partitions=run.spec.keys)
+
+
+def _check(run_dir: Path, spec: TestSpec, log: Any) -> tuple[dict[str, Any], str | None]:
+    try:
+        from checkers.api import check_run  # type: ignore[import-not-found,unused-ignore]
+
+        return check_run(run_dir, spark_master=spec.spark_master), None
+    except HistoryError as e:
+        log.error("the history the harness wrote breaks the contract: %s", e)
+        return {"valid": "unknown", "error": str(e)}, f"bad history: {e}"
+    except Exception as e:
+        log.exception("checking failed")
+        return {"valid": "unknown", "error": repr(e)}, f"check failed: {e!r}"
+
+
+def _render(run_dir: Path, log: Any) -> Path | None:
+    try:
+        from harness.report.render import render_run
+
+        return render_run(run_dir)
+    except Exception:
+        log.exception("rendering the report failed (the verdict stands)")
+        return None
+
+
+def _drive(spec: TestSpec, run: Run, backend: Backend, history: HistoryWriter,
+           wl: Any, pkg: Any, stopper: _Stopper, watch: Watch) -> None:
+    """Everything between backend up and backend down."""
+    log = run.log
+    watch.phase = "cluster up"
+    backend.up(run)
+    if stopper.requested.is_set():
+        return
+    nem: Nemesis | None = pkg.nemesis.setup(run) if pkg is not None else None
+    interp = Interpreter(run, history, concurrency=spec.concurrency,
+                         open_client=lambda t: wl.client.open(run, client_node(run.nodes, t)),
+                         nemesis=nem, seed=spec.seed, stats=watch.stats)
+    stopper.interp = interp
+    if stopper.requested.is_set():
+        interp.stop()
+    try:
+        try:
+            watch.phase, watch.main_started_s = "running", time.monotonic()
+            main = g.clients_and_nemesis(wl.generator, pkg.generator if pkg else None)
+            interp.run(g.time_limit(spec.time_limit_s, main))
+            if pkg is not None and not interp.stopped:
+                watch.phase = "final heal"
+                interp.run(g.nemesis(pkg.final_generator))
+        finally:
+            if nem is not None:
+                watch.phase = "healing"
+                try:
+                    nem.teardown(run)
+                except Exception:
+                    log.exception("nemesis teardown failed")
+        if not interp.stopped:
+            watch.phase = "waiting for the cluster"
+            try:
+                _wait_ready(backend, run, WAIT_READY_AFTER_HEAL_S)
+            except Exception as e:  # final reads still try, and record what they get
+                log.warning("cluster not ready after the final heal: %s", e)
+            watch.phase = "final reads"
+            interp.run(g.clients(wl.final_generator(run.paths.history)))
+    finally:
+        interp.close()
+        history.close()
+    watch.phase = "dumping replicas"
+    if isinstance(run.db, DumpsReplicas):
+        try:
+            n = write_jsonl(run.paths.replicas, iter(run.db.dump_replicas(run)))
+            log.info("replicas.jsonl: %d rows", n)
+        except Exception:
+            log.exception("dumping replicas failed")
+    watch.phase = "collecting"
+    try:
+        backend.collect(run)
+    except Exception:
+        log.exception("collecting node files failed")
+
+
+def run(spec: TestSpec, *, watch: Watch | None = None) -> Outcome:
+    """One run of spec; see the module docstring. Raises SpecError before starting."""
+    spec.validate()
+    from harness.backends import make_backend
+
+    watch = watch or Watch()
+    watch.time_limit_s = spec.time_limit_s
+    wl = _workload(spec)
+    pkg = _nemesis_package(spec)
+    backend = make_backend(spec)
+    stored = store.create_run(spec)
+    watch.run_dir = stored.paths.root
+    log = stored.log
+    log.info("seed %d; spec %s", spec.seed, spec)
+    plan = pkg.plan_json() if pkg is not None and hasattr(pkg, "plan_json") else []
+    store.write_test_json(stored.paths, spec, run_id=stored.run_id, nemesis_plan=plan)
+    run_ = Run(spec=spec, nodes=spec.nodes, paths=stored.paths, log=log)
+    history = HistoryWriter(stored.paths.history)
+    stopper = _Stopper()
+    error: str | None = None
+    try:
+        with stopper.installed():
+            try:
+                _drive(spec, run_, backend, history, wl, pkg, stopper, watch)
+            except KeyboardInterrupt:
+                stopper.requested.set()
+                log.warning("interrupted twice: tearing down at once")
+            except Exception as e:
+                log.exception("the run failed")
+                error = f"{type(e).__name__}: {e}"
+            finally:
+                stopper.shielded = True
+                watch.phase = "cluster down"
+                history.close()
+                backend.down(run_)
+        interrupted = stopper.requested.is_set()
+        if interrupted or error is not None:
+            res: dict[str, Any] = {"valid": "unknown", "error": error or "interrupted"}
+            return Outcome(stored.paths.root, "unknown", res, None, interrupted, error)
+        watch.phase = "checking"
+        results, check_error = _check(stored.paths.root, spec, log)
+        watch.phase = "report"
+        report = _render(stored.paths.root, log)
+        valid = results.get("valid", "unknown")
+        log.info("verdict %s: %s", valid, results.get("counts"))
+        return Outcome(stored.paths.root, valid, results, report, False, check_error)
+    finally:
+        stored.close()
+
+
+def run_many(spec: TestSpec, count: int, *, watch_factory: Callable[[], Watch] | None = None,
+             on_outcome: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+    """`--test-count N`: N runs, seeds spec.seed, spec.seed + 1, ...; stops after an interrupt."""
+    outcomes: list[Outcome] = []
+    for i in range(count):
+        o = run(replace(spec, seed=spec.seed + i), watch=watch_factory() if watch_factory else None)
+        outcomes.append(o)
+        if on_outcome is not None:
+            on_outcome(o)
+        if o.interrupted:
+            break
+    return outcomes
+
+
+def worst_exit_code(codes: list[int]) -> int:
+    """As `undertow check` with several folders: worst in the order 130, 2, 1, 3, 0."""
+    for c in (EXIT_INTERRUPTED, 2, 1, 3):
+        if c in codes:
+            return c
+    return 0

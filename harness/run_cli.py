@@ -1,0 +1,230 @@
+"""`undertow run` and `undertow heal`.
+
+The spec is built from layers, later winning: defaults < the scenario's settings
+< the TOML file (--config) < the options given on the command line (only those
+actually given, by click's ParameterSource).
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from harness.spec import SpecError, TestSpec, build_spec, load_toml
+
+# option name -> (spec field, or "broker.<field>")
+FIELDS: dict[str, str] = {
+    "backend": "backend", "nodes": "node_count", "node": "hosts", "cluster_file": "cluster_file",
+    "workload": "workload", "nemesis": "nemesis", "nemesis_interval": "nemesis_interval_s",
+    "nemesis_targets": "nemesis_targets", "time_limit": "time_limit_s",
+    "concurrency": "concurrency", "keys": "keys", "seed": "seed", "scenario": "scenario",
+    "results_dir": "results_dir", "test_count": "test_count",
+    "replication_factor": "broker.replication_factor", "acks": "broker.acks",
+    "min_insync_replicas": "broker.min_insync_replicas",
+    "unclean_leader_election": "broker.unclean_leader_election",
+    "truncation": "broker.truncation", "flush": "broker.flush",
+}
+
+
+class BadUsage(click.ClickException):
+    exit_code = 2
+
+
+def _comma_list(value: str) -> tuple[str, ...]:
+    if value.strip().lower() in ("none", ""):
+        return ()
+    return tuple(v.strip() for v in value.split(",") if v.strip())
+
+
+def _cli_layer(ctx: click.Context, params: dict[str, Any]) -> dict[str, Any]:
+    """Only the options the user typed (not click's defaults) as a spec layer."""
+    layer: dict[str, Any] = {}
+    broker: dict[str, Any] = {}
+    for name, target in FIELDS.items():
+        if ctx.get_parameter_source(name) != click.core.ParameterSource.COMMANDLINE:
+            continue
+        value = params[name]
+        if name in ("nemesis", "nemesis_targets"):
+            value = _comma_list(value)
+        elif name == "node":
+            value = tuple(value)
+        elif name in ("results_dir", "cluster_file"):
+            value = str(value)
+        if target.startswith("broker."):
+            broker[target.removeprefix("broker.")] = value
+        else:
+            layer[target] = value
+    if broker:
+        layer["broker"] = broker
+    return layer
+
+
+def _scenario_layer(name: str) -> dict[str, Any]:
+    from nemesis.scenarios import SCENARIOS  # type: ignore[import-not-found,unused-ignore]
+
+    if name not in SCENARIOS:
+        raise SpecError(f"--scenario: {name!r} is not known; known: {', '.join(sorted(SCENARIOS))}")
+    settings = dict(SCENARIOS[name].settings)
+    return {**settings, "scenario": name}
+
+
+def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
+    """Defaults < scenario < TOML < command line; a random seed when none is given."""
+    cli = _cli_layer(ctx, params)
+    toml: dict[str, Any] = {}
+    if params.get("config") is not None:
+        toml = load_toml(Path(params["config"]))
+        if "nemesis" in toml and isinstance(toml["nemesis"], str):
+            toml["nemesis"] = list(_comma_list(toml["nemesis"]))
+    layers: list[dict[str, Any]] = []
+    where: list[str] = []
+    scenario = cli.get("scenario") or toml.get("scenario")
+    if scenario:
+        layers.append(_scenario_layer(str(scenario)))
+        where.append(f"scenario {scenario}")
+    if toml:
+        layers.append(toml)
+        where.append(f"--config {params['config']}")
+    layers.append(cli)
+    where.append("command line")
+    if not any("seed" in layer for layer in layers):
+        layers.append({"seed": random.SystemRandom().randrange(2**31)})
+        where.append("random seed")
+    return build_spec(*layers, where=tuple(where))
+
+
+@click.command("run")
+@click.option("--backend", type=click.Choice(["local", "docker", "ssh"]), default="local",
+              show_default=True, help="Where the nodes run.")
+@click.option("--nodes", type=int, default=3, show_default=True,
+              help="Node count (local and docker backends).")
+@click.option("--node", multiple=True, metavar="HOST[:PORT]",
+              help="An ssh node; repeat for each.")
+@click.option("--cluster-file", type=click.Path(dir_okay=False),
+              help="ssh backend: a ducktape-style cluster.json.")
+@click.option("--workload", default="queue", show_default=True)
+@click.option("--nemesis", default="kill,partition", show_default=True,
+              help="Comma list of faults (kill, pause, partition, link, clock, disk), or none.")
+@click.option("--nemesis-interval", type=float, default=10.0, show_default=True,
+              help="Seconds between faults, on average.")
+@click.option("--nemesis-targets", default="one,minority,majority", show_default=True,
+              help="Comma list: one, minority, majority, all, leader, followers, controller.")
+@click.option("--time-limit", type=float, default=60.0, show_default=True,
+              help="Seconds of workload and faults (before the final heal and reads).")
+@click.option("--concurrency", type=int, default=10, show_default=True)
+@click.option("--keys", type=int, default=8, show_default=True)
+@click.option("--replication-factor", type=int, default=3, show_default=True)
+@click.option("--acks", type=click.Choice(["0", "1", "all"]), default="all", show_default=True)
+@click.option("--min-insync-replicas", type=int, default=2, show_default=True)
+@click.option("--unclean-leader-election/--no-unclean-leader-election", default=False,
+              show_default=True)
+@click.option("--truncation", type=click.Choice(["hw", "leader-epoch"]), default="leader-epoch",
+              show_default=True)
+@click.option("--flush", type=click.Choice(["page-cache", "every-message"]), default="page-cache",
+              show_default=True)
+@click.option("--seed", type=int, help="Seed of every random choice (default: random, printed).")
+@click.option("--scenario", help="A named scenario (`undertow scenarios` lists them).")
+@click.option("--config", type=click.Path(dir_okay=False), help="A TOML experiment file.")
+@click.option("--results-dir", type=click.Path(file_okay=False), default="results",
+              show_default=True)
+@click.option("--test-count", type=int, default=1, show_default=True,
+              help="Run the test this many times (seeds seed, seed+1, ...).")
+@click.pass_context
+def run(ctx: click.Context, /, **params: Any) -> None:
+    """Run an experiment: cluster up, workload + nemesis, final reads, check, report."""
+    try:
+        spec = build_run_spec(ctx, params)
+        if spec.test_count < 1:
+            raise SpecError("--test-count must be at least 1")
+    except SpecError as e:
+        raise BadUsage(str(e)) from e
+    from harness import core
+
+    click.echo(f"undertow run: {spec.name if not spec.scenario else spec.scenario}, "
+               f"{len(spec.nodes)} nodes ({spec.backend}), nemesis "
+               f"{','.join(spec.nemesis) or 'none'}, {spec.time_limit_s:g} s, seed {spec.seed}",
+               err=True)
+    codes: list[int] = []
+    for i in range(spec.test_count):
+        one = spec if i == 0 else _with_seed(spec, spec.seed + i)
+        watch = core.Watch()
+        try:
+            with _progress(watch):
+                outcome = core.run(one, watch=watch)
+        except SpecError as e:
+            raise BadUsage(str(e)) from e
+        click.echo(outcome.summary())
+        codes.append(outcome.exit_code)
+        if outcome.interrupted:
+            break
+    sys.exit(core.worst_exit_code(codes))
+
+
+def _with_seed(spec: TestSpec, seed: int) -> TestSpec:
+    from dataclasses import replace
+
+    return replace(spec, seed=seed)
+
+
+class _progress:
+    """A live status line on stderr while the run goes on (only on a terminal)."""
+
+    def __init__(self, watch: Any) -> None:
+        self.watch = watch
+        self.stop = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def __enter__(self) -> _progress:
+        from rich.console import Console
+
+        self.console = Console(stderr=True)
+        if self.console.is_terminal:
+            self.thread = threading.Thread(target=self._loop, name="progress", daemon=True)
+            self.thread.start()
+        return self
+
+    def line(self) -> str:
+        w = self.watch
+        counts, faults = w.stats.snapshot()
+        if w.main_started_s is not None and w.phase == "running":
+            t = f"{min(time.monotonic() - w.main_started_s, w.time_limit_s):5.1f}/" \
+                f"{w.time_limit_s:g} s"
+        else:
+            t = f"{time.monotonic() - w.started_s:5.1f} s"
+        ops = (f"ok {counts.get('ok', 0)} fail {counts.get('fail', 0)} "
+               f"info {counts.get('info', 0)}")
+        f = "; ".join(f"{k} {v}" for k, v in sorted(faults.items())) or "none"
+        return f"[{w.phase}] {t} | {ops} | faults: {f}"
+
+    def _loop(self) -> None:
+        from rich.live import Live
+        from rich.text import Text
+
+        with Live(Text(self.line()), console=self.console, transient=True,
+                  refresh_per_second=4) as live:
+            while not self.stop.wait(0.25):
+                live.update(Text(self.line()))
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join(timeout=2.0)
+
+
+@click.command("heal")
+@click.option("--force", is_flag=True,
+              help="Also undo what runs still alive made (stops them from working).")
+def heal(force: bool) -> None:
+    """Undo whatever dead runs left behind: broker processes, proxies, containers, rules."""
+    from harness.leftovers import heal_all
+
+    done = heal_all(force=force)
+    for line in done:
+        click.echo(line)
+    click.echo(f"healed {len(done)} item(s)" if done else "nothing to heal")
