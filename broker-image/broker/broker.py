@@ -1,0 +1,255 @@
+"""A broker node's replicas and background work: metadata pull, ISR checks, checkpoints, flushes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Coroutine
+from typing import Any
+
+from .clock import Clock
+from .config import NodeConfig
+from .fetcher import Fetcher
+from .log import PartitionLog, list_partition_dirs, partition_dir
+from .metadata import MetadataState, PartitionMeta
+from .partition import Partition
+from .rpc import Peer, RpcError
+
+log = logging.getLogger("broker")
+
+
+class Broker:
+    def __init__(self, cfg: NodeConfig, clock: Clock) -> None:
+        self.cfg = cfg
+        self.node = cfg.node_id
+        self.settings = cfg.settings
+        self.clock = clock
+        self.meta = MetadataState()
+        self.incarnation = uuid.uuid4().hex
+        self.partitions: dict[int, Partition] = {}
+        self.peers: dict[str, Peer] = {}
+        self.fetchers: dict[str, Fetcher] = {}
+        self.fetch_paused = cfg.settings.fetcher_start_paused
+        self.fetch_resumed = asyncio.Event()
+        if not self.fetch_paused:
+            self.fetch_resumed.set()
+        self.appended = asyncio.Event()
+        self._to_append: set[int] = set()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._bg: set[asyncio.Task[None]] = set()
+        self.registered = False
+        for topic, pid, _d in list_partition_dirs(cfg.data_dir):
+            if topic == cfg.topic.name:
+                self.partition(pid)
+
+    # -- plumbing ----------------------------------------------------------------
+    def partition(self, pid: int) -> Partition:
+        p = self.partitions.get(pid)
+        if p is None:
+            lg = PartitionLog(partition_dir(self.cfg.data_dir, self.cfg.topic.name, pid),
+                              segment_bytes=self.settings.segment_bytes)
+            p = Partition(node=self.node, pid=pid, log=lg, settings=self.settings)
+            self.partitions[pid] = p
+        return p
+
+    def peer(self, node: str) -> Peer:
+        if node not in self.peers:
+            self.peers[node] = Peer(self.cfg.peers[node])
+        return self.peers[node]
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """A fire-and-forget task, kept referenced until it ends."""
+        t = asyncio.create_task(coro)
+        self._bg.add(t)
+        t.add_done_callback(self._bg.discard)
+
+    def start(self) -> None:
+        for coro in (self._heartbeat_loop(), self._isr_loop(), self._checkpoint_loop(),
+                     self._flush_loop()):
+            self._tasks.append(asyncio.create_task(coro))
+
+    # -- metadata ------------------------------------------------------------------
+    async def _heartbeat_loop(self) -> None:
+        interval_s = self.settings.heartbeat_interval_ms / 1000
+        ctrl = self.cfg.controller
+        while True:
+            try:
+                resp = await self.peer(ctrl).call(
+                    {"type": "heartbeat", "node": self.node, "incarnation": self.incarnation,
+                     "metadata_offset": self.meta.offset},
+                    timeout_s=max(1.0, 4 * interval_s))
+                if resp.get("error"):
+                    log.warning("heartbeat to %s: %s %s", ctrl, resp["error"], resp.get("message"))
+                else:
+                    self.registered = True
+                    self.apply_metadata(resp["records"])
+            except RpcError as e:
+                log.debug("heartbeat: %s", e)
+            await asyncio.sleep(interval_s)
+
+    def apply_metadata(self, records: list[list[Any]]) -> None:
+        """Apply a batch of records, then act once on each partition's final state."""
+        changed: set[int] = set()
+        for off, rec in records:
+            if off < self.meta.offset:
+                continue
+            pid = self.meta.apply(int(off), rec)
+            if rec.get("type") == "topic":
+                changed.update(self.meta.partitions)
+            elif pid is not None:
+                changed.add(pid)
+        for pid in sorted(changed):
+            self._on_partition(pid)
+
+    def _on_partition(self, pid: int) -> None:
+        m = self.meta.partitions[pid]
+        if self.node not in m.replicas:
+            return
+        p = self.partition(pid)
+        if m.leader == self.node:
+            if p.role != "leader" or m.leader_epoch > p.leader_epoch:
+                p.become_leader(m, self.clock.now_ms())
+                log.info("p%d: leader at epoch %d, leo %d hw %d, isr %s", pid, m.leader_epoch,
+                         p.log.leo, p.log.hw, list(m.isr))
+            else:
+                p.update_meta(m)
+            return
+        if p.meta is None or p.role == "leader" or m.leader_epoch > p.leader_epoch:
+            before = p.log.leo
+            notes = p.become_follower(m)
+            for n in notes:
+                log.info("%s", n)
+            log.info("p%d: follower of %s at epoch %d (leo %d -> %d, hw %d)", pid, m.leader,
+                     m.leader_epoch, before, p.log.leo, p.log.hw)
+            self._ensure_fetchers()
+        else:
+            p.update_meta(m)
+
+    def _ensure_fetchers(self) -> None:
+        leaders = {p.meta.leader for p in self.partitions.values()
+                   if p.role == "follower" and p.meta is not None and p.meta.leader}
+        for leader in leaders:
+            f = self.fetchers.get(leader)
+            if f is None:
+                f = self.fetchers[leader] = Fetcher(self, leader)
+            if f.task is None or f.task.done():
+                f.task = asyncio.create_task(f.run())
+
+    def fetcher_for(self, leader: str) -> Fetcher:
+        if leader not in self.fetchers:
+            self.fetchers[leader] = Fetcher(self, leader)
+        return self.fetchers[leader]
+
+    # -- appends -------------------------------------------------------------------
+    def schedule_append(self, p: Partition) -> None:
+        if not self._to_append:
+            asyncio.get_running_loop().call_soon(self._do_appends)
+        self._to_append.add(p.pid)
+
+    def _do_appends(self) -> None:
+        pids, self._to_append = self._to_append, set()
+        for pid in pids:
+            p = self.partitions[pid]
+            n = p.append_pending()
+            self.after_append(p, n)
+        self.wake_fetchers()
+
+    def wake_fetchers(self) -> None:
+        self.appended.set()
+        self.appended = asyncio.Event()
+
+    def after_append(self, p: Partition, n: int) -> None:
+        fm = self.settings.flush_messages
+        if n and fm is not None and p.log.unflushed >= fm:
+            p.log.flush()
+
+    # -- ISR -------------------------------------------------------------------
+    async def alter_isr(self, p: Partition, isr: list[str]) -> None:
+        if p.isr_change_inflight or p.meta is None or p.role != "leader":
+            return
+        p.isr_change_inflight = True
+        m = p.meta
+        try:
+            resp = await self.peer(self.cfg.controller).call(
+                {"type": "alter_partition", "node": self.node, "partition": p.pid,
+                 "leader_epoch": m.leader_epoch, "partition_epoch": m.partition_epoch,
+                 "isr": isr}, timeout_s=2.0)
+            if resp.get("error"):
+                log.info("p%d: isr change to %s refused: %s", p.pid, isr, resp.get("message"))
+            else:
+                new = PartitionMeta(p.pid, tuple(resp["replicas"]), resp["leader"],
+                                    int(resp["leader_epoch"]), int(resp["partition_epoch"]),
+                                    tuple(resp["isr"]))
+                if new.leader_epoch == p.leader_epoch:
+                    log.info("p%d: isr %s -> %s", p.pid, list(m.isr), list(new.isr))
+                    p.update_meta(new)
+        except RpcError as e:
+            log.info("p%d: isr change: %s", p.pid, e)
+        finally:
+            p.isr_change_inflight = False
+
+    async def _isr_loop(self) -> None:
+        interval_s = min(0.25, self.settings.replica_lag_time_max_ms / 4000)
+        while True:
+            await asyncio.sleep(interval_s)
+            now = self.clock.now_ms()
+            for p in list(self.partitions.values()):
+                if p.role == "leader" and not p.isr_change_inflight:
+                    lagging = p.lagging(now)
+                    if lagging:
+                        isr = [r for r in p.isr if r not in lagging]
+                        self.spawn(self.alter_isr(p, isr))
+
+    # -- durability ------------------------------------------------------------
+    def checkpoint_all(self) -> None:
+        for p in self.partitions.values():
+            if p.hw_checkpointed != p.log.hw:
+                p.log.checkpoint_hw()
+                p.hw_checkpointed = p.log.hw
+
+    def flush_all(self) -> None:
+        for p in self.partitions.values():
+            p.log.flush()
+
+    async def _checkpoint_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.hw_checkpoint_interval_ms / 1000)
+            self.checkpoint_all()
+
+    async def _flush_loop(self) -> None:
+        flush_ms = self.settings.flush_ms
+        if flush_ms is None:
+            return
+        last: dict[int, int] = {}
+        while True:
+            await asyncio.sleep(max(0.01, min(flush_ms, 100) / 1000))
+            now = self.clock.now_ms()
+            for p in self.partitions.values():
+                if p.log.unflushed and now - last.get(p.pid, 0) >= flush_ms:
+                    p.log.flush()
+                    last[p.pid] = now
+
+    def shutdown(self) -> None:
+        """A clean stop: flush and checkpoint, as Kafka's controlled shutdown does."""
+        for t in self._tasks:
+            t.cancel()
+        for f in self.fetchers.values():
+            if f.task is not None:
+                f.task.cancel()
+        self.flush_all()
+        self.checkpoint_all()
+        for p in self.partitions.values():
+            p.log.close()
+
+    # -- views -----------------------------------------------------------------
+    def local_view(self) -> dict[str, Any]:
+        return {str(pid): p.local_view() for pid, p in sorted(self.partitions.items())}
+
+    def dump_rows(self) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        for pid, p in sorted(self.partitions.items()):
+            epoch = p.leader_epoch if p.meta else p.log.latest_epoch
+            rows.extend(p.log.dump_rows(self.node, pid, epoch))
+        return rows
+

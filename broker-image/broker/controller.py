@@ -1,0 +1,174 @@
+"""The controller: liveness by heartbeats, leader election, ISR changes, as metadata records.
+
+Every decision is a record appended to the MetadataLog; the controller's own
+view is a MetadataState fed only from committed records, exactly like a
+broker's. That keeps the door open for a Raft-replicated log (broker/raft/).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from typing import Any
+
+from .clock import Clock
+from .config import NodeConfig
+from .metadata import MetadataLog, MetadataRecord, MetadataState, PartitionMeta
+from .protocol import INVALID_REQUEST, NOT_CONTROLLER, STALE_STATE, ProtocolError
+
+
+def assignment(brokers: tuple[str, ...], partitions: int, rf: int) -> dict[str, list[str]]:
+    """Round-robin replica sets; the first replica is the preferred leader."""
+    n = len(brokers)
+    return {str(p): [brokers[(p + i) % n] for i in range(rf)] for p in range(partitions)}
+
+
+class Controller:
+    def __init__(self, cfg: NodeConfig, log: MetadataLog, clock: Clock) -> None:
+        self.cfg = cfg
+        self.log = log
+        self.clock = clock
+        self.state = MetadataState()
+        self.last_seen_ms: dict[str, int] = {}
+        self.started_ms = clock.now_ms()
+        self._catch_up()
+        if self.state.topic is None:
+            t = cfg.topic
+            self._commit([{"type": "topic", "name": t.name,
+                           "assignment": assignment(cfg.brokers, t.partitions,
+                                                    t.replication_factor)}])
+        for b in cfg.brokers:
+            self.last_seen_ms[b] = self.started_ms
+
+    # -- the log ---------------------------------------------------------------
+    def _catch_up(self) -> None:
+        while self.state.offset < self.log.committed_offset:
+            for off, rec in self.log.read(self.state.offset):
+                self.state.apply(off, rec)
+
+    def _commit(self, records: list[MetadataRecord]) -> None:
+        if records:
+            self.log.append(records)
+            self._catch_up()
+
+    def records_since(self, offset: int, limit: int = 1000) -> list[tuple[int, MetadataRecord]]:
+        return self.log.read(offset, limit)
+
+    # -- elections -------------------------------------------------------------
+    def _elect(self, p: PartitionMeta, exclude: frozenset[str]) -> PartitionMeta:
+        """The partition after a leader election that may not pick `exclude`."""
+        st = self.state
+        cands = [r for r in p.replicas if r in p.isr and r not in exclude and st.alive(r)]
+        isr = p.isr
+        if not cands and self.cfg.settings.unclean_leader_election:
+            cands = [r for r in p.replicas if r not in exclude and st.alive(r)]
+            if cands:
+                isr = (cands[0],)
+        leader = cands[0] if cands else None
+        if leader == p.leader and isr == p.isr:
+            return p
+        return replace(p, leader=leader, leader_epoch=p.leader_epoch + 1,
+                       partition_epoch=p.partition_epoch + 1, isr=isr)
+
+    def _elect_leaderless(self) -> list[MetadataRecord]:
+        now = self.clock.now_ms()
+        in_grace = now - self.started_ms < self.cfg.settings.election_grace_ms
+        out = []
+        for p in self.state.partitions.values():
+            if p.leader is not None:
+                continue
+            if p.leader_epoch == 0 and in_grace and not self.state.alive(p.replicas[0]):
+                continue  # first election: give the preferred replica a moment to register
+            q = self._elect(p, frozenset())
+            if q.leader is not None:
+                out.append(q.record())
+        return out
+
+    # -- requests --------------------------------------------------------------
+    def heartbeat(self, node: str, incarnation: str, metadata_offset: int) -> dict[str, Any]:
+        if node not in self.cfg.brokers:
+            raise ProtocolError(INVALID_REQUEST, f"{node!r} is not a broker of this cluster")
+        self.last_seen_ms[node] = self.clock.now_ms()
+        b = self.state.brokers.get(node)
+        if b is None or not b.alive or b.incarnation != incarnation:
+            restarted = b is not None and b.alive and b.incarnation != incarnation
+            self._commit([{"type": "register", "node": node, "incarnation": incarnation}])
+            recs: list[MetadataRecord] = []
+            if restarted:  # a restarted leader gives up its partitions (new epoch)
+                for p in self.state.partitions.values():
+                    if p.leader == node:
+                        q = self._elect(p, frozenset({node}))
+                        if q.leader is None:
+                            q = replace(p, leader_epoch=p.leader_epoch + 1,
+                                        partition_epoch=p.partition_epoch + 1)
+                        recs.append(q.record())
+            self._commit(recs)
+        self._commit(self._elect_leaderless())
+        return {"records": [[o, r] for o, r in self.records_since(metadata_offset)],
+                "committed": self.log.committed_offset}
+
+    def fence(self, node: str) -> None:
+        """The broker's session ended: drop it from ISRs (never the last one), move its leaders."""
+        recs: list[MetadataRecord] = []
+        if self.state.alive(node):
+            recs.append({"type": "fence", "node": node})
+        self._commit(recs)
+        recs = []
+        for p in self.state.partitions.values():
+            isr = p.isr
+            if node in isr and len(isr) > 1:
+                isr = tuple(r for r in isr if r != node)
+            q = replace(p, isr=isr)
+            if p.leader == node:
+                q = self._elect(q, frozenset({node}))
+                if q.leader == node or q is p:
+                    q = replace(q, leader=None)
+                if q.leader != p.leader and q.leader_epoch == p.leader_epoch:
+                    q = replace(q, leader_epoch=p.leader_epoch + 1)
+            if q != p:
+                recs.append(replace(q, partition_epoch=p.partition_epoch + 1).record())
+        self._commit(recs)
+
+    def alter_partition(self, node: str, partition: int, leader_epoch: int,
+                        partition_epoch: int, isr: list[str]) -> dict[str, Any]:
+        p = self.state.partitions.get(partition)
+        if p is None:
+            raise ProtocolError(INVALID_REQUEST, f"no partition {partition}")
+        if (p.leader, p.leader_epoch, p.partition_epoch) != (node, leader_epoch, partition_epoch):
+            raise ProtocolError(STALE_STATE, f"partition {partition} is at leader {p.leader} "
+                                f"epoch {p.leader_epoch}/{p.partition_epoch}")
+        new_isr = tuple(r for r in p.replicas if r in isr)
+        if node not in new_isr or len(new_isr) != len(set(isr)):
+            raise ProtocolError(INVALID_REQUEST, f"isr {isr} must be replicas and hold the leader")
+        added = set(new_isr) - set(p.isr)
+        if any(not self.state.alive(r) for r in added):
+            raise ProtocolError(STALE_STATE, f"cannot add fenced brokers {sorted(added)} to isr")
+        q = replace(p, isr=new_isr, partition_epoch=p.partition_epoch + 1)
+        self._commit([q.record()])
+        return self.state.partitions[partition].view()
+
+    def expire(self) -> None:
+        """Fence brokers whose session timed out (and never-seen ones still in an ISR)."""
+        now = self.clock.now_ms()
+        timeout = self.cfg.settings.session_timeout_ms
+        for node in self.cfg.brokers:
+            if now - self.last_seen_ms.get(node, self.started_ms) <= timeout:
+                continue
+            in_isr = any((node in p.isr and len(p.isr) > 1) or p.leader == node
+                         for p in self.state.partitions.values())
+            if self.state.alive(node) or in_isr:
+                self.fence(node)
+        self._commit(self._elect_leaderless())
+
+    async def run(self) -> None:
+        interval_s = max(0.02, self.cfg.settings.heartbeat_interval_ms / 2000)
+        while True:
+            await asyncio.sleep(interval_s)
+            self.expire()
+
+    def view(self) -> dict[str, Any]:
+        return self.state.view()
+
+
+def not_controller(node: str, controller: str) -> ProtocolError:
+    return ProtocolError(NOT_CONTROLLER, f"{node} is not the controller; ask {controller}")

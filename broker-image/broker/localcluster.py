@@ -1,0 +1,189 @@
+"""Start N broker processes on this host, each with `python -m broker --config NODE.json`.
+
+  python -m broker.localcluster --nodes 3 --dir /tmp/c3 [--setting KEY=JSON ...]
+
+writes /tmp/c3/<node>.json, starts the nodes, waits until every partition has
+a leader, prints the client addresses, and stops them on Ctrl-C. Tests and
+benchmarks use LocalCluster the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .protocol import FrameDecoder, decode_response, encode_frame
+
+
+def free_ports(n: int) -> list[int]:
+    """n distinct free TCP ports on 127.0.0.1 (held open together so they differ)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def request(addr: str, msg: dict[str, Any], timeout_s: float = 2.0) -> dict[str, Any]:
+    """One request/reply on a fresh connection (no dependency on the client package)."""
+    host, _, port = addr.rpartition(":")
+    deadline = time.monotonic() + timeout_s
+    with socket.create_connection((host, int(port)), timeout=timeout_s) as s:
+        s.sendall(encode_frame({**msg, "id": 1}))
+        dec = FrameDecoder(64 << 20)
+        while True:
+            s.settimeout(max(0.01, deadline - time.monotonic()))
+            data = s.recv(1 << 16)
+            if not data:
+                raise ConnectionError(f"{addr} closed the connection")
+            for body in dec.feed(data):
+                return decode_response(body)
+
+
+class LocalCluster:
+    def __init__(self, base: Path, nodes: Sequence[str] = ("n1", "n2", "n3"), *,
+                 settings: Mapping[str, Any] | None = None, partitions: int = 8,
+                 replication_factor: int = 3, controller: str | None = None,
+                 roles: Mapping[str, list[str]] | None = None,
+                 brokers: Sequence[str] | None = None) -> None:
+        self.base = base
+        self.nodes = list(nodes)
+        ports = free_ports(len(self.nodes))
+        self.addrs = {n: f"127.0.0.1:{p}" for n, p in zip(self.nodes, ports, strict=True)}
+        self.controller = controller or self.nodes[0]
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        base.mkdir(parents=True, exist_ok=True)
+        roles = roles or {}
+        for n in self.nodes:
+            cfg: dict[str, Any] = {
+                "node_id": n, "listen": self.addrs[n], "data_dir": str(base / n / "data"),
+                "peers": self.addrs,
+                "process_roles": roles.get(n, ["broker", "controller"]
+                                           if n == self.controller else ["broker"]),
+                "controller_quorum_voters": [self.controller],
+                "topic": {"name": "queue", "partitions": partitions,
+                          "replication_factor": replication_factor},
+                "settings": dict(settings or {}),
+                "clock_file": str(base / n / "clock_offset_ns"),
+            }
+            if brokers is not None:
+                cfg["brokers"] = list(brokers)
+            (base / n).mkdir(exist_ok=True)
+            (base / f"{n}.json").write_text(json.dumps(cfg, indent=1))
+
+    def data_dir(self, node: str) -> Path:
+        return self.base / node / "data"
+
+    def start(self, node: str) -> None:
+        if node in self.procs and self.procs[node].poll() is None:
+            return
+        logf = open(self.base / f"{node}.log", "ab")  # noqa: SIM115 - owned by the child
+        self.procs[node] = subprocess.Popen(
+            [sys.executable, "-m", "broker", "--config", str(self.base / f"{node}.json")],
+            stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        logf.close()
+
+    def start_all(self) -> None:
+        for n in self.nodes:
+            self.start(n)
+
+    def kill(self, node: str) -> None:
+        """SIGKILL: the process dies at once; the page cache (its appends) survives."""
+        p = self.procs.pop(node, None)
+        if p is not None and p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+            p.wait(10)
+
+    def stop(self, node: str) -> None:
+        p = self.procs.pop(node, None)
+        if p is not None and p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(10)
+
+    def close(self) -> None:
+        for n in list(self.procs):
+            self.kill(n)
+
+    def metadata(self, node: str, timeout_s: float = 2.0) -> dict[str, Any]:
+        return request(self.addrs[node], {"type": "metadata"}, timeout_s)
+
+    def wait(self, pred: Any, timeout_s: float = 15.0, what: str = "condition") -> Any:
+        deadline = time.monotonic() + timeout_s
+        last: Any = None
+        while time.monotonic() < deadline:
+            try:
+                last = pred()
+                if last:
+                    return last
+            except (OSError, ValueError, KeyError):
+                pass
+            time.sleep(0.05)
+        raise TimeoutError(f"{what} not reached in {timeout_s}s (last: {last!r})")
+
+    def ready(self, nodes: Sequence[str] | None = None) -> bool:
+        """Every listed node answers metadata and sees a leader for every partition."""
+        for n in nodes or list(self.procs):
+            m = self.metadata(n)
+            parts = m.get("partitions", {})
+            if not parts or any(p.get("leader") is None for p in parts.values()):
+                return False
+        return True
+
+    def wait_ready(self, timeout_s: float = 15.0, nodes: Sequence[str] | None = None) -> None:
+        self.wait(lambda: self.ready(nodes), timeout_s, "cluster ready")
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m broker.localcluster", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nodes", type=int, default=3)
+    ap.add_argument("--dir", type=Path, required=True)
+    ap.add_argument("--partitions", type=int, default=8)
+    ap.add_argument("--replication-factor", type=int, default=3)
+    ap.add_argument("--setting", action="append", default=[], metavar="KEY=JSON")
+    args = ap.parse_args(argv)
+    settings = {}
+    for s in args.setting:
+        k, _, v = s.partition("=")
+        settings[k] = json.loads(v)
+    nodes = [f"n{i + 1}" for i in range(args.nodes)]
+    with LocalCluster(args.dir, nodes, settings=settings, partitions=args.partitions,
+                      replication_factor=min(args.replication_factor, args.nodes)) as c:
+        c.start_all()
+        c.wait_ready()
+        print(json.dumps({"ready": True, "addrs": c.addrs}), flush=True)
+        try:
+            while all(p.poll() is None for p in c.procs.values()):
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

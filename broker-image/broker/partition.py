@@ -1,0 +1,231 @@
+"""One replica's replication state: leader side (follower LEOs, HW, ISR, produce waiters)
+and follower side (HW from the leader, truncation on becoming follower)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import Settings
+from .log import PartitionLog, Record
+from .metadata import PartitionMeta
+from .protocol import (
+    FENCED_LEADER_EPOCH,
+    NOT_ENOUGH_REPLICAS,
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    NOT_LEADER,
+    OFFSET_OUT_OF_RANGE,
+    REQUEST_TIMED_OUT,
+    UNKNOWN_LEADER_EPOCH,
+    ProtocolError,
+)
+
+LEADER_CHANGED = "LEADER_CHANGED_AFTER_APPEND"  # unknown outcome: appended, then lost leadership
+
+
+@dataclass(slots=True)
+class FollowerState:
+    leo: int = -1                  # unknown until its first fetch under this leader
+    caught_up_ms: int = 0          # last time it was known to be at the leader's LEO
+    last_fetch_ms: int = 0
+    leo_at_last_fetch: int = 0     # the leader's LEO when it last fetched
+
+
+@dataclass(slots=True)
+class Waiter:
+    offset: int
+    future: asyncio.Future[int]
+
+
+@dataclass
+class Partition:
+    node: str
+    pid: int
+    log: PartitionLog
+    settings: Settings
+    meta: PartitionMeta | None = None
+    role: str = "none"                       # leader | follower | none
+    followers: dict[str, FollowerState] = field(default_factory=dict)
+    waiters: list[Waiter] = field(default_factory=list)
+    pending: list[tuple[int, asyncio.Future[int]]] = field(default_factory=list)
+    needs_epoch_truncation: bool = False
+    isr_change_inflight: bool = False
+    hw_checkpointed: int = -1
+
+    # -- roles -------------------------------------------------------------------
+    @property
+    def leader_epoch(self) -> int:
+        return self.meta.leader_epoch if self.meta else -1
+
+    @property
+    def isr(self) -> tuple[str, ...]:
+        return self.meta.isr if self.meta else ()
+
+    def become_leader(self, meta: PartitionMeta, now_ms: int) -> None:
+        self.meta = meta
+        self.role = "leader"
+        self.needs_epoch_truncation = False
+        self.log.assign_epoch(meta.leader_epoch, self.log.leo)
+        self.followers = {r: FollowerState(caught_up_ms=now_ms, last_fetch_ms=now_ms)
+                          for r in meta.replicas if r != self.node}
+        self.maybe_advance_hw()
+
+    def become_follower(self, meta: PartitionMeta) -> list[str]:
+        """Returns log lines about truncation."""
+        self.meta = meta
+        self.role = "follower" if meta.leader else "none"
+        self._fail_waiters(LEADER_CHANGED, "leadership moved before the write committed")
+        self.followers = {}
+        if meta.leader is None:
+            return []
+        if self.settings.truncation == "hw":
+            dropped = self.log.truncate(self.log.hw)
+            if not dropped:
+                return []
+            return [f"p{self.pid}: truncated to hw {self.log.hw} ({dropped} dropped)"]
+        self.needs_epoch_truncation = True
+        return []
+
+    def update_meta(self, meta: PartitionMeta) -> None:
+        """Same leader and epoch, new ISR (from the controller)."""
+        if self.meta is None or meta.partition_epoch >= self.meta.partition_epoch:
+            self.meta = meta
+        if self.role == "leader":
+            self.maybe_advance_hw()
+
+    def _fail_waiters(self, code: str, message: str) -> None:
+        for w in self.waiters:
+            if not w.future.done():
+                w.future.set_exception(ProtocolError(code, message))
+        self.waiters = []
+        for _v, fut in self.pending:
+            if not fut.done():
+                fut.set_exception(ProtocolError(NOT_LEADER, "no longer the leader"))
+        self.pending = []
+
+    # -- leader: produce --------------------------------------------------------
+    def check_produce(self, acks: str) -> None:
+        if self.role != "leader":
+            raise ProtocolError(NOT_LEADER, f"{self.node} does not lead partition {self.pid}")
+        if acks == "all" and len(self.isr) < self.settings.min_insync_replicas:
+            raise ProtocolError(NOT_ENOUGH_REPLICAS,
+                                f"isr {list(self.isr)} is smaller than min.insync.replicas "
+                                f"{self.settings.min_insync_replicas}")
+
+    def append_pending(self) -> int:
+        """Write every queued produce in one append (the leader's batching); returns the count."""
+        batch, self.pending = self.pending, []
+        if not batch:
+            return 0
+        if self.role != "leader":
+            for _v, fut in batch:
+                if not fut.done():
+                    fut.set_exception(ProtocolError(NOT_LEADER, "no longer the leader"))
+            return 0
+        first = self.log.append([(self.leader_epoch, v) for v, _f in batch])
+        for i, (_v, fut) in enumerate(batch):
+            if not fut.done():
+                fut.set_result(first + i)
+        self.maybe_advance_hw()
+        return len(batch)
+
+    async def wait_committed(self, offset: int, timeout_s: float) -> None:
+        if self.log.hw > offset:
+            return self._check_isr_after_append()
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self.waiters.append(Waiter(offset, fut))
+        try:
+            await asyncio.wait_for(fut, timeout_s)
+        except TimeoutError:
+            raise ProtocolError(REQUEST_TIMED_OUT, f"offset {offset} not committed within "
+                                f"{timeout_s:.3f}s (hw {self.log.hw})") from None
+        self._check_isr_after_append()
+
+    def _check_isr_after_append(self) -> None:
+        if len(self.isr) < self.settings.min_insync_replicas:
+            raise ProtocolError(NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                                f"committed with isr {list(self.isr)} below min.insync.replicas")
+
+    def maybe_advance_hw(self) -> bool:
+        if self.role != "leader":
+            return False
+        new_hw = self.log.leo
+        for r in self.isr:
+            if r != self.node:
+                f = self.followers.get(r)
+                new_hw = min(new_hw, f.leo if f else -1)
+        if new_hw <= self.log.hw:
+            return False
+        self.log.hw = new_hw
+        still = []
+        for w in self.waiters:
+            if w.offset < new_hw:
+                if not w.future.done():
+                    w.future.set_result(w.offset)
+            else:
+                still.append(w)
+        self.waiters = still
+        return True
+
+    # -- leader: follower fetches ----------------------------------------------
+    def on_follower_fetch(self, follower: str, epoch: int, fetch_offset: int, now_ms: int,
+                          limit: int) -> tuple[list[Record], str | None]:
+        """Record the follower's LEO, move the HW; returns records from fetch_offset on."""
+        if self.role != "leader":
+            raise ProtocolError(NOT_LEADER, f"{self.node} does not lead partition {self.pid}")
+        if epoch < self.leader_epoch:
+            raise ProtocolError(FENCED_LEADER_EPOCH, f"epoch {epoch} < {self.leader_epoch}")
+        if epoch > self.leader_epoch:
+            raise ProtocolError(UNKNOWN_LEADER_EPOCH, f"epoch {epoch} > {self.leader_epoch}")
+        f = self.followers.get(follower)
+        if f is None:
+            raise ProtocolError(NOT_LEADER, f"{follower} is not a replica of {self.pid}")
+        leo = self.log.leo
+        if fetch_offset > leo:
+            raise ProtocolError(OFFSET_OUT_OF_RANGE, f"fetch offset {fetch_offset} > leo {leo}")
+        if fetch_offset >= leo:
+            f.caught_up_ms = now_ms
+        elif fetch_offset >= f.leo_at_last_fetch:
+            f.caught_up_ms = max(f.caught_up_ms, f.last_fetch_ms)
+        f.leo, f.last_fetch_ms, f.leo_at_last_fetch = fetch_offset, now_ms, leo
+        self.maybe_advance_hw()
+        want = None
+        if (follower not in self.isr and fetch_offset >= self.log.hw
+                and fetch_offset >= self._epoch_start()):
+            want = "expand"
+        return self.log.read(fetch_offset, limit), want
+
+    def _epoch_start(self) -> int:
+        for e, s in self.log.epoch_cache:
+            if e == self.leader_epoch:
+                return s
+        return 0
+
+    def lagging(self, now_ms: int) -> list[str]:
+        lag = self.settings.replica_lag_time_max_ms
+        return [r for r in self.isr if r != self.node and r in self.followers
+                and now_ms - self.followers[r].caught_up_ms > lag]
+
+    # -- follower ----------------------------------------------------------------
+    def apply_fetched(self, records: list[list[int]], leader_hw: int) -> int:
+        """Append a leader's records ([offset, epoch, value]); follower HW = min(leader HW, LEO)."""
+        if records and records[0][0] == self.log.leo:
+            run: list[tuple[int, int]] = []
+            for off, ep, val in records:
+                if off != self.log.leo + len(run):
+                    break
+                if ep > self.log.latest_epoch:
+                    if run:
+                        self.log.append(run)
+                        run = []
+                    self.log.assign_epoch(ep, off)
+                run.append((ep, val))
+            self.log.append(run)
+        self.log.hw = min(leader_hw, self.log.leo)
+        return len(records)
+
+    def local_view(self) -> dict[str, Any]:
+        return {"hw": self.log.hw, "leo": self.log.leo, "leader_epoch": self.leader_epoch,
+                "role": self.role}
+

@@ -1,0 +1,183 @@
+"""The wire protocol: length-prefixed JSON frames, shared by broker and native client.
+
+A frame is a 4-byte big-endian unsigned length N, then N bytes of UTF-8 JSON
+holding one object. Requests carry `id` (int, echoed in the reply) and `type`;
+replies carry `id`, `error` (null or a code below) and the type's fields.
+Several requests may be in flight on one connection; replies may come out of
+order and are matched by `id`. A frame over the limit closes the connection; a
+frame that is not a valid request gets an error reply.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Mapping
+from typing import Any
+
+try:  # fast path; the broker image may lack it
+    import orjson
+
+    def dumps(obj: Any) -> bytes:
+        return orjson.dumps(obj)
+
+    def loads(data: bytes) -> Any:
+        return orjson.loads(data)
+
+    DECODE_ERRORS: tuple[type[Exception], ...] = (orjson.JSONDecodeError, UnicodeDecodeError)
+except ImportError:  # pragma: no cover - exercised only without orjson
+    def dumps(obj: Any) -> bytes:
+        return json.dumps(obj, separators=(",", ":")).encode()
+
+    def loads(data: bytes) -> Any:
+        return json.loads(data)
+
+    DECODE_ERRORS = (json.JSONDecodeError, UnicodeDecodeError, RecursionError)
+
+HEADER = struct.Struct(">I")
+DEFAULT_MAX_FRAME_BYTES = 1 << 20     # requests (socket.request.max.bytes)
+MAX_RESPONSE_BYTES = 64 << 20         # what a reader accepts from a broker
+INT64_MAX = (1 << 63) - 1
+
+# Error codes (Kafka's names where Kafka has one).
+NOT_LEADER = "NOT_LEADER"                          # definite: not written
+LEADER_NOT_AVAILABLE = "LEADER_NOT_AVAILABLE"      # definite
+UNKNOWN_PARTITION = "UNKNOWN_PARTITION"            # definite
+NOT_ENOUGH_REPLICAS = "NOT_ENOUGH_REPLICAS"        # definite: refused before the append
+NOT_ENOUGH_REPLICAS_AFTER_APPEND = "NOT_ENOUGH_REPLICAS_AFTER_APPEND"  # unknown: appended
+REQUEST_TIMED_OUT = "REQUEST_TIMED_OUT"            # unknown: appended, not yet committed
+OFFSET_OUT_OF_RANGE = "OFFSET_OUT_OF_RANGE"
+FENCED_LEADER_EPOCH = "FENCED_LEADER_EPOCH"
+UNKNOWN_LEADER_EPOCH = "UNKNOWN_LEADER_EPOCH"
+INVALID_REQUEST = "INVALID_REQUEST"
+UNSUPPORTED = "UNSUPPORTED"                        # unknown request type
+NOT_CONTROLLER = "NOT_CONTROLLER"
+STALE_STATE = "STALE_STATE"                        # alter_partition with an old epoch
+DISABLED = "DISABLED"                              # test controls are off
+UNKNOWN_SERVER_ERROR = "UNKNOWN_SERVER_ERROR"
+
+# Codes after which the request certainly had no effect.
+DEFINITE_ERRORS = frozenset({NOT_LEADER, LEADER_NOT_AVAILABLE, UNKNOWN_PARTITION,
+                             NOT_ENOUGH_REPLICAS, FENCED_LEADER_EPOCH, INVALID_REQUEST,
+                             UNSUPPORTED, OFFSET_OUT_OF_RANGE, DISABLED})
+
+# Request type -> required fields and their kinds; extra fields are ignored.
+SCHEMAS: dict[str, dict[str, str]] = {
+    "produce": {"partition": "int", "value": "int", "acks": "acks", "timeout_ms": "int"},
+    "fetch": {"partition": "int", "offset": "int", "max_records": "int"},
+    "list_offsets": {"partition": "int"},
+    "metadata": {},
+    "dump": {},
+    "replica_fetch": {"node": "str", "partitions": "list", "max_wait_ms": "int"},
+    "offsets_for_leader_epoch": {"node": "str", "partition": "int", "epoch": "int",
+                                 "leader_epoch": "int"},
+    "heartbeat": {"node": "str", "incarnation": "str", "metadata_offset": "int"},
+    "alter_partition": {"node": "str", "partition": "int", "leader_epoch": "int",
+                        "partition_epoch": "int", "isr": "strs"},
+    "test_fetcher": {"action": "str"},
+    "test_checkpoint": {},
+    "test_flush": {},
+    "test_fence": {"node": "str"},
+}
+ACKS = ("0", "1", "all")
+
+
+class ProtocolError(ValueError):
+    """A request that cannot be served; `code` goes into the error reply."""
+
+    def __init__(self, code: str, message: str, request_id: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.request_id = request_id
+
+
+class FrameTooLarge(ProtocolError):
+    """A length prefix over the limit: the connection is closed (the stream cannot resync)."""
+
+
+def encode_frame(msg: Mapping[str, Any]) -> bytes:
+    body = dumps(msg)
+    return HEADER.pack(len(body)) + body
+
+
+class FrameDecoder:
+    """Incremental splitter of a byte stream into frame bodies."""
+
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        self.max_frame_bytes = max_frame_bytes
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """Bodies of every frame completed by `data`; raises FrameTooLarge."""
+        self._buf += data
+        out: list[bytes] = []
+        while len(self._buf) >= HEADER.size:
+            (n,) = HEADER.unpack_from(self._buf)
+            if n > self.max_frame_bytes:
+                raise FrameTooLarge(INVALID_REQUEST,
+                                    f"frame of {n} bytes exceeds {self.max_frame_bytes}")
+            if len(self._buf) < HEADER.size + n:
+                break
+            out.append(bytes(self._buf[HEADER.size:HEADER.size + n]))
+            del self._buf[:HEADER.size + n]
+        return out
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf)
+
+
+def _check(kind: str, v: Any) -> bool:
+    if kind == "int":
+        return isinstance(v, int) and not isinstance(v, bool) and -INT64_MAX <= v <= INT64_MAX
+    if kind == "str":
+        return isinstance(v, str)
+    if kind == "list":
+        return isinstance(v, list)
+    if kind == "strs":
+        return isinstance(v, list) and all(isinstance(x, str) for x in v)
+    if kind == "acks":
+        return v in ACKS
+    raise AssertionError(kind)  # pragma: no cover
+
+
+def decode_request(body: bytes) -> dict[str, Any]:
+    """One frame body -> a validated request dict; raises ProtocolError naming the problem."""
+    try:
+        msg = loads(body)
+    except DECODE_ERRORS as e:
+        raise ProtocolError(INVALID_REQUEST, f"not JSON: {e}") from None
+    if not isinstance(msg, dict):
+        raise ProtocolError(INVALID_REQUEST, "a request must be a JSON object")
+    rid = msg.get("id")
+    if not _check("int", rid):
+        raise ProtocolError(INVALID_REQUEST, "request field 'id' must be an integer")
+    rtype = msg.get("type")
+    if not isinstance(rtype, str):
+        raise ProtocolError(INVALID_REQUEST, "request field 'type' must be a string", rid)
+    schema = SCHEMAS.get(rtype)
+    if schema is None:
+        raise ProtocolError(UNSUPPORTED, f"unknown request type {rtype[:64]!r}", rid)
+    for name, kind in schema.items():
+        if name not in msg:
+            raise ProtocolError(INVALID_REQUEST, f"{rtype}: missing field {name!r}", rid)
+        if not _check(kind, msg[name]):
+            raise ProtocolError(INVALID_REQUEST,
+                                f"{rtype}: field {name!r} must be {kind}, got {msg[name]!r:.64}",
+                                rid)
+    return msg
+
+
+def decode_response(body: bytes) -> dict[str, Any]:
+    """A broker's reply; raises ProtocolError when it is not a JSON object with an id."""
+    try:
+        msg = loads(body)
+    except DECODE_ERRORS as e:
+        raise ProtocolError(INVALID_REQUEST, f"reply is not JSON: {e}") from None
+    if not isinstance(msg, dict) or not _check("int", msg.get("id")):
+        raise ProtocolError(INVALID_REQUEST, "reply must be a JSON object with an integer id")
+    return msg
+
+
+def error_reply(request_id: int | None, code: str, message: str) -> dict[str, Any]:
+    return {"id": request_id, "error": code, "message": message}

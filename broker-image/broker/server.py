@@ -1,0 +1,283 @@
+"""The node's one TCP port: framing, dispatch, and the request handlers."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .broker import Broker
+from .clock import Clock
+from .config import NodeConfig, split_addr
+from .controller import Controller, not_controller
+from .protocol import (
+    DISABLED,
+    INVALID_REQUEST,
+    NOT_LEADER,
+    OFFSET_OUT_OF_RANGE,
+    UNKNOWN_PARTITION,
+    UNKNOWN_SERVER_ERROR,
+    FrameDecoder,
+    FrameTooLarge,
+    ProtocolError,
+    decode_request,
+    encode_frame,
+    error_reply,
+)
+
+log = logging.getLogger("broker.server")
+Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
+
+
+class Server:
+    def __init__(self, cfg: NodeConfig, clock: Clock, broker: Broker | None,
+                 controller: Controller | None) -> None:
+        self.cfg = cfg
+        self.clock = clock
+        self.broker = broker
+        self.controller = controller
+        self.handlers: dict[str, Handler] = {
+            "produce": self.produce, "fetch": self.fetch, "list_offsets": self.list_offsets,
+            "metadata": self.metadata, "dump": self.dump, "replica_fetch": self.replica_fetch,
+            "offsets_for_leader_epoch": self.offsets_for_leader_epoch,
+            "heartbeat": self.heartbeat, "alter_partition": self.alter_partition,
+            "test_fetcher": self.test_fetcher, "test_checkpoint": self.test_checkpoint,
+            "test_flush": self.test_flush, "test_fence": self.test_fence,
+        }
+        self._server: asyncio.AbstractServer | None = None
+        self._conn_tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        host, port = split_addr(self.cfg.listen, "listen")
+        self._server = await asyncio.start_server(self._serve, host, port,
+                                                  reuse_address=True, limit=1 << 20)
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+
+    # -- connections -------------------------------------------------------------
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        dec = FrameDecoder(self.cfg.settings.max_request_bytes)
+        tasks: set[asyncio.Task[None]] = set()
+        try:
+            while True:
+                data = await reader.read(1 << 16)
+                if not data:
+                    break
+                try:
+                    bodies = dec.feed(data)
+                except FrameTooLarge as e:
+                    writer.write(encode_frame(error_reply(None, e.code, str(e))))
+                    break
+                for body in bodies:
+                    try:
+                        msg = decode_request(body)
+                    except ProtocolError as e:
+                        writer.write(encode_frame(error_reply(e.request_id, e.code, str(e))))
+                        continue
+                    t = asyncio.create_task(self._handle(msg, writer))
+                    tasks.add(t)
+                    t.add_done_callback(tasks.discard)
+                if writer.transport.get_write_buffer_size() > 4 << 20:
+                    await writer.drain()
+        except (OSError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            for t in tasks:
+                t.cancel()
+            writer.close()
+
+    async def _handle(self, msg: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        rid = msg["id"]
+        try:
+            reply = await self.handlers[msg["type"]](msg)
+            if reply is None:
+                return
+            reply = {"id": rid, "error": None, **reply}
+        except ProtocolError as e:
+            reply = error_reply(rid, e.code, str(e))
+        except Exception as e:  # a bug must not take the node down: report it
+            log.exception("request %s failed", msg.get("type"))
+            reply = error_reply(rid, UNKNOWN_SERVER_ERROR, f"{type(e).__name__}: {e}")
+        if not writer.is_closing():
+            writer.write(encode_frame(reply))
+
+    # -- helpers -------------------------------------------------------------------
+    def _broker(self) -> Broker:
+        if self.broker is None:
+            raise ProtocolError(NOT_LEADER, f"{self.cfg.node_id} is not a broker")
+        return self.broker
+
+    def _partition(self, pid: int) -> Any:
+        b = self._broker()
+        if not 0 <= pid < self.cfg.topic.partitions:
+            raise ProtocolError(UNKNOWN_PARTITION, f"no partition {pid}")
+        p = b.partitions.get(pid)
+        if p is None:
+            raise ProtocolError(NOT_LEADER, f"{self.cfg.node_id} holds no replica of {pid}")
+        return p
+
+    def _controller(self) -> Controller:
+        if self.controller is None:
+            raise not_controller(self.cfg.node_id, self.cfg.controller)
+        return self.controller
+
+    def _test(self) -> None:
+        if not self.cfg.settings.test_controls:
+            raise ProtocolError(DISABLED, "test controls are off (settings.test.controls.enable)")
+
+    # -- clients -------------------------------------------------------------------
+    async def produce(self, req: dict[str, Any]) -> dict[str, Any] | None:
+        p = self._partition(req["partition"])
+        acks = req["acks"]
+        p.check_produce(acks)
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        p.pending.append((req["value"], fut))
+        self._broker().schedule_append(p)
+        offset = await fut
+        if acks == "0":
+            return None
+        if acks == "all":
+            timeout_ms = max(0, min(req["timeout_ms"], self.cfg.settings.request_timeout_ms))
+            await p.wait_committed(offset, timeout_ms / 1000)
+        return {"offset": offset}
+
+    async def fetch(self, req: dict[str, Any]) -> dict[str, Any]:
+        p = self._partition(req["partition"])
+        if p.role != "leader":
+            raise ProtocolError(NOT_LEADER, f"{self.cfg.node_id} does not lead {p.pid}")
+        off = req["offset"]
+        if off < 0 or off > p.log.leo:
+            raise ProtocolError(OFFSET_OUT_OF_RANGE, f"offset {off} outside [0, {p.log.leo}]")
+        limit = max(0, min(req["max_records"], 10_000))
+        recs = p.log.read(off, limit, upto=p.log.hw)
+        return {"records": [[r.offset, r.value] for r in recs], "hw": p.log.hw, "leo": p.log.leo}
+
+    async def list_offsets(self, req: dict[str, Any]) -> dict[str, Any]:
+        p = self._partition(req["partition"])
+        if p.role != "leader":
+            raise ProtocolError(NOT_LEADER, f"{self.cfg.node_id} does not lead {p.pid}")
+        return {"hw": p.log.hw, "leo": p.log.leo}
+
+    async def metadata(self, req: dict[str, Any]) -> dict[str, Any]:
+        if self.broker is not None:
+            view = self.broker.meta.view()
+            local = self.broker.local_view()
+        else:
+            view = self._controller().view()
+            local = {}
+        return {"node": self.cfg.node_id, "controller": self.cfg.controller,
+                "topic": self.cfg.topic.name, "roles": list(self.cfg.process_roles),
+                "clock_offset_ns": self.clock.offset_ns, **view, "local": local}
+
+    async def dump(self, req: dict[str, Any]) -> dict[str, Any]:
+        return {"rows": self.broker.dump_rows() if self.broker else []}
+
+    # -- replication -----------------------------------------------------------------
+    async def replica_fetch(self, req: dict[str, Any]) -> dict[str, Any]:
+        b = self._broker()
+        follower = req["node"]
+        now = self.clock.now_ms()
+        limit = b.settings.fetch_max_records
+        wanted: list[tuple[Any, int]] = []
+        out: list[dict[str, Any]] = []
+        for item in req["partitions"]:
+            if (not isinstance(item, list) or len(item) != 3
+                    or not all(isinstance(x, int) and not isinstance(x, bool) for x in item)):
+                raise ProtocolError(INVALID_REQUEST,
+                                    "partitions: expected [partition, epoch, offset]")
+            pid, epoch, off = item
+            try:
+                p = self._partition(pid)
+                recs, want = p.on_follower_fetch(follower, epoch, off, now, limit)
+            except ProtocolError as e:
+                res = {"partition": pid, "error": e.code, "message": str(e)}
+                if e.code == OFFSET_OUT_OF_RANGE:
+                    res["leo"] = b.partitions[pid].log.leo
+                out.append(res)
+                continue
+            if want == "expand":
+                b.spawn(b.alter_isr(p, [*p.isr, follower]))
+            wanted.append((p, off))
+            out.append({"partition": pid, "error": None, "records": recs})
+        if wanted and not any(o.get("records") for o in out) and not any(
+                o.get("error") for o in out) and req["max_wait_ms"] > 0:
+            try:
+                await asyncio.wait_for(b.appended.wait(), min(req["max_wait_ms"], 10_000) / 1000)
+            except TimeoutError:
+                pass
+            by_pid = {p.pid: (p, off) for p, off in wanted}
+            for o in out:
+                p, off = by_pid[o["partition"]]
+                o["records"] = p.log.read(off, limit) if p.role == "leader" else []
+        for o in out:
+            if "records" in o:
+                p = b.partitions[o["partition"]]
+                o["records"] = [[r.offset, r.epoch, r.value] for r in o["records"]]
+                o["hw"] = p.log.hw
+                o["leo"] = p.log.leo
+        return {"partitions": out}
+
+    async def offsets_for_leader_epoch(self, req: dict[str, Any]) -> dict[str, Any]:
+        p = self._partition(req["partition"])
+        if p.role != "leader":
+            raise ProtocolError(NOT_LEADER, f"{self.cfg.node_id} does not lead {p.pid}")
+        epoch, end = p.log.end_offset_for_epoch(req["epoch"])
+        return {"epoch": epoch, "end_offset": end}
+
+    # -- controller --------------------------------------------------------------------
+    async def heartbeat(self, req: dict[str, Any]) -> dict[str, Any]:
+        return self._controller().heartbeat(req["node"], req["incarnation"],
+                                            req["metadata_offset"])
+
+    async def alter_partition(self, req: dict[str, Any]) -> dict[str, Any]:
+        return self._controller().alter_partition(req["node"], req["partition"],
+                                                  req["leader_epoch"], req["partition_epoch"],
+                                                  req["isr"])
+
+    # -- test controls (off unless settings.test.controls.enable) ----------------------
+    async def test_fetcher(self, req: dict[str, Any]) -> dict[str, Any]:
+        self._test()
+        b = self._broker()
+        action = req["action"]
+        if action == "pause":
+            b.fetch_paused = True
+            b.fetch_resumed.clear()
+            return {}
+        if action == "resume":
+            b.fetch_paused = False
+            b.fetch_resumed.set()
+            b._ensure_fetchers()
+            return {}
+        if action == "step":
+            result: dict[str, Any] = {}
+            leaders = sorted({p.meta.leader for p in b.partitions.values()
+                              if p.role == "follower" and p.meta and p.meta.leader})
+            for leader in leaders:
+                f = b.fetcher_for(leader)
+                async with f.lock:
+                    result[leader] = await f.round(0)
+            return {"fetched": result}
+        raise ProtocolError(INVALID_REQUEST, f"test_fetcher: action {action!r} is not "
+                            "pause, resume or step")
+
+    async def test_checkpoint(self, req: dict[str, Any]) -> dict[str, Any]:
+        self._test()
+        self._broker().checkpoint_all()
+        return {}
+
+    async def test_flush(self, req: dict[str, Any]) -> dict[str, Any]:
+        self._test()
+        self._broker().flush_all()
+        return {}
+
+    async def test_fence(self, req: dict[str, Any]) -> dict[str, Any]:
+        self._test()
+        c = self._controller()
+        if req["node"] not in self.cfg.brokers:
+            raise ProtocolError(INVALID_REQUEST, f"test_fence: no broker {req['node']!r}")
+        c.fence(req["node"])
+        c.last_seen_ms[req["node"]] = self.clock.now_ms()
+        return {"metadata": c.view()}
