@@ -1,0 +1,311 @@
+"""Node faults, each with its heal: kill/start, pause/resume, clock bump/skew/reset,
+and lose-unflushed (crash, cut each log to its last flushed position, restart).
+
+An invocation names its nodes (`{"nodes": [...]}`) or a target to resolve now
+(`{"target": "leader", "key": 3}`); the info completion always names the nodes
+hit, so a report can shade the fault window per node. Heals take `{}` and undo
+the fault everywhere. Teardown heals too, and never raises.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from harness.history import Op
+from harness.protocols import DumpsReplicas, HasClock, Killable, LosesUnflushed, Pausable, Run
+from nemesis.targets import LiveView, resolve
+
+
+class NemesisError(RuntimeError):
+    """A fault the run's backend cannot inject, or an op the nemesis does not know."""
+
+
+def target_nodes(run: Run, value: Any, rng: random.Random) -> tuple[str, ...]:
+    """The nodes an op aims at: explicit `nodes`, a `role` named earlier, else its
+    `target` resolved now (a dict value gets the key it resolved written back)."""
+    value = value if isinstance(value, Mapping) else {}
+    nodes = tuple(run.nodes)
+    roles = roles_of(run)
+    if "nodes" in value:
+        given = tuple(str(n) for n in value["nodes"])
+        unknown = set(given) - set(nodes)
+        if unknown:
+            raise NemesisError(f"op names unknown nodes {sorted(unknown)}; nodes: {list(nodes)}")
+    elif "role" in value:
+        role = str(value["role"])
+        if role not in roles:
+            raise NemesisError(f"role {role!r} was never assigned (an earlier op's \"as\"); "
+                               f"known roles: {sorted(roles)}")
+        given = roles[role]
+    else:
+        target = str(value.get("target", "one"))
+        view = LiveView(run)
+        key = resolve_key(run, value, rng, view)
+        if isinstance(value, dict):
+            value["key"] = key  # the completion says which key was meant
+        if "leader_as" in value:  # remember the key's leader as it was at this moment
+            leader = view.leader_of(key)
+            roles[str(value["leader_as"])] = (leader,) if leader in nodes else ()
+        given = resolve(target, nodes, rng, view, key)
+    if "as" in value:
+        roles[str(value["as"])] = given
+    return given
+
+
+def resolve_key(run: Run, value: Mapping[str, Any], rng: random.Random,
+                view: LiveView | None = None) -> int:
+    """The key an op is about: an integer, `"auto"` (a key whose replicas avoid the
+    controller, so a sequence never takes the controller down with it), or
+    `{"key_of": ROLE}` (the key chosen by the step that named ROLE)."""
+    keys = run.extra.setdefault("nemesis_keys", {})
+    raw = value.get("key", 0)
+    if "key_of" in value:
+        role = str(value["key_of"])
+        if role not in keys:
+            raise NemesisError(f"key_of {role!r}: no earlier step chose a key as {role!r}")
+        return int(keys[role])
+    if raw == "auto":
+        view = view or LiveView(run)
+        controller = view.controller()
+        spare = [k for k in range(run.spec.keys)
+                 if controller not in (view.replicas_of(k) or (controller,))]
+        key = rng.choice(spare) if spare else rng.randrange(run.spec.keys)
+    else:
+        key = int(raw)
+    if "as" in value:
+        keys[str(value["as"])] = key
+    return key
+
+
+def heal_nodes(run: Run, value: Mapping[str, Any], rng: random.Random) -> tuple[str, ...]:
+    """A heal's nodes: the ones it names (nodes, role or target), else every node."""
+    if any(k in value for k in ("nodes", "role", "target")):
+        return target_nodes(run, value, rng)
+    return tuple(run.nodes)
+
+
+def roles_of(run: Run) -> dict[str, tuple[str, ...]]:
+    """Names that scenario steps give to resolved nodes (`"as": "B"`, then `"role": "B"`),
+    shared by every nemesis of the run, so a sequence can hit the same node again."""
+    roles = run.extra.setdefault("nemesis_roles", {})
+    assert isinstance(roles, dict)
+    return roles
+
+
+def _value(op: Op) -> dict[str, Any]:
+    return dict(op.value) if isinstance(op.value, Mapping) else {}
+
+
+def _each(nodes: Sequence[str], act: Callable[[str], None]) -> list[str]:
+    """Apply act to every node even if some fail; the errors, as text."""
+    errors: list[str] = []
+    for n in nodes:
+        try:
+            act(n)
+        except Exception as e:
+            errors.append(f"{n}: {type(e).__name__}: {e}")
+    return errors
+
+
+def _done(op: Op, value: dict[str, Any], errors: list[str]) -> Op:
+    return op.complete("info", value, error="; ".join(errors) if errors else None)
+
+
+class _NodeFault:
+    """Shared plumbing: a seeded rng, a lock, and the set of nodes currently faulted."""
+
+    fs: frozenset[str] = frozenset()
+    name = "fault"
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = random.Random(seed)
+        self.lock = threading.RLock()
+        self.faulted: set[str] = set()
+
+    def _heal_value(self, run: Run) -> tuple[str, ...]:
+        """Nodes a heal names: the ones faulted, else all (the heal is applied to all)."""
+        return tuple(n for n in run.nodes if n in self.faulted) or tuple(run.nodes)
+
+
+class Kill(_NodeFault):
+    """SIGKILL brokers (`kill`) and start them again (`start`, `{}` = every node)."""
+
+    fs = frozenset({"kill", "start"})
+    name = "kill"
+
+    def setup(self, run: Run) -> Kill:
+        if not isinstance(run.db, Killable):
+            raise NemesisError(f"--nemesis kill: the {run.spec.backend} backend cannot kill nodes")
+        return self
+
+    def invoke(self, run: Run, op: Op) -> Op:
+        db = run.db
+        assert isinstance(db, Killable)
+        with self.lock:
+            v = _value(op)
+            if op.f == "kill":
+                nodes = target_nodes(run, v, self.rng)
+                self.faulted |= set(nodes)
+                return _done(op, {**v, "nodes": list(nodes)},
+                             _each(nodes, lambda n: db.kill(run, n)))
+            if op.f == "start":
+                nodes = self._shorter(run, v) if "shorter_of" in v else heal_nodes(run, v, self.rng)
+                named = [n for n in nodes if n in self.faulted] or list(nodes)
+                errors = _each(nodes, lambda n: db.start(run, n))
+                self.faulted -= set(nodes)
+                return _done(op, {**v, "nodes": named}, errors)
+        raise NemesisError(f"kill nemesis cannot {op.f!r}")
+
+    def _shorter(self, run: Run, v: dict[str, Any]) -> tuple[str, ...]:
+        """Of the roles in `shorter_of`, the node whose replica of the key holds the
+        lowest HW checkpoint (the log it will truncate to on restart), read from disk."""
+        roles = roles_of(run)
+        cands = [n for r in v["shorter_of"] for n in roles.get(str(r), ())]
+        if not cands:
+            raise NemesisError(f"shorter_of {v['shorter_of']}: no such roles assigned")
+        key = resolve_key(run, v, self.rng)
+        hws: dict[str, int] = {}
+        if isinstance(run.db, DumpsReplicas):
+            for row in run.db.dump_replicas(run):
+                if row.get("key") == key and "hw" in row and row.get("node") in cands:
+                    hws[str(row["node"])] = int(row["hw"])
+        v["hw"] = hws
+        chosen = min(cands, key=lambda n: (hws.get(n, 1 << 62), cands.index(n)))
+        return (chosen,)
+
+    def teardown(self, run: Run) -> None:
+        db = run.db
+        if isinstance(db, Killable):
+            with self.lock:
+                _each(run.nodes, lambda n: db.start(run, n))
+                self.faulted.clear()
+
+
+class Pause(_NodeFault):
+    """SIGSTOP brokers (`pause`) and SIGCONT them (`resume`, `{}` = every node)."""
+
+    fs = frozenset({"pause", "resume"})
+    name = "pause"
+
+    def setup(self, run: Run) -> Pause:
+        if not isinstance(run.db, Pausable):
+            raise NemesisError(f"--nemesis pause: the {run.spec.backend} backend cannot pause")
+        return self
+
+    def invoke(self, run: Run, op: Op) -> Op:
+        db = run.db
+        assert isinstance(db, Pausable)
+        with self.lock:
+            v = _value(op)
+            if op.f == "pause":
+                nodes = target_nodes(run, v, self.rng)
+                self.faulted |= set(nodes)
+                return _done(op, {**v, "nodes": list(nodes)},
+                             _each(nodes, lambda n: db.pause(run, n)))
+            if op.f == "resume":
+                nodes = heal_nodes(run, v, self.rng)
+                named = [n for n in nodes if n in self.faulted] or list(nodes)
+                errors = _each(nodes, lambda n: db.resume(run, n))
+                self.faulted -= set(nodes)
+                return _done(op, {**v, "nodes": named}, errors)
+        raise NemesisError(f"pause nemesis cannot {op.f!r}")
+
+    def teardown(self, run: Run) -> None:
+        db = run.db
+        if isinstance(db, Pausable):
+            with self.lock:
+                _each(run.nodes, lambda n: db.resume(run, n))
+                self.faulted.clear()
+
+
+class Clock(_NodeFault):
+    """Shift brokers' clocks: `clock-bump` (one delta on the nodes), `clock-skew`
+    (a different seeded offset per node), `clock-reset` (`{}`: every clock true again)."""
+
+    fs = frozenset({"clock-bump", "clock-skew", "clock-reset"})
+    name = "clock"
+
+    def __init__(self, seed: int = 0, max_skew_ms: float = 5000.0) -> None:
+        super().__init__(seed)
+        self.max_skew_ns = int(max_skew_ms * 1e6)
+
+    def setup(self, run: Run) -> Clock:
+        if not isinstance(run.db, HasClock):
+            raise NemesisError(f"--nemesis clock: the {run.spec.backend} backend "
+                               "cannot shift clocks")
+        return self
+
+    def invoke(self, run: Run, op: Op) -> Op:
+        db = run.db
+        assert isinstance(db, HasClock)
+        with self.lock:
+            v = _value(op)
+            if op.f == "clock-bump":
+                nodes = target_nodes(run, v, self.rng)
+                delta = int(v.get("delta_ns", self.rng.choice((-1, 1)) * self.max_skew_ns))
+                self.faulted |= set(nodes)
+                return _done(op, {**v, "nodes": list(nodes), "delta_ns": delta},
+                             _each(nodes, lambda n: db.shift_clock(run, n, delta)))
+            if op.f == "clock-skew":
+                nodes = target_nodes(run, {"target": "all", **v}, self.rng)
+                given = v.get("offsets_ns")
+                offsets = ({str(k): int(x) for k, x in given.items()} if isinstance(given, Mapping)
+                           else {n: self.rng.randint(-self.max_skew_ns, self.max_skew_ns)
+                                 for n in nodes})
+                self.faulted |= set(offsets)
+                errors = _each(sorted(offsets), lambda n: db.shift_clock(run, n, offsets[n]))
+                return _done(op, {**v, "nodes": sorted(offsets), "offsets_ns": offsets}, errors)
+            if op.f == "clock-reset":
+                named = list(self._heal_value(run))
+                errors = _each(run.nodes, lambda n: db.reset_clock(run, n))
+                self.faulted.clear()
+                return _done(op, {**v, "nodes": named}, errors)
+        raise NemesisError(f"clock nemesis cannot {op.f!r}")
+
+    def teardown(self, run: Run) -> None:
+        db = run.db
+        if isinstance(db, HasClock):
+            with self.lock:
+                _each(run.nodes, lambda n: db.reset_clock(run, n))
+                self.faulted.clear()
+
+
+class LoseUnflushed(_NodeFault):
+    """`lose-unflushed`: crash nodes as an OS crash would: SIGKILL, cut every log back
+    to its last flushed position, start again. The op is its own window (the node is
+    back when it completes); teardown starts any node left down by an error."""
+
+    fs = frozenset({"lose-unflushed"})
+    name = "lose-unflushed"
+
+    def setup(self, run: Run) -> LoseUnflushed:
+        if not (isinstance(run.db, LosesUnflushed) and isinstance(run.db, Killable)):
+            raise NemesisError(f"--nemesis lose-unflushed: the {run.spec.backend} backend "
+                               "cannot crash a node and drop its unflushed writes")
+        return self
+
+    def invoke(self, run: Run, op: Op) -> Op:
+        db = run.db
+        assert isinstance(db, LosesUnflushed) and isinstance(db, Killable)
+        if op.f != "lose-unflushed":
+            raise NemesisError(f"lose-unflushed nemesis cannot {op.f!r}")
+        with self.lock:
+            v = _value(op)
+            nodes = target_nodes(run, v, self.rng)
+            self.faulted |= set(nodes)
+            errors = _each(nodes, lambda n: db.kill(run, n))
+            errors += _each(nodes, lambda n: db.lose_unflushed(run, n))
+            if not v.get("stay_down"):
+                errors += _each(nodes, lambda n: db.start(run, n))
+                self.faulted -= set(nodes)
+            return _done(op, {**v, "nodes": list(nodes)}, errors)
+
+    def teardown(self, run: Run) -> None:
+        db = run.db
+        if isinstance(db, Killable):
+            with self.lock:
+                _each(sorted(self.faulted), lambda n: db.start(run, n))
+                self.faulted.clear()

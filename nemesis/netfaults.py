@@ -1,0 +1,161 @@
+"""Network faults through the run's `Net`: partitions (grudges) with `heal`, and
+slow or lossy links with `fast`.
+
+A `partition` invocation carries either an explicit `{"grudge": {...}}` or a
+`{"kind": ...}` resolved now (the leader's isolation needs the live cluster);
+its completion always carries the grudge applied and the nodes it cut.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from harness.history import Op
+from harness.protocols import Run
+from nemesis import grudges as g
+from nemesis.faults import NemesisError, resolve_key, roles_of, target_nodes
+from nemesis.targets import LiveView, resolve
+
+
+def grudge_for(kind: str, run: Run, rng: random.Random, value: dict[str, Any]) -> g.Grudge:
+    """The grudge of a partition kind, resolved now (leader kinds ask the cluster).
+
+    `followers` cuts a key's leader off from its followers only: both still reach
+    the controller and everyone else, so the leader can shrink its ISR to itself.
+    """
+    nodes = list(run.nodes)
+    if kind == "one":
+        return g.isolate(nodes, [rng.choice(nodes)])
+    if kind == "halves":
+        return g.halves(nodes)
+    if kind in ("random-halves", "minority", "majority"):
+        return g.random_halves(nodes, rng)
+    if kind == "majorities-ring":
+        return g.majorities_ring(nodes, rng)
+    if kind == "bridge":
+        return g.bridge(nodes, rng)
+    view = LiveView(run)
+    key = resolve_key(run, value, rng, view)
+    value["key"] = key
+    roles = roles_of(run)
+    if kind in ("leader", "controller"):
+        isolated = resolve(kind, nodes, rng, view, key)
+        if "as" in value:
+            roles[str(value["as"])] = isolated
+        return g.isolate(nodes, isolated)
+    if kind == "followers":
+        leader = view.leader_of(key)
+        if leader not in nodes:
+            leader = rng.choice(nodes)
+        followers = tuple(n for n in (view.replicas_of(key) or nodes) if n != leader)
+        if "as" in value:
+            roles[str(value["as"])] = followers
+        if "leader_as" in value:
+            roles[str(value["leader_as"])] = (leader,)
+        return g.cut_between([leader], followers)
+    raise NemesisError(f"partition kind {kind!r} is not one of {', '.join(g.KINDS)}")
+
+
+class Partition:
+    """`partition` by grudge or kind; `heal` ends every partition."""
+
+    fs = frozenset({"partition", "heal"})
+    name = "partition"
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = random.Random(seed)
+        self.lock = threading.RLock()
+        self.active = False
+
+    def setup(self, run: Run) -> Partition:
+        if run.net is None:
+            raise NemesisError(f"--nemesis partition: the {run.spec.backend} backend has no Net")
+        return self
+
+    def invoke(self, run: Run, op: Op) -> Op:
+        net = run.net
+        assert net is not None
+        v: dict[str, Any] = dict(op.value) if isinstance(op.value, Mapping) else {}
+        with self.lock:
+            if op.f == "partition":
+                if "grudge" in v:
+                    grudge = g.validate(v["grudge"], run.nodes)
+                else:
+                    grudge = grudge_for(str(v.get("kind", "random-halves")), run, self.rng, v)
+                out = {**v, "grudge": g.to_json(grudge), "nodes": g.cut_nodes(grudge)}
+                self.active = True
+                try:
+                    net.partition(run, grudge)
+                except Exception as e:
+                    return op.complete("info", out, error=f"{type(e).__name__}: {e}")
+                return op.complete("info", out)
+            if op.f == "heal":
+                try:
+                    net.heal(run)
+                    self.active = False
+                except Exception as e:
+                    return op.complete("info", v, error=f"{type(e).__name__}: {e}")
+                return op.complete("info", v)
+        raise NemesisError(f"partition nemesis cannot {op.f!r}")
+
+    def teardown(self, run: Run) -> None:
+        if run.net is not None:
+            with self.lock:
+                try:
+                    run.net.heal(run)
+                finally:
+                    self.active = False
+
+
+class Links:
+    """`slow` (delay and jitter) and `lossy` (drop probability) links of some nodes;
+    `fast` ends all shaping."""
+
+    fs = frozenset({"slow", "lossy", "fast"})
+    name = "links"
+
+    def __init__(self, seed: int = 0, delay_ms: float = 100.0, jitter_ms: float = 50.0,
+                 drop_probability: float = 0.2) -> None:
+        self.rng = random.Random(seed)
+        self.lock = threading.RLock()
+        self.delay_ms, self.jitter_ms, self.drop_probability = delay_ms, jitter_ms, drop_probability
+
+    def setup(self, run: Run) -> Links:
+        if run.net is None:
+            raise NemesisError(f"--nemesis slow/lossy: the {run.spec.backend} backend has no Net")
+        return self
+
+    def invoke(self, run: Run, op: Op) -> Op:
+        net = run.net
+        assert net is not None
+        v: dict[str, Any] = dict(op.value) if isinstance(op.value, Mapping) else {}
+        with self.lock:
+            try:
+                if op.f == "slow":
+                    nodes = target_nodes(run, v, self.rng)
+                    delay = float(v.get("delay_ms", self.delay_ms))
+                    jitter = float(v.get("jitter_ms", self.jitter_ms))
+                    v.update(nodes=list(nodes), delay_ms=delay, jitter_ms=jitter)
+                    net.slow(run, nodes, delay, jitter)
+                elif op.f == "lossy":
+                    nodes = target_nodes(run, v, self.rng)
+                    p = float(v.get("drop_probability", self.drop_probability))
+                    v.update(nodes=list(nodes), drop_probability=p)
+                    net.lossy(run, nodes, p)
+                elif op.f == "fast":
+                    net.fast(run)
+                else:
+                    raise NemesisError(f"links nemesis cannot {op.f!r}")
+            except NemesisError:
+                raise
+            except Exception as e:
+                return op.complete("info", v, error=f"{type(e).__name__}: {e}")
+        return op.complete("info", v)
+
+    def teardown(self, run: Run) -> None:
+        if run.net is not None:
+            with self.lock:
+                run.net.fast(run)

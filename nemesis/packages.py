@@ -1,0 +1,174 @@
+"""Packages: each fault paired with its seeded schedule and its heal; several compose.
+
+`nemesis_package(spec)` is what the runner uses: the composed nemesis, the
+generator of its ops for the main phase (a seeded `Timeline`), and a final
+generator that heals everything the package can break.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from harness import generator as gen
+from harness.protocols import Nemesis
+from harness.spec import SpecError, TestSpec
+from nemesis import grudges as g
+from nemesis.compose import Composed, compose
+from nemesis.faults import Clock, Kill, LoseUnflushed, Pause
+from nemesis.netfaults import Links, Partition
+from nemesis.plan import Step, merge, timeline, windows
+from nemesis.targets import PURE_TARGETS, pick
+
+# heal ops in the order the final generator sends them (a node must be up to resume)
+HEALS = ("start", "resume", "heal", "fast", "clock-reset")
+
+# partition kind for each --nemesis-targets value
+PARTITION_KIND = {"one": "one", "minority": "random-halves", "majority": "random-halves",
+                  "leader": "leader", "followers": "followers", "controller": "controller"}
+
+
+@dataclass(frozen=True, slots=True)
+class NemesisPackage:
+    """What a run needs from the nemesis part."""
+
+    nemesis: Nemesis
+    generator: gen.Gen
+    final_generator: gen.Gen
+    plan: tuple[Step, ...] = ()
+
+    def plan_json(self) -> list[dict[str, Any]]:
+        return [s.to_json() for s in self.plan]
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """A fault kind: the nemesis that injects it and how its steps are planned."""
+
+    name: str
+    needs: tuple[Callable[[int], Nemesis], ...]  # nemesis classes, shared across faults
+    plan: Callable[[TestSpec, random.Random], list[Step]]
+
+
+def _target_value(spec: TestSpec, rng: random.Random) -> dict[str, Any]:
+    """A target from --nemesis-targets: pure ones resolved now, dynamic ones at injection."""
+    target = rng.choice(spec.nemesis_targets or ("one",))
+    if target in PURE_TARGETS:
+        return {"target": target, "nodes": list(pick(target, spec.nodes, rng))}
+    return {"target": target, "key": rng.randrange(spec.keys)}
+
+
+def _node_fault(fault: str, heal: str) -> Callable[[TestSpec, random.Random], list[Step]]:
+    def plan(spec: TestSpec, rng: random.Random) -> list[Step]:
+        out: list[Step] = []
+        for start, end in windows(rng, spec.nemesis_interval_s, spec.time_limit_s):
+            out += [Step(start, fault, _target_value(spec, rng)), Step(end, heal, {})]
+        return out
+    return plan
+
+
+def _partition_value(spec: TestSpec, rng: random.Random) -> dict[str, Any]:
+    target = rng.choice(spec.nemesis_targets or ("one",))
+    nodes = list(spec.nodes)
+    if target == "all":
+        kind = rng.choice(("majorities-ring", "bridge"))
+        grudge = (g.majorities_ring(nodes, rng) if kind == "majorities-ring"
+                  else g.bridge(nodes, rng))
+        return {"target": target, "kind": kind, "grudge": g.to_json(grudge)}
+    kind = PARTITION_KIND[target]
+    if kind == "one":
+        return {"target": target, "kind": kind,
+                "grudge": g.to_json(g.isolate(nodes, [rng.choice(nodes)]))}
+    if kind == "random-halves":
+        return {"target": target, "kind": kind, "grudge": g.to_json(g.random_halves(nodes, rng))}
+    return {"target": target, "kind": kind, "key": rng.randrange(spec.keys)}
+
+
+def _plan_partition(spec: TestSpec, rng: random.Random) -> list[Step]:
+    out: list[Step] = []
+    for start, end in windows(rng, spec.nemesis_interval_s, spec.time_limit_s):
+        out += [Step(start, "partition", _partition_value(spec, rng)), Step(end, "heal", {})]
+    return out
+
+
+def _plan_link(kind: str) -> Callable[[TestSpec, random.Random], list[Step]]:
+    def plan(spec: TestSpec, rng: random.Random) -> list[Step]:
+        out: list[Step] = []
+        for start, end in windows(rng, spec.nemesis_interval_s, spec.time_limit_s):
+            out += [Step(start, kind, _target_value(spec, rng)), Step(end, "fast", {})]
+        return out
+    return plan
+
+
+def _plan_clock(spec: TestSpec, rng: random.Random) -> list[Step]:
+    out: list[Step] = []
+    for start, end in windows(rng, spec.nemesis_interval_s, spec.time_limit_s):
+        if rng.random() < 0.5:
+            delta_ms = rng.choice((-1, 1)) * rng.uniform(100, 10_000)
+            out.append(Step(start, "clock-bump",
+                            {**_target_value(spec, rng), "delta_ns": int(delta_ms * 1e6)}))
+        else:
+            offsets = {n: int(rng.uniform(-5000, 5000) * 1e6) for n in spec.nodes}
+            out.append(Step(start, "clock-skew", {"nodes": list(spec.nodes),
+                                                  "offsets_ns": offsets}))
+        out.append(Step(end, "clock-reset", {}))
+    return out
+
+
+def _plan_lose_unflushed(spec: TestSpec, rng: random.Random) -> list[Step]:
+    return [Step(start, "lose-unflushed", _target_value(spec, rng))
+            for start, _ in windows(rng, spec.nemesis_interval_s, spec.time_limit_s)]
+
+
+FAULTS: dict[str, Fault] = {
+    "kill": Fault("kill", (Kill,), _node_fault("kill", "start")),
+    "pause": Fault("pause", (Pause,), _node_fault("pause", "resume")),
+    "partition": Fault("partition", (Partition,), _plan_partition),
+    "slow": Fault("slow", (Links,), _plan_link("slow")),
+    "lossy": Fault("lossy", (Links,), _plan_link("lossy")),
+    "clock": Fault("clock", (Clock,), _plan_clock),
+    "lose-unflushed": Fault("lose-unflushed", (LoseUnflushed,), _plan_lose_unflushed),
+}
+
+
+def register(fault: Fault) -> None:
+    """Add a fault kind (the scenarios module registers its precise sequences)."""
+    FAULTS[fault.name] = fault
+
+
+def known_faults() -> list[str]:
+    import nemesis.sequences  # noqa: F401  (registers the scenarios' precise sequences)
+
+    return sorted(FAULTS)
+
+
+def final_generator(nemesis: Nemesis) -> gen.Gen:
+    """Every heal the nemesis knows, once each, in an order that works (start before resume)."""
+    return gen.seq(*(gen.op(f, {}) for f in HEALS if f in nemesis.fs))
+
+
+def _rng(seed: int, name: str) -> random.Random:
+    return random.Random(f"{seed}:{name}")
+
+
+def nemesis_package(spec: TestSpec) -> NemesisPackage:
+    """The faults spec.nemesis names, composed, each on its own seeded schedule."""
+    known_faults()
+    unknown = [n for n in spec.nemesis if n not in FAULTS]
+    if unknown:
+        raise SpecError(f"--nemesis: {', '.join(map(repr, unknown))} unknown; "
+                        f"known: {', '.join(sorted(FAULTS))}")
+    parts: dict[Callable[[int], Nemesis], Nemesis] = {}
+    plans: list[list[Step]] = []
+    for name in dict.fromkeys(spec.nemesis):  # keep order, drop repeats
+        fault = FAULTS[name]
+        for make in fault.needs:  # slow and lossy share one Links nemesis
+            if make not in parts:
+                parts[make] = make(_rng(spec.seed, f"{name}:{make}").randrange(2**32))
+        plans.append(fault.plan(spec, _rng(spec.seed, name)))
+    nemesis: Composed = compose(*parts.values())
+    plan = merge(*plans)
+    return NemesisPackage(nemesis=nemesis, generator=timeline(plan),
+                          final_generator=final_generator(nemesis), plan=plan)

@@ -1,0 +1,95 @@
+"""Named scenarios: DESIGN.md's known bugs, each as settings + faults + what must be found.
+
+`settings` is a build_spec layer (TestSpec fields and a `broker` table), so
+`undertow run --scenario NAME --seed N` runs it and any option overrides it.
+The unsafe ones use 4 nodes where the bug needs a partition whose replicas all
+avoid the controller (the single controller voter, n1), so the controller stays
+up to elect while the sequence breaks that partition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    name: str
+    description: str
+    settings: Mapping[str, Any]
+    expected: tuple[str, ...]  # anomaly types the checkers must report (all of them)
+
+    @property
+    def safe(self) -> bool:
+        return not self.expected
+
+
+def _scenario(name: str, description: str, expected: tuple[str, ...],
+              broker: Mapping[str, Any], **spec: Any) -> Scenario:
+    settings: dict[str, Any] = {"name": name, "scenario": name, "keys": 8, "concurrency": 10,
+                                **spec, "broker": dict(broker)}
+    return Scenario(name, description, settings, expected)
+
+
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
+    _scenario(
+        "kip101-loss",
+        "KIP-101: truncating to the HW checkpoint on restart; kill the follower right after "
+        "it fetched, then the leader; the follower is elected with a shorter log.",
+        ("lost-write", "replica-lost-write"),
+        {"replication_factor": 2, "truncation": "hw", "min_insync_replicas": 1, "acks": "all",
+         "unclean_leader_election": False},
+        nemesis=("kip101-loss",), node_count=3, time_limit_s=60.0, nemesis_interval_s=12.0),
+    _scenario(
+        "kip101-divergence",
+        "KIP-101: crash both replicas, restart the shorter log first, write; the other keeps "
+        "records the new leader rewrote, and the replicas diverge.",
+        ("replica-divergence", "inconsistent-offsets"),
+        {"replication_factor": 2, "truncation": "hw", "min_insync_replicas": 1, "acks": "all",
+         "flush": "page-cache", "unclean_leader_election": False},
+        nemesis=("kip101-divergence",), node_count=3, time_limit_s=90.0,
+        nemesis_interval_s=16.0),
+    _scenario(
+        "isr-shrink-2013",
+        "Kafka 2013: with min ISR 1 the leader cut off from its followers shrinks the ISR to "
+        "itself and acknowledges alone; it dies and a follower is elected uncleanly.",
+        ("lost-write",),
+        {"replication_factor": 3, "acks": "all", "min_insync_replicas": 1,
+         "unclean_leader_election": True, "truncation": "leader-epoch"},
+        nemesis=("isr-shrink",), node_count=4, time_limit_s=60.0, nemesis_interval_s=15.0),
+    _scenario(
+        "unclean-election",
+        "Unclean leader election: partitions and kills leave only out-of-sync replicas, and "
+        "one of them is elected without the writes the old leader acknowledged.",
+        ("lost-write",),
+        {"replication_factor": 3, "acks": "all", "min_insync_replicas": 1,
+         "unclean_leader_election": True, "truncation": "leader-epoch"},
+        nemesis=("unclean",), node_count=4, time_limit_s=60.0, nemesis_interval_s=15.0),
+    _scenario(
+        "last-replica-standing",
+        "min ISR 2 is no help once the ISR has shrunk to the leader: it crashes losing its "
+        "unflushed tail and, as the last ISR member, is elected again with the shorter log.",
+        ("lost-write",),
+        {"replication_factor": 3, "acks": "all", "min_insync_replicas": 2,
+         "unclean_leader_election": False, "truncation": "leader-epoch", "flush": "page-cache"},
+        nemesis=("last-replica",), node_count=4, time_limit_s=60.0, nemesis_interval_s=15.0),
+    _scenario(
+        "safe",
+        "Safe settings (RF 3, acks all, min ISR 2, leader-epoch truncation, clean election) "
+        "under kills, pauses and partitions mixed: nothing may be found.",
+        (),
+        {"replication_factor": 3, "acks": "all", "min_insync_replicas": 2,
+         "unclean_leader_election": False, "truncation": "leader-epoch"},
+        nemesis=("kill", "pause", "partition"), node_count=3, time_limit_s=120.0,
+        nemesis_interval_s=8.0, nemesis_targets=("one", "minority", "majority", "leader")),
+)}
+
+
+def scenario(name: str) -> Scenario:
+    """The named scenario, or a ValueError listing the names."""
+    try:
+        return SCENARIOS[name]
+    except KeyError:
+        raise ValueError(f"--scenario: {name!r} is not one of {', '.join(SCENARIOS)}") from None

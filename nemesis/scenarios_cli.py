@@ -1,0 +1,35 @@
+"""`undertow scenarios`: the named scenarios, their settings and what they must find."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from nemesis.scenarios import SCENARIOS
+
+
+@click.command("scenarios")
+@click.option("--json", "as_json", is_flag=True, help="Print the scenarios as JSON.")
+def scenarios(as_json: bool) -> None:
+    """List the named scenarios (undertow run --scenario NAME) with their settings."""
+    if as_json:
+        click.echo(json.dumps({n: {"description": s.description, "settings": s.settings,
+                                   "expected": list(s.expected)}
+                               for n, s in SCENARIOS.items()}, indent=1, default=list))
+        return
+    for name, s in SCENARIOS.items():
+        must = ", ".join(s.expected) if s.expected else "nothing (valid)"
+        click.echo(click.style(name, bold=True) + f"  -> must find: {must}")
+        click.echo(f"  {s.description}")
+        broker = s.settings.get("broker", {})
+        spec = {k: v for k, v in s.settings.items() if k not in ("broker", "name", "scenario")}
+        click.echo("  run:    " + ", ".join(f"{k}={_fmt(v)}" for k, v in spec.items()))
+        click.echo("  broker: " + ", ".join(f"{k}={_fmt(v)}" for k, v in broker.items()))
+        click.echo("")
+
+
+def _fmt(v: object) -> str:
+    if isinstance(v, tuple | list):
+        return ",".join(map(str, v))
+    return str(v)

@@ -1,0 +1,116 @@
+"""The known bugs' fault sequences, as seeded plans of ordinary nemesis ops.
+
+Each sequence is a cycle of kill/start/partition/heal/lose-unflushed steps whose
+targets are resolved at injection time from the cluster (the leader and
+followers of a key whose replicas avoid the controller, so the controller
+keeps electing), and named with roles (`"as": "B"`, then `"role": "B"`) so a
+later step hits the same node. The history holds the plain verbs, so reports
+shade them like any fault. Why each sequence breaks which setting is in
+nemesis/scenarios.py.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from harness.spec import TestSpec
+from nemesis.faults import Kill, LoseUnflushed
+from nemesis.netfaults import Partition
+from nemesis.packages import Fault, register
+from nemesis.plan import Step
+
+WARMUP_S = 4.0  # let every partition take writes before the first fault
+
+Cycle = Callable[[float, random.Random], list[Step]]
+
+
+def _cycles(period_s: float, cycle: Cycle) -> Callable[[TestSpec, random.Random], list[Step]]:
+    """Repeat a cycle every period (plus up to 2 s of seeded jitter) until the time limit."""
+    def plan(spec: TestSpec, rng: random.Random) -> list[Step]:
+        out: list[Step] = []
+        t = WARMUP_S + rng.uniform(0, 2)
+        while t < spec.time_limit_s:
+            out += [s for s in cycle(t, rng) if s.at_s < spec.time_limit_s]
+            t += period_s + rng.uniform(0, 2)
+        return out
+    return plan
+
+
+def kip101_loss(t: float, rng: random.Random) -> list[Step]:
+    """KIP-101 case 1: the follower B dies right after a fetch (its HW checkpoint is behind
+    its log), the leader A dies too, B comes back first, truncates to its stale HW and
+    is elected (it never left the ISR); A comes back and truncates to B's shorter log."""
+    first = rng.choice(("B", "A"))
+    return [
+        Step(t, "kill", {"target": "followers", "key": "auto", "as": "B", "leader_as": "A"}),
+        Step(t + 0.05, "kill", {"role": "A"}),
+        Step(t + 0.1, "start", {"role": first}),
+        Step(t + 4.5, "start", {"role": "A" if first == "B" else "B"}),
+    ]
+
+
+def kip101_divergence(t: float, rng: random.Random) -> list[Step]:
+    """KIP-101 case 2: both replicas crash; the one with the shorter log (the lower HW
+    checkpoint) restarts first, is elected and takes writes past the other's HW; the
+    other restarts, truncates only to its own HW and keeps records the leader rewrote."""
+    steps = [
+        Step(t, "kill", {"target": "followers", "key": "auto", "as": "B", "leader_as": "A"}),
+        Step(t + 0.05, "kill", {"role": "A"}),
+        Step(t + 0.1, "start", {"shorter_of": ["B", "A"], "key_of": "B"}),
+        Step(t + 9.0, "start", {"role": "A"}),
+        Step(t + 9.05, "start", {"role": "B"}),
+    ]
+    return steps
+
+
+def isr_shrink(t: float, rng: random.Random) -> list[Step]:
+    """Kafka 2013: the leader L loses its followers (but not the controller), shrinks the
+    ISR to itself and acknowledges alone (min ISR 1); L dies; a follower is elected
+    uncleanly without L's writes; L comes back and truncates them away."""
+    return [
+        Step(t, "partition", {"kind": "followers", "key": "auto", "as": "F", "leader_as": "L"}),
+        Step(t + 5.0, "kill", {"role": "L"}),
+        Step(t + 8.0, "heal", {}),
+        Step(t + 9.5, "start", {"role": "L"}),
+    ]
+
+
+def unclean_kills(t: float, rng: random.Random) -> list[Step]:
+    """Both followers die (the ISR shrinks to the leader), the leader acknowledges alone
+    and then dies; the followers come back first and one is elected uncleanly."""
+    return [
+        Step(t, "kill", {"target": "followers", "key": "auto", "as": "F", "leader_as": "L"}),
+        Step(t + 5.0, "kill", {"role": "L"}),
+        Step(t + 5.1, "start", {"role": "F"}),
+        Step(t + 10.0, "start", {"role": "L"}),
+    ]
+
+
+def unclean(t: float, rng: random.Random) -> list[Step]:
+    """Partitions and kills: each cycle is one of the two ways to an unclean election."""
+    return isr_shrink(t, rng) if rng.random() < 0.5 else unclean_kills(t, rng)
+
+
+def last_replica(t: float, rng: random.Random) -> list[Step]:
+    """The ISR shrinks to the leader L (its followers are cut off from it); L crashes as an
+    OS would, losing its unflushed tail; as the last ISR member it is elected again with
+    the shorter log, and the followers truncate to it when the partition heals."""
+    return [
+        Step(t, "partition", {"kind": "followers", "key": "auto", "as": "F", "leader_as": "L"}),
+        Step(t + 5.0, "lose-unflushed", {"role": "L"}),
+        Step(t + 9.0, "heal", {}),
+    ]
+
+
+SEQUENCES: dict[str, Fault] = {
+    "kip101-loss": Fault("kip101-loss", (Kill,), _cycles(12.0, kip101_loss)),
+    "kip101-divergence": Fault("kip101-divergence", (Kill,), _cycles(16.0, kip101_divergence)),
+    "isr-shrink": Fault("isr-shrink", (Kill, Partition), _cycles(15.0, isr_shrink)),
+    "unclean": Fault("unclean", (Kill, Partition), _cycles(15.0, unclean)),
+    "last-replica": Fault("last-replica", (Kill, Partition, LoseUnflushed),
+                          _cycles(15.0, last_replica)),
+}
+
+for _fault in SEQUENCES.values():
+    register(_fault)
