@@ -13,13 +13,13 @@ def make_backend(spec: TestSpec) -> Backend:
 
         return LocalBackend()
     if spec.backend == "docker":
-        from harness.control.docker import DockerBackend  # type: ignore[import-not-found]
+        from harness.control.docker import DockerBackend
 
         docker: Backend = DockerBackend()
         return docker
     if spec.backend == "ssh":
-        from harness.control.ssh import SshBackend  # type: ignore[import-not-found]
+        from harness.control.ssh import SshBackend
 
-        ssh: Backend = SshBackend(spec)  # it needs the hosts or the cluster file
+        ssh: Backend = SshBackend()  # reads the hosts / cluster file from run.spec in up()
         return ssh
     raise SpecError(f"--backend: {spec.backend!r} is not one of {', '.join(BACKENDS)}")

@@ -106,7 +106,7 @@ def not_ready_reason(meta: Mapping[str, Any], partitions: int | None) -> str | N
 
 
 def metadata(addr: str, timeout_s: float = 1.0) -> dict[str, Any]:
-    from workloads.client import admin_metadata  # type: ignore[import-not-found]
+    from workloads.client import admin_metadata
 
     meta: dict[str, Any] = admin_metadata(addr, timeout_s=timeout_s)  # lazily: its own part
     return meta

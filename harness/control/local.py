@@ -313,7 +313,7 @@ class LocalBrokerDB:
         n = self.node(node)
         if n.running and not n.paused:
             try:
-                from workloads.client import admin_dump  # type: ignore[import-not-found]
+                from workloads.client import admin_dump
 
                 rows: list[dict[str, Any]] = admin_dump(n.listen, timeout_s=10.0)
                 return rows
