@@ -1,0 +1,259 @@
+"""The docker backend against the real engine: containers, iptables, brokers, cleanup."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import leftovers
+from harness.iptables import Unsupported
+from harness.protocols import Run, RunPaths
+from harness.spec import build_spec
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+def _docker() -> Any:
+    try:
+        from harness.image import docker_client
+
+        return docker_client()
+    except Exception as e:
+        pytest.skip(f"no Docker engine (start it with `just docker-up`): {e}")
+
+
+@pytest.fixture
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    d = tmp_path / "state"
+    monkeypatch.setenv(leftovers.STATE_ENV, str(d))
+    return d
+
+
+def _run(tmp_path: Path, **spec: object) -> Run:
+    s = build_spec({"backend": "docker", "keys": 4, **spec})
+    root = tmp_path / "run"
+    root.mkdir()
+    return Run(spec=s, nodes=s.nodes, paths=RunPaths(root), log=logging.getLogger("test"))
+
+
+def _ours(client: Any, key: str) -> tuple[list[str], list[str]]:
+    label = {"label": f"undertow.run={key}"}
+    cs = [c.name for c in client.containers.list(all=True, filters=label)]
+    ns = [n.name for n in client.networks.list(filters=label)]
+    return cs, ns
+
+
+def _connects(run: Run, src: str, ip: str, port: int = 9092) -> bool:
+    probe = f"import socket; socket.create_connection(('{ip}', {port}), timeout=1.5)"
+    assert run.remote is not None
+    return run.remote.exec(src, ["python3", "-c", probe], timeout_s=10).ok
+
+
+def _host_connects(ip: str, port: int = 9092) -> bool:
+    try:
+        socket.create_connection((ip, port), timeout=1.5).close()
+        return True
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def containers(tmp_path: Path, state: Path) -> Iterator[tuple[Run, Any]]:
+    """Three bare containers (no broker), each with a TCP listener on 9092."""
+    from harness.control.docker import DockerBackend
+
+    client = _docker()
+    run = _run(tmp_path)
+    backend = DockerBackend()
+    try:
+        backend.provision(run)
+        assert run.remote is not None
+        for n in run.nodes:
+            r = run.remote.exec(n, ["sh", "-c", "nohup python3 -m http.server 9092 "
+                                    ">/dev/null 2>&1 & true"])
+            assert r.ok, r
+        deadline = time.monotonic() + 10
+        while not all(_host_connects(ip) for ip in backend.ips.values()):
+            assert time.monotonic() < deadline, "listeners did not come up"
+            time.sleep(0.1)
+        yield run, backend
+    finally:
+        backend.down(run)
+    assert _ours(client, backend.key) == ([], []), "down left containers or the network"
+    assert not (state / backend.key).exists() or not any(
+        p.name != "run.json" for p in (state / backend.key).iterdir())
+
+
+def test_partition_really_cuts_traffic_and_heal_removes_exactly_our_rules(
+        containers: tuple[Run, Any]) -> None:
+    run, backend = containers
+    ips = backend.ips
+    net = run.net
+    assert net is not None and run.remote is not None
+    # a rule that is not ours must survive every heal
+    foreign = ["iptables", "-w", "-A", "INPUT", "-s", "192.0.2.77", "-j", "DROP"]
+    assert run.remote.exec("n1", foreign).ok
+    assert _connects(run, "n2", ips["n1"])
+
+    net.partition(run, {"n1": ["n2"]})  # n1 drops n2: one way
+    assert not _connects(run, "n2", ips["n1"])
+    assert _connects(run, "n3", ips["n1"])
+    assert _connects(run, "n1", ips["n3"])
+    assert [r.chain for r in net.rules("n1")] == ["INPUT"]
+
+    net.partition(run, {"n3": ["n1"], "n1": ["client"]})  # replaces the grudge in force
+    assert _connects(run, "n2", ips["n1"])
+    assert not _connects(run, "n1", ips["n3"])
+    assert not _host_connects(ips["n1"])
+    assert _host_connects(ips["n2"])
+
+    net.heal(run)
+    assert _connects(run, "n1", ips["n3"]) and _host_connects(ips["n1"])
+    for n in run.nodes:
+        assert net.rules(n) == []
+    listed = run.remote.exec("n1", ["iptables", "-w", "-S", "INPUT"]).stdout
+    assert "192.0.2.77" in listed, "heal removed a rule the harness did not add"
+
+
+def test_lossy_link_drops_and_fast_restores(containers: tuple[Run, Any]) -> None:
+    run, backend = containers
+    ips = backend.ips
+    net = run.net
+    assert net is not None
+    net.lossy(run, ["n1"], 1.0)  # every answer n1 sends on the broker port is dropped
+    assert not _connects(run, "n2", ips["n1"])
+    assert not _host_connects(ips["n1"])
+    assert not _connects(run, "n1", ips["n2"])  # n1's own SYNs to :9092 drop too
+    net.fast(run)
+    assert _connects(run, "n2", ips["n1"]) and _host_connects(ips["n1"])
+    assert net.rules("n1") == []
+    with pytest.raises(ValueError, match="drop_probability"):
+        net.lossy(run, ["n1"], 1.5)
+    with pytest.raises(ValueError, match="unknown node"):
+        net.partition(run, {"n9": ["n1"]})
+
+
+def test_slow_is_netem_or_says_unsupported(containers: tuple[Run, Any]) -> None:
+    run, _ = containers
+    assert run.net is not None and run.remote is not None
+    try:
+        run.net.slow(run, ["n1"], 50.0, 0.0)
+    except Unsupported as e:
+        assert "netem" in str(e)
+        return
+    qdisc = run.remote.exec("n1", ["tc", "qdisc", "show"]).stdout
+    assert "netem" in qdisc
+    run.net.fast(run)
+    assert "netem" not in run.remote.exec("n1", ["tc", "qdisc", "show"]).stdout
+
+
+def test_remote_upload_download_and_pause(containers: tuple[Run, Any], tmp_path: Path) -> None:
+    run, _ = containers
+    remote, db = run.remote, run.db
+    assert remote is not None and db is not None
+    src = tmp_path / "d"
+    (src / "sub").mkdir(parents=True)
+    (src / "sub" / "f.txt").write_text("hello")
+    remote.upload("n2", src, "/tmp/up")
+    assert remote.exec("n2", ["cat", "/tmp/up/sub/f.txt"]).stdout == "hello"
+    remote.download("n2", "/tmp/up", tmp_path / "back")
+    assert (tmp_path / "back" / "sub" / "f.txt").read_text() == "hello"
+    db.pause(run, "n2")
+    assert not remote.exec("n2", ["true"]).ok  # frozen: not even an exec gets in
+    db.resume(run, "n2")
+    db.resume(run, "n2")  # idempotent
+    assert remote.exec("n2", ["true"]).ok
+
+
+def test_heal_removes_what_a_dead_harness_left(tmp_path: Path, state: Path) -> None:
+    """A harness killed mid-run leaves containers and a network; `heal` removes them."""
+    client = _docker()
+    script = textwrap.dedent(f"""
+        import logging, os
+        from pathlib import Path
+        from harness.control.docker import DockerBackend
+        from harness.protocols import Run, RunPaths
+        from harness.spec import build_spec
+        s = build_spec({{"backend": "docker", "node_count": 2,
+                        "broker": {{"replication_factor": 2}}}})
+        root = Path({str(tmp_path / 'dead')!r}); root.mkdir()
+        run = Run(spec=s, nodes=s.nodes, paths=RunPaths(root), log=logging.getLogger("t"))
+        b = DockerBackend(); b.provision(run)
+        print(b.key, flush=True)
+        os._exit(0)  # dies without down()
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=300, env={**os.environ, leftovers.STATE_ENV: str(state)})
+    assert out.returncode == 0, out.stderr
+    key = out.stdout.split()[-1]
+    cs, ns = _ours(client, key)
+    assert len(cs) == 2 and len(ns) == 1
+    lines = leftovers.heal_all()
+    assert _ours(client, key) == ([], []), lines
+    assert any("removed network" in line for line in lines)
+    assert leftovers.heal_all() == []  # twice is safe
+
+
+def test_brokers_up_kill_start_pause_partition_collect(tmp_path: Path, state: Path) -> None:
+    """The whole DB on containers: ready, leaders, kill keeps data, pause, partition, collect."""
+    pytest.importorskip("workloads.client")
+    from harness.control.docker import DockerBackend
+
+    client = _docker()
+    run = _run(tmp_path)
+    backend = DockerBackend()
+    try:
+        t0 = time.monotonic()
+        backend.up(run)
+        run.log.info("docker cluster ready in %.1f s", time.monotonic() - t0)
+        db = run.db
+        assert db is not None and run.net is not None
+        assert set(run.client_addrs) == {"n1", "n2", "n3"}
+        from workloads.client import BrokerClient
+
+        c = BrokerClient(run.client_addrs, timeout_s=5.0)
+        offset = c.produce(0, 1)
+        assert offset is not None
+        leader = db.leader_of(run, 0)
+        assert leader in run.nodes and db.controller(run) in run.nodes
+
+        db.kill(run, leader)
+        assert not db.running(leader)
+        db.start(run, leader)
+        db.wait_ready(run, 60)
+        deadline = time.monotonic() + 20  # the new leader's HW catches up with the followers
+        got: list[tuple[int, int]] = []
+        while not got and time.monotonic() < deadline:
+            got = c.fetch(0, 0)[:1]
+            time.sleep(0.2)
+        assert got == [(offset, 1)], "an acknowledged write did not survive the leader's kill"
+
+        db.pause(run, "n3")
+        db.resume(run, "n3")
+        run.net.partition(run, {"n1": ["n2", "n3"]})
+        run.net.heal(run)
+        db.shift_clock(run, "n2", 5_000_000_000)
+        assert run.remote is not None
+        assert run.remote.exec("n2", ["cat", "/var/lib/undertow/clock_offset_ns"]).stdout.strip() \
+            == "5000000000"
+        db.reset_clock(run, "n2")
+        c.close()
+        rows = db.dump_replicas(run)
+        assert {r["node"] for r in rows} == {"n1", "n2", "n3"}
+        backend.collect(run)
+        for n in run.nodes:
+            assert (run.paths.node_dir(n) / "broker.log").stat().st_size > 0
+            assert (run.paths.node_dir(n) / "data").is_dir()
+    finally:
+        backend.down(run)
+    assert _ours(client, backend.key) == ([], [])
