@@ -7,6 +7,7 @@ contract with an error naming the file, the line (from 1) and the problem.
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from collections.abc import Iterator, Mapping
@@ -130,3 +131,451 @@ def write_jsonl(path: Path, rows: Iterator[Mapping[str, Any]] | list[Mapping[str
         os.fsync(fh.fileno())
     os.replace(tmp, path)
     return n
+
+
+# --------------------------------------------------------------------------
+# The strict reader. One line at a time is checked for shape (in parallel for
+# big files); the checks across lines (index order, time, invoke/completion
+# pairing, values sent once) run vectorised over the whole file afterwards.
+# --------------------------------------------------------------------------
+
+TYPE_CODES: dict[str, int] = {"invoke": 0, "ok": 1, "fail": 2, "info": 3}
+TYPE_NAMES: tuple[str, ...] = ("invoke", "ok", "fail", "info")
+CLIENT_FS: tuple[str, ...] = ("send", "poll", "txn", "assign", "subscribe", "crash")
+F_CODES: dict[str, int] = {f: i for i, f in enumerate(CLIENT_FS)}
+F_NEMESIS = len(CLIENT_FS)  # the f code of every nemesis op
+NEMESIS_CODE = -1  # the process code of "nemesis"
+NO_OFFSET = -1  # a send whose completion gave no offset
+
+
+@dataclass
+class HistoryScan:
+    """history.jsonl as columns, checked against the contract.
+
+    Per line: index, time, type code, process (-1 = nemesis), f code, and
+    `flags` (bit 0: seek_to_beginning; bit 1: holds a poll micro-op).
+    `pair[i]` is the line of the invoke a completion i answers (-1 for invokes).
+    Send micro-ops of every line are in `send_*` (offset NO_OFFSET when not
+    given), records read in `read_*`; `*_seq` is the micro-op/record order inside its line.
+    """
+
+    path: str
+    time: Any  # numpy int64 arrays from here on
+    type: Any
+    process: Any
+    f: Any
+    flags: Any
+    pair: Any
+    send_line: Any
+    send_key: Any
+    send_value: Any
+    send_offset: Any
+    send_seq: Any
+    read_line: Any
+    read_key: Any
+    read_offset: Any
+    read_value: Any
+    read_seq: Any
+
+    @property
+    def lines(self) -> int:
+        return len(self.time)
+
+
+class _LineError(Exception):
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+
+
+def _int(v: Any, what: str, *, nonneg: bool = False) -> int:
+    if type(v) is not int:
+        raise _LineError(f"{what} must be an integer, got {orjson.dumps(v).decode()[:60]}")
+    if nonneg and v < 0:
+        raise _LineError(f"{what} must be non-negative, got {v}")
+    if not -(2**63) <= v < 2**63:
+        raise _LineError(f"{what} out of 64-bit range: {v}")
+    return v
+
+
+class _Cols:
+    """Column buffers one parser fills (plain lists: fastest to append)."""
+
+    def __init__(self) -> None:
+        self.index: list[int] = []
+        self.time: list[int] = []
+        self.type: list[int] = []
+        self.process: list[int] = []
+        self.f: list[int] = []
+        self.flags: list[int] = []
+        self.send: list[tuple[int, int, int, int, int]] = []  # line, key, value, offset, seq
+        self.read: list[tuple[int, int, int, int, int]] = []  # line, key, offset, value, seq
+        self.has_poll = False  # the line being parsed holds a poll micro-op
+
+
+def _micro_ops(value: Any, line: int, completion: bool, cols: _Cols) -> None:
+    if value is None and completion:
+        return
+    if type(value) is not list:
+        raise _LineError("value must be a list of micro-operations")
+    seq = 0
+    rseq = 0
+    for m in value:
+        if type(m) is not list or not m:
+            shown = orjson.dumps(m).decode()[:60]
+            raise _LineError(f"micro-op must be a non-empty list, got {shown}")
+        kind = m[0]
+        if kind == "send":
+            if len(m) != 3:
+                raise _LineError("send micro-op must be [\"send\", key, value]")
+            key = _int(m[1], "send key", nonneg=True)
+            v = m[2]
+            offset = NO_OFFSET
+            if type(v) is list:
+                if not completion:
+                    raise _LineError("a send in an invoke must be [\"send\", key, value]")
+                if len(v) != 2:
+                    raise _LineError("a completed send must be [\"send\", key, [offset, value]]")
+                if v[0] is not None:
+                    offset = _int(v[0], "send offset", nonneg=True)
+                v = v[1]
+            cols.send.append((line, key, _int(v, "sent value"), offset, seq))
+            seq += 1
+        elif kind == "poll":
+            cols.has_poll = True
+            if len(m) == 1:
+                continue
+            if not completion:
+                raise _LineError("a poll in an invoke must be [\"poll\"]")
+            if len(m) != 2 or type(m[1]) is not dict:
+                raise _LineError("a completed poll must be [\"poll\", {key: [[offset, value]]}]")
+            for ks, recs in m[1].items():
+                if not ks.isdigit():
+                    raise _LineError(f"poll key must be a non-negative integer string, got {ks!r}")
+                key = int(ks)
+                if type(recs) is not list:
+                    raise _LineError(f"poll records of key {ks} must be a list")
+                for r in recs:
+                    if type(r) is not list or len(r) != 2:
+                        raise _LineError(f"poll record of key {ks} must be [offset, value]")
+                    cols.read.append((line, key, _int(r[0], "read offset", nonneg=True),
+                                      _int(r[1], "read value"), rseq))
+                    rseq += 1
+        else:
+            raise _LineError(f"unknown micro-op {orjson.dumps(kind).decode()[:40]}")
+
+
+def _parse_line(raw: bytes, line: int, cols: _Cols) -> None:
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        raise _LineError(f"invalid JSON (truncated line?): {e}") from None
+    if type(obj) is not dict:
+        raise _LineError("not a JSON object")
+    for name in ("index", "time", "type", "process", "f", "value"):
+        if name not in obj:
+            raise _LineError(f"missing field {name!r}")
+    index = _int(obj["index"], "index", nonneg=True)
+    time = _int(obj["time"], "time", nonneg=True)
+    t = TYPE_CODES.get(obj["type"]) if type(obj["type"]) is str else None
+    if t is None:
+        raise _LineError(f"unknown type {orjson.dumps(obj['type']).decode()[:40]}")
+    p = obj["process"]
+    f = obj["f"]
+    if type(f) is not str:
+        raise _LineError("f must be a string")
+    value = obj["value"]
+    flags = 1 if obj.get("seek_to_beginning") is True else 0
+    if p == NEMESIS:
+        pc, fc = NEMESIS_CODE, F_NEMESIS
+        if type(value) is not dict and not (t != 0 and value is None):
+            raise _LineError("a nemesis value must be an object")
+    else:
+        pc = _int(p, "process", nonneg=True)
+        fc = F_CODES.get(f, -1)
+        if fc < 0:
+            raise _LineError(f"unknown client f {f!r}")
+        if fc <= 2:
+            cols.has_poll = False
+            _micro_ops(value, line, t != 0, cols)
+            flags |= 2 if cols.has_poll else 0
+        elif fc <= 4:
+            if not (value is None and t != 0):
+                if type(value) is not list:
+                    raise _LineError(f"{f} value must be a list of keys")
+                for k in value:
+                    _int(k, f"{f} key", nonneg=True)
+        elif value is not None:
+            raise _LineError("crash value must be null")
+    cols.index.append(index)
+    cols.time.append(time)
+    cols.type.append(t)
+    cols.process.append(pc)
+    cols.f.append(fc)
+    cols.flags.append(flags)
+
+
+def _parse_chunk(path: str, start: int, end: int, first_line: int) -> tuple[Any, ...]:
+    """Parse bytes [start, end) of the file, whose first line is number first_line (0-based)."""
+    import numpy as np
+
+    cols = _Cols()
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        data = fh.read(end - start)
+    line = first_line
+    err: tuple[int, str] | None = None
+    raws = data.split(b"\n")
+    if raws and not raws[-1]:
+        raws.pop()
+    for raw in raws:
+        if not raw.strip():
+            err = (line, "empty line")
+            break
+        try:
+            _parse_line(raw, line, cols)
+        except _LineError as e:
+            err = (line, e.problem)
+            break
+        line += 1
+    i64 = np.int64
+    send = np.array(cols.send, dtype=i64).reshape(-1, 5)
+    read = np.array(cols.read, dtype=i64).reshape(-1, 5)
+    return (err, np.array(cols.index, dtype=i64), np.array(cols.time, dtype=i64),
+            np.array(cols.type, dtype=np.int8), np.array(cols.process, dtype=i64),
+            np.array(cols.f, dtype=np.int8), np.array(cols.flags, dtype=np.int8), send, read)
+
+
+def _chunks(path: str, parts: int) -> list[tuple[int, int, int]]:
+    """Split the file at line ends into (start, end, first_line) ranges."""
+    import mmap
+
+    size = os.path.getsize(path)
+    if size == 0:
+        return []
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        bounds = [0]
+        for i in range(1, parts):
+            cut = mm.find(b"\n", max(bounds[-1], size * i // parts))
+            if cut < 0 or cut + 1 >= size:
+                break
+            bounds.append(cut + 1)
+        bounds.append(size)
+        out = []
+        line = 0
+        for a, b in itertools.pairwise(bounds):
+            out.append((a, b, line))
+            line += mm[a:b].count(b"\n") if parts > 1 else 0
+    return out
+
+
+def scan_history(path: Path | str, *, workers: int = 1) -> HistoryScan:
+    """Read and check history.jsonl into columns; raise HistoryError on any breach.
+
+    `workers` > 1 parses ranges of the file in that many processes (fork).
+    """
+    import numpy as np
+
+    path = str(path)
+    try:
+        chunks = _chunks(path, max(1, workers) if os.path.getsize(path) > 1 << 22 else 1)
+    except OSError as e:
+        raise HistoryError(path, None, f"cannot read: {e.strerror or e}") from e
+    if len(chunks) > 1:
+        import multiprocessing as mp
+
+        with mp.get_context("fork").Pool(len(chunks)) as pool:
+            parts = pool.starmap(_parse_chunk, [(path, *c) for c in chunks])
+    else:
+        parts = [_parse_chunk(path, *c) for c in chunks]
+    for part in parts:
+        if part[0] is not None:
+            raise HistoryError(path, part[0][0] + 1, part[0][1])
+    if not parts:
+        raise HistoryError(path, None, "empty history")
+    cat = [np.concatenate([p[i] for p in parts]) for i in range(1, 9)]
+    index, time, typ, proc, f, flags, send, read = cat
+    pair = _check_lines(path, index, time, typ, proc, f)
+    _check_sends(path, send, typ, pair)
+    return HistoryScan(path, time, typ, proc, f, flags, pair,
+                       send[:, 0], send[:, 1], send[:, 2], send[:, 3], send[:, 4],
+                       read[:, 0], read[:, 1], read[:, 2], read[:, 3], read[:, 4])
+
+
+def _check_lines(path: str, index: Any, time: Any, typ: Any, proc: Any, f: Any) -> Any:
+    """Index order, time, and invoke/completion pairing; returns pair (see HistoryScan)."""
+    import numpy as np
+
+    n = len(index)
+    lines = np.arange(n, dtype=np.int64)
+    errors: list[tuple[int, str]] = []
+    bad = np.flatnonzero(index != lines)
+    if len(bad):
+        i = int(bad[0])
+        errors.append((i, f"index {int(index[i])} does not follow file order (expected {i})"))
+    back = np.flatnonzero(time[1:] < time[:-1])
+    if len(back):
+        i = int(back[0]) + 1
+        errors.append((i, f"time goes backwards ({int(time[i])} < {int(time[i - 1])})"))
+    order = np.lexsort((lines, proc))
+    ps = proc[order]
+    start = np.ones(n, dtype=bool)
+    start[1:] = ps[1:] != ps[:-1]
+    group_start = np.maximum.accumulate(np.where(start, np.arange(n), 0))
+    rank = np.arange(n) - group_start
+    ts = typ[order]
+    is_inv = ts == 0
+    want_inv = rank % 2 == 0
+    prev_info = np.zeros(n, dtype=bool)
+    prev_info[1:] = (ts[:-1] == 3) & ~start[1:] & (ps[1:] != NEMESIS_CODE)
+    prev_info &= is_inv
+    pair = np.full(n, -1, dtype=np.int64)
+    comp = ~want_inv & ~is_inv
+    pair[order[comp]] = order[np.flatnonzero(comp) - 1]
+    for pos in np.flatnonzero(prev_info)[:1]:
+        i = int(order[pos])
+        errors.append((i, f"process {int(ps[pos])} invokes again after its info completion "
+                          f"on line {int(order[pos - 1]) + 1}"))
+    for pos in np.flatnonzero((is_inv != want_inv) & ~prev_info)[:1]:
+        i = int(order[pos])
+        if want_inv[pos]:
+            errors.append((i, f"a {TYPE_NAMES[int(ts[pos])]} completion without an invoke "
+                              f"(process {_pname(int(ps[pos]))})"))
+        else:
+            errors.append((i, f"a second invoke while process {_pname(int(ps[pos]))}'s "
+                              f"invoke on line {int(order[pos - 1]) + 1} is pending"))
+    if not errors:
+        c = np.flatnonzero(pair >= 0)
+        mism = c[f[c] != f[pair[c]]]
+        if len(mism):
+            i = int(mism[0])
+            errors.append((i, f"completion f differs from its invoke's on line {int(pair[i]) + 1}"))
+    if errors:
+        i, problem = min(errors)
+        raise HistoryError(path, i + 1, problem)
+    return pair
+
+
+def _pname(p: int) -> str:
+    return NEMESIS if p == NEMESIS_CODE else str(p)
+
+
+def _check_sends(path: str, send: Any, typ: Any, pair: Any) -> None:
+    """Values are sent once; a completion's sends are its invoke's."""
+    import numpy as np
+
+    inv = send[typ[send[:, 0]] == 0]
+    comp = send[typ[send[:, 0]] != 0]
+    order = np.lexsort((inv[:, 0], inv[:, 2]))
+    vs = inv[order]
+    dup = np.flatnonzero(vs[1:, 2] == vs[:-1, 2])
+    if len(dup):
+        i = int(vs[dup + 1, 0].min())
+        v = int(vs[dup + 1, 2][vs[dup + 1, 0] == i][0])
+        first = int(vs[dup, 0][vs[dup + 1, 0] == i][0])
+        raise HistoryError(path, i + 1, f"value {v} sent twice (first on line {first + 1})")
+    if len(comp):
+        pos = np.searchsorted(vs[:, 2], comp[:, 2])
+        pos = np.minimum(pos, max(len(vs) - 1, 0))
+        ok = (len(vs) > 0) & (vs[pos, 2] == comp[:, 2]) if len(vs) else np.zeros(len(comp), bool)
+        if len(vs):
+            ok &= (vs[pos, 0] == pair[comp[:, 0]]) & (vs[pos, 1] == comp[:, 1])
+        bad = np.flatnonzero(~ok)
+        if len(bad):
+            j = int(bad[0])
+            raise HistoryError(path, int(comp[j, 0]) + 1,
+                               f"completion sends key {int(comp[j, 1])} value {int(comp[j, 2])}, "
+                               "which its invoke did not send")
+
+
+def read_history(path: Path | str) -> list[Op]:
+    """Every line of a checked history.jsonl as an Op (extra keys kept in `extra`)."""
+    scan_history(path)
+    ops: list[Op] = []
+    base = {"index", "time", "type", "process", "f", "value", "error"}
+    with open(path, "rb") as fh:
+        for raw in fh:
+            o = orjson.loads(raw)
+            err = o.get("error")
+            ops.append(Op(type=o["type"], process=o["process"], f=o["f"], value=o["value"],
+                          time=o["time"], index=o["index"],
+                          error=None if err is None else str(err),
+                          extra={k: v for k, v in o.items() if k not in base}))
+    return ops
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaSummary:
+    node: str
+    key: int
+    hw: int
+    leo: int
+
+
+@dataclass
+class Replicas:
+    """replicas.jsonl: summaries, and records as columns (node code, key, offset, value)."""
+
+    nodes: list[str]
+    summaries: list[ReplicaSummary]
+    rec_node: Any  # numpy int64: index into nodes
+    rec_key: Any
+    rec_offset: Any
+    rec_value: Any
+
+
+def read_replicas(path: Path | str) -> Replicas:
+    """Read and check replicas.jsonl; raise HistoryError naming file, line and problem."""
+    import numpy as np
+
+    path = str(path)
+    nodes: dict[str, int] = {}
+    summaries: dict[tuple[str, int], ReplicaSummary] = {}
+    first_rec: dict[tuple[str, int], int] = {}
+    recs: list[tuple[int, int, int, int]] = []
+    try:
+        fh = open(path, "rb")  # noqa: SIM115
+    except OSError as e:
+        raise HistoryError(path, None, f"cannot read: {e.strerror or e}") from e
+    with fh:
+        for n, raw in enumerate(fh, 1):
+            try:
+                try:
+                    o = orjson.loads(raw)
+                except orjson.JSONDecodeError as e:
+                    raise _LineError(f"invalid JSON (truncated line?): {e}") from None
+                if type(o) is not dict:
+                    raise _LineError("not a JSON object")
+                for name in ("node", "key"):
+                    if name not in o:
+                        raise _LineError(f"missing field {name!r}")
+                node = o["node"]
+                if type(node) is not str:
+                    raise _LineError("node must be a string")
+                key = _int(o["key"], "key", nonneg=True)
+                if "offset" in o:
+                    if "value" not in o:
+                        raise _LineError("missing field 'value'")
+                    off = _int(o["offset"], "offset", nonneg=True)
+                    val = _int(o["value"], "value")
+                    first_rec.setdefault((node, key), n)
+                    recs.append((nodes.setdefault(node, len(nodes)), key, off, val))
+                elif "hw" in o and "leo" in o:
+                    hw = _int(o["hw"], "hw", nonneg=True)
+                    leo = _int(o["leo"], "leo", nonneg=True)
+                    if hw > leo:
+                        raise _LineError(f"hw {hw} > leo {leo}")
+                    if (node, key) in summaries:
+                        raise _LineError(f"second summary line for node {node} key {key}")
+                    nodes.setdefault(node, len(nodes))
+                    summaries[(node, key)] = ReplicaSummary(node, key, hw, leo)
+                else:
+                    raise _LineError("neither a record (offset, value) nor a summary (hw, leo)")
+            except _LineError as e:
+                raise HistoryError(path, n, e.problem) from None
+    for (node, key), line in first_rec.items():
+        if (node, key) not in summaries:
+            raise HistoryError(path, line, f"records of node {node} key {key} have no summary line")
+    arr = np.array(recs, dtype=np.int64).reshape(-1, 4)
+    return Replicas(list(nodes), list(summaries.values()), arr[:, 0], arr[:, 1], arr[:, 2],
+                    arr[:, 3])

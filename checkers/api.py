@@ -1,0 +1,112 @@
+"""Checking run folders: read strictly, run the Spark log job and the graph search,
+write results.json (HISTORY.md's shape)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from checkers.graph import cycle_results, find_cycles
+from checkers.logcheck import EXAMPLES
+from checkers.tables import OK, Tables, load_tables
+from harness.history import F_CODES
+
+ALWAYS_ALLOWED = frozenset({"int-send-skip"})
+ALLOWED_WITH_SUBSCRIBE = frozenset({"poll-skip", "nonmonotonic-poll"})
+
+
+def parse_workers() -> int:
+    return max(1, min(os.cpu_count() or 1, 4))
+
+
+def verdict(t: Tables, log: dict[str, Any]) -> dict[str, Any]:
+    """results.json from the log job's answer (see checkers.logcheck.OUT_COLUMNS)."""
+    tag, typ, n, detail = log["tag"], log["type"], log["n"], log["detail"]
+    counts: dict[str, int] = {}
+    anomalies: dict[str, list[Any]] = {}
+    for i in np.flatnonzero(tag == "c"):
+        counts[str(typ[i])] = counts.get(str(typ[i]), 0) + int(n[i])
+    for i in np.flatnonzero(tag == "x"):
+        ex = anomalies.setdefault(str(typ[i]), [])
+        if len(ex) < EXAMPLES:
+            ex.append(orjson.loads(detail[i]))
+    for ex_list in anomalies.values():
+        ex_list.sort(key=lambda x: (x.get("key", 0), x.get("offset") or 0, str(x)))
+    edge = tag == "e"
+    ww = edge & (typ == "ww")
+    wr = edge & (typ == "wr")
+    cycles = find_cycles(t, (log["src"][ww].astype(np.int64), log["dst"][ww].astype(np.int64)),
+                         (log["src"][wr].astype(np.int64), log["dst"][wr].astype(np.int64)))
+    c_counts, c_examples, c_bad = cycle_results(cycles)
+    counts.update(c_counts)
+    anomalies.update(c_examples)
+    allowed = set(ALWAYS_ALLOWED)
+    if t.has_subscribe:
+        allowed |= ALLOWED_WITH_SUBSCRIBE
+    allowed |= {c for c in c_counts if c not in c_bad}
+    types = sorted(counts)
+    bad = [x for x in types if x not in allowed]
+    any_ok = bool((t.op_status == OK).any())
+    valid: bool | str = False if bad else (True if any_ok else "unknown")
+    send_ops = t.op_n_sends > 0
+    poll_f = (t.op_f == F_CODES["poll"]) | (t.op_f == F_CODES["txn"])
+    return {
+        "valid": valid,
+        "anomaly_types": types,
+        "bad_anomaly_types": bad,
+        "counts": {k: counts[k] for k in types},
+        "anomalies": {k: anomalies.get(k, []) for k in types},
+        "stats": {"ops": len(t.op), "ok": int((t.op_status == OK).sum()),
+                  "sends_ok": int(t.op_n_sends[t.op_status == OK].sum()),
+                  "send_ops": int(send_ops.sum()),
+                  "polls_ok": int((poll_f & (t.op_status == OK)).sum()),
+                  "lines": t.lines},
+    }
+
+
+def write_results(run_dir: Path, results: dict[str, Any]) -> None:
+    tmp = run_dir / "results.json.tmp"
+    tmp.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2) + b"\n")
+    os.replace(tmp, run_dir / "results.json")
+
+
+def check_with(spark: Any, run_dir: Path, *, local: bool = True) -> dict[str, Any]:
+    """Check one folder in an open session; HistoryError for bad input, else a verdict."""
+    from checkers.spark import log_checks_spark
+
+    run_dir = Path(run_dir)
+    t0 = time.monotonic()
+    t = load_tables(run_dir, workers=parse_workers())
+    t1 = time.monotonic()
+    try:
+        log = log_checks_spark(spark, t, local=local)
+        results = verdict(t, log)
+    except Exception as e:  # a checker that cannot decide answers unknown
+        results = {"valid": "unknown", "anomaly_types": [], "bad_anomaly_types": [],
+                   "counts": {}, "anomalies": {}, "error": f"{type(e).__name__}: {e}",
+                   "stats": {"ops": len(t.op)}}
+    results["stats"]["read_s"] = round(t1 - t0, 3)
+    results["stats"]["check_s"] = round(time.monotonic() - t1, 3)
+    write_results(run_dir, results)
+    return results
+
+
+def check_runs(dirs: Sequence[Path], spark_master: str = "local[*]",
+               spark_remote: str | None = None) -> list[dict[str, Any]]:
+    """Check many folders in one Spark session (input errors raise HistoryError)."""
+    from checkers.spark import spark_session
+
+    with spark_session(spark_master, spark_remote) as spark:
+        local = spark_remote is None and spark_master.startswith("local")
+        return [check_with(spark, Path(d), local=local) for d in dirs]
+
+
+def check_run(run_dir: Path, *, spark_master: str = "local[2]") -> dict[str, Any]:
+    """Check one folder; writes run_dir/results.json and returns it."""
+    return check_runs([run_dir], spark_master=spark_master)[0]
