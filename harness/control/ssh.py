@@ -174,10 +174,13 @@ class SshRemote:
             chan.close()
 
     def upload(self, node: str, local: Path, remote: str) -> None:
+        parent, name = remote.rsplit("/", 1) if "/" in remote else (".", remote)
+        r = self.exec(node, ["mkdir", "-p", parent or "/"], timeout_s=30)
+        if not r.ok:
+            raise NodeError(f"ssh: mkdir -p {parent} on {node} failed: {r.stderr.strip()}")
         with self.client(node).open_sftp() as sftp:
             if local.is_dir():  # a directory: as a tar, unpacked in place
                 tmp = f"{remote}.upload.tar"
-                parent, name = remote.rsplit("/", 1) if "/" in remote else (".", remote)
                 with tempfile.NamedTemporaryFile(suffix=".tar") as f:
                     f.write(tar_bytes({name: local}))
                     f.flush()

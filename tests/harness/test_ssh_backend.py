@@ -1,0 +1,190 @@
+"""The ssh backend through real paramiko, against three sshd containers."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import leftovers
+from harness.control.ssh import SshNode, load_cluster_file, parse_host, ssh_nodes
+from harness.protocols import Run, RunPaths
+from harness.spec import SpecError, build_spec
+
+# -- parsing (fast) ---------------------------------------------------------------------
+
+
+def test_parse_host_and_cluster_file(tmp_path: Path) -> None:
+    assert parse_host("h1", user="u", key_file=None) == SshNode("h1", 22, "u", None)
+    assert parse_host("10.0.0.1:2222", user="root", key_file="/k").port == 2222
+    with pytest.raises(SpecError, match="HOST:PORT"):
+        parse_host("h1:x", user="u", key_file=None)
+    f = tmp_path / "cluster.json"
+    f.write_text(json.dumps({"nodes": [
+        {"externally_routable_ip": "10.0.0.11",
+         "ssh_config": {"host": "w1", "hostname": "192.0.2.11", "user": "ubuntu", "port": 2200,
+                        "identityfile": "/keys/id", "password": "hunter2"}},
+        {"ssh_config": {"hostname": "192.0.2.12"}}]}))
+    a, b = load_cluster_file(f)
+    assert (a.host, a.port, a.user, a.key_file, a.ip) == ("192.0.2.11", 2200, "ubuntu",
+                                                          "/keys/id", "10.0.0.11")
+    assert "hunter2" not in repr(a) and "hunter2" not in str(a)
+    assert (b.user, b.port, b.ip) == ("root", 22, "192.0.2.12")
+    f.write_text(json.dumps({"nodes": [{"ssh_config": {"port": 22}}]}))
+    with pytest.raises(SpecError, match=r"nodes\[0\].ssh_config needs hostname"):
+        load_cluster_file(f)
+    with pytest.raises(SpecError, match="no such file"):
+        load_cluster_file(tmp_path / "missing.json")
+    spec = build_spec({"backend": "ssh", "hosts": ["a", "b:2022"],
+                       "broker": {"replication_factor": 2}})
+    assert [str(h) for h in ssh_nodes(spec).values()] == ["root@a:22", "root@b:2022"]
+
+
+# -- against sshd containers ------------------------------------------------------------------
+
+
+@pytest.fixture
+def hosts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, Any]]:
+    """Three sshd containers with a key made now; yields (cluster.json, their backend)."""
+    import paramiko
+
+    from harness.control.docker import DockerBackend
+    from harness.image import ImageError, ensure_images
+
+    monkeypatch.setenv(leftovers.STATE_ENV, str(tmp_path / "state"))
+    try:
+        images = ensure_images(sshd=True)
+    except ImageError as e:
+        pytest.skip(f"no Docker engine for the sshd hosts: {e}")
+    assert images.sshd is not None
+    key = paramiko.RSAKey.generate(2048)
+    key_file = tmp_path / "id_rsa"
+    key.write_private_key_file(str(key_file))
+    pub = tmp_path / "authorized_keys"
+    pub.write_text(f"{key.get_name()} {key.get_base64()} undertow-test\n")
+    spec = build_spec({"backend": "docker"})
+    (tmp_path / "hosts").mkdir()
+    run = Run(spec=spec, nodes=spec.nodes, paths=RunPaths(tmp_path / "hosts"),
+              log=logging.getLogger("sshd-hosts"))
+    docker_hosts = DockerBackend(image=images.sshd.tag)
+    try:
+        docker_hosts.provision(run)
+        assert run.remote is not None
+        for n in run.nodes:
+            run.remote.upload(n, pub, "/root/.ssh/authorized_keys")
+        deadline = time.monotonic() + 20
+        for ip in docker_hosts.ips.values():
+            while True:
+                try:
+                    socket.create_connection((ip, 22), timeout=1).close()
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline, f"sshd on {ip} did not come up"
+                    time.sleep(0.1)
+        cluster = tmp_path / "cluster.json"
+        cluster.write_text(json.dumps({"nodes": [
+            {"externally_routable_ip": ip,
+             "ssh_config": {"host": n, "hostname": ip, "user": "root", "port": 22,
+                            "identityfile": str(key_file)}}
+            for n, ip in sorted(docker_hosts.ips.items())]}))
+        yield cluster, docker_hosts
+    finally:
+        docker_hosts.down(run)
+
+
+def _ssh_run(tmp_path: Path, cluster: Path) -> Run:
+    spec = build_spec({"backend": "ssh", "cluster_file": str(cluster), "keys": 4})
+    root = tmp_path / "run"
+    root.mkdir()
+    return Run(spec=spec, nodes=spec.nodes, paths=RunPaths(root), log=logging.getLogger("ssh"))
+
+
+def _host_state(docker_hosts: Any, node: str, key: str) -> tuple[str, str, str]:
+    """(broker processes, tagged iptables rules, run dir listing) on an sshd container."""
+    from harness.control.docker import DockerRemote
+
+    r = DockerRemote(docker_hosts.client, docker_hosts.containers)
+    procs = r.exec(node, ["sh", "-c", "ps -eo args | grep '[-]m broker' || true"]).stdout
+    rules = r.exec(node, ["sh", "-c", f"iptables -w -S | grep {key} || true"]).stdout
+    files = r.exec(node, ["sh", "-c", f"ls /var/tmp/undertow/{key} 2>/dev/null || true"]).stdout
+    return procs.strip(), rules.strip(), files.strip()
+
+
+@pytest.mark.ssh
+@pytest.mark.slow
+def test_ssh_backend_end_to_end(hosts: tuple[Path, Any], tmp_path: Path,
+                                caplog: pytest.LogCaptureFixture) -> None:
+    from harness.control.ssh import SshBackend
+    from workloads.client import BrokerClient
+
+    cluster, docker_hosts = hosts
+    caplog.set_level(logging.DEBUG)
+    run = _ssh_run(tmp_path, cluster)
+    backend = SshBackend()
+    try:
+        backend.up(run)
+        db, net, remote = run.db, run.net, run.remote
+        assert db is not None and net is not None and remote is not None
+        c = BrokerClient(run.client_addrs, timeout_s=5.0)
+        offset = c.produce(1, 7)
+        leader = db.leader_of(run, 1)  # type: ignore[attr-defined]
+        assert leader in run.nodes
+        db.kill(run, leader)  # type: ignore[attr-defined]
+        assert "-m broker" not in _host_state(docker_hosts, leader, backend.key)[0]
+        db.start(run, leader)  # type: ignore[attr-defined]
+        db.pause(run, "n2")  # type: ignore[attr-defined]
+        stat = remote.exec("n2", ["sh", "-c", "ps -o stat= -p $(cat "
+                                  f"/var/tmp/undertow/{backend.key}/broker.pid)"]).stdout
+        assert stat.startswith("T"), stat
+        db.resume(run, "n2")  # type: ignore[attr-defined]
+        net.partition(run, {"n1": ["n2"], "n2": ["n1"]})
+        assert backend.key in _host_state(docker_hosts, "n1", backend.key)[1]
+        probe = "import socket; socket.create_connection(('%s', 9092), timeout=1.5)"
+        assert not remote.exec("n2", ["python3", "-c", probe % docker_hosts.ips["n1"]]).ok
+        net.heal(run)
+        assert remote.exec("n2", ["python3", "-c", probe % docker_hosts.ips["n1"]]).ok
+        db.wait_ready(run, 60)  # type: ignore[attr-defined]
+        deadline = time.monotonic() + 20
+        got: list[tuple[int, int]] = []
+        while not got and time.monotonic() < deadline:
+            got = c.fetch(1, 0)[:1]
+            time.sleep(0.2)
+        assert got == [(offset, 7)]
+        c.close()
+        backend.collect(run)
+        for n in run.nodes:
+            assert (run.paths.node_dir(n) / "broker.log").stat().st_size > 0
+            assert (run.paths.node_dir(n) / "NODE.json").exists()
+    finally:
+        backend.down(run)
+    for n in run.nodes:
+        assert _host_state(docker_hosts, n, backend.key) == ("", "", ""), n
+    key_body = (tmp_path / "id_rsa").read_text().splitlines()[1]
+    assert key_body not in caplog.text, "a private key's contents reached the log"
+
+
+@pytest.mark.ssh
+@pytest.mark.slow
+def test_heal_undoes_an_ssh_run_left_behind(hosts: tuple[Path, Any], tmp_path: Path) -> None:
+    from harness.control.ssh import SshBackend
+
+    cluster, docker_hosts = hosts
+    run = _ssh_run(tmp_path, cluster)
+    backend = SshBackend()
+    backend.up(run)  # and never down: as if the harness died
+    assert run.net is not None
+    run.net.partition(run, {"n3": ["n1"]})
+    run.net.lossy(run, ["n2"], 0.5)
+    assert _host_state(docker_hosts, "n3", backend.key)[1]
+    assert backend.remote is not None
+    backend.remote.close()
+    lines = leftovers.heal_run(backend.key)
+    assert len(lines) == 3, lines
+    for n in run.nodes:
+        assert _host_state(docker_hosts, n, backend.key) == ("", "", ""), (n, lines)
