@@ -17,7 +17,6 @@ from broker.protocol import (
     DEFINITE_ERRORS,
     LEADER_NOT_AVAILABLE,
     MAX_RESPONSE_BYTES,
-    NOT_ENOUGH_REPLICAS,
     NOT_LEADER,
     UNKNOWN_LEADER_EPOCH,
     FrameDecoder,
@@ -201,10 +200,9 @@ class BrokerClient:
                 last = str(e)  # reads are idempotent: retry on any connection trouble
                 self._leaders.pop(key, None)
             if time.monotonic() + BACKOFF_S >= deadline:
-                code = last.split(":", 1)[0]
-                raise ClientError("TIMEOUT" if code != NOT_ENOUGH_REPLICAS else code,
-                                  f"partition {key}: gave up after {self.timeout_s}s: {last}",
-                                  definite=True)
+                code = last.split(":", 1)[0] if ":" in last else "TIMEOUT"
+                raise ClientError(code, f"partition {key}: gave up after {self.timeout_s}s: "
+                                  f"{last}", definite=True)
             time.sleep(BACKOFF_S)
 
     def produce(self, key: int, value: int, *, acks: str = "all") -> int | None:

@@ -196,6 +196,12 @@ class Partition:
             want = "expand"
         return self.log.read(fetch_offset, limit), want
 
+    def still_caught_up(self, follower: str, fetch_offset: int, now_ms: int) -> None:
+        """After a long poll that found nothing new: the follower was at our LEO all along."""
+        f = self.followers.get(follower)
+        if f is not None and self.role == "leader" and fetch_offset >= self.log.leo:
+            f.caught_up_ms = max(f.caught_up_ms, now_ms)
+
     def _epoch_start(self) -> int:
         for e, s in self.log.epoch_cache:
             if e == self.leader_epoch:
@@ -226,6 +232,10 @@ class Partition:
         return len(records)
 
     def local_view(self) -> dict[str, Any]:
-        return {"hw": self.log.hw, "leo": self.log.leo, "leader_epoch": self.leader_epoch,
+        view: dict[str, Any]
+        view = {"hw": self.log.hw, "leo": self.log.leo, "leader_epoch": self.leader_epoch,
                 "role": self.role}
+        if self.role == "leader":
+            view["isr"] = list(self.isr)
+        return view
 

@@ -208,6 +208,9 @@ class Server:
                 await asyncio.wait_for(b.appended.wait(), min(req["max_wait_ms"], 10_000) / 1000)
             except TimeoutError:
                 pass
+            now = self.clock.now_ms()
+            for p, off in wanted:
+                p.still_caught_up(follower, off, now)
             by_pid = {p.pid: (p, off) for p, off in wanted}
             for o in out:
                 p, off = by_pid[o["partition"]]

@@ -1,0 +1,244 @@
+"""Real 3-node clusters started as documented (python -m broker --config NODE.json)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from broker.localcluster import LocalCluster, request
+
+from workloads.client import BrokerClient, ClientError, admin_dump, admin_request
+
+pytestmark = pytest.mark.slow
+
+SAFE = {"min.insync.replicas": 2, "truncation": "leader-epoch",
+        "unclean.leader.election.enable": False, "replica.lag.time.max.ms": 2000,
+        "broker.session.timeout.ms": 1500}
+
+
+def test_three_nodes_take_acks_all_writes_and_serve_them_back(
+        make_cluster: Callable[..., LocalCluster]) -> None:
+    c = make_cluster(settings=SAFE)
+    c.start_all()
+    c.wait_ready(15)
+    cl = BrokerClient(c.addrs, timeout_s=10)
+    try:
+        sent: dict[int, list[tuple[int, int]]] = {}
+        for v in range(240):
+            off = cl.produce(v % 8, v, acks="all")
+            assert off is not None
+            sent.setdefault(v % 8, []).append((off, v))
+        for key, recs in sent.items():
+            assert cl.fetch(key, 0, max_records=1000) == recs
+            assert cl.end_offset(key) == len(recs)
+        meta = cl.metadata()
+        assert set(meta["brokers"]) == {"n1", "n2", "n3"}
+        assert all(len(p["isr"]) == 3 for p in meta["partitions"].values())
+    finally:
+        cl.close()
+    # every replica holds the same committed log (the dump has replicas.jsonl's shape)
+    logs: dict[tuple[str, int], dict[int, int]] = {}
+    for n in c.nodes:
+        for row in admin_dump(c.addrs[n]):
+            if "offset" in row:
+                logs.setdefault((n, row["key"]), {})[row["offset"]] = row["value"]
+    for key, recs in sent.items():
+        for n in c.nodes:
+            assert logs[(n, key)] == dict(recs)
+
+
+class Producers:
+    """Threads producing unique values with acks=all; they remember what was acknowledged."""
+
+    def __init__(self, addrs: dict[str, str], threads: int = 4) -> None:
+        self.addrs = addrs
+        self.acked: dict[int, int] = {}   # value -> key
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.errors: dict[str, int] = {}
+        self.threads = [threading.Thread(target=self.run, args=(i,)) for i in range(threads)]
+
+    def run(self, i: int) -> None:
+        cl = BrokerClient(self.addrs, timeout_s=3)
+        v = i * 1_000_000
+        while not self.stop.is_set():
+            v += 1
+            key = v % 8
+            try:
+                cl.produce(key, v, acks="all")
+                with self.lock:
+                    self.acked[v] = key
+            except ClientError as e:
+                with self.lock:
+                    self.errors[e.code] = self.errors.get(e.code, 0) + 1
+        cl.close()
+
+    def __enter__(self) -> Producers:
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(30)
+
+
+def full_isr(c: LocalCluster) -> bool:
+    m = c.metadata("n2")
+    return all(p["leader"] and len(p["isr"]) == 3 for p in m["partitions"].values())
+
+
+def test_killing_and_restarting_any_broker_loses_no_acknowledged_write(
+        make_cluster: Callable[..., LocalCluster]) -> None:
+    c = make_cluster(settings=SAFE)
+    c.start_all()
+    c.wait_ready(15)
+    with Producers(c.addrs) as prod:
+        for victim in ("n2", "n3", "n1"):   # n1 is also the controller
+            time.sleep(0.7)
+            c.kill(victim)
+            time.sleep(2.0)
+            c.start(victim)
+            c.wait(lambda: full_isr(c), 30, f"isr full after restarting {victim}")
+        time.sleep(0.5)
+    assert len(prod.acked) > 50, (len(prod.acked), prod.errors)
+    cl = BrokerClient(c.addrs, timeout_s=10)
+    try:
+        read: dict[int, set[int]] = {}
+        for key in range(8):
+            off = 0
+            while True:
+                recs = cl.fetch(key, off, max_records=1000)
+                if not recs:
+                    break
+                read.setdefault(key, set()).update(v for _o, v in recs)
+                off = recs[-1][0] + 1
+    finally:
+        cl.close()
+    lost = [v for v, k in prod.acked.items() if v not in read.get(k, set())]
+    assert lost == [], f"{len(lost)} acknowledged writes lost, e.g. {lost[:5]}"
+
+
+def raw(addr: str, payload: bytes, timeout_s: float = 3.0) -> bytes:
+    host, _, port = addr.rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=timeout_s) as s:
+        s.sendall(payload)
+        s.shutdown(socket.SHUT_WR)
+        chunks = []
+        while True:
+            data = s.recv(65536)
+            if not data:
+                break
+            chunks.append(data)
+    return b"".join(chunks)
+
+
+def frames(data: bytes) -> list[dict[str, Any]]:
+    out = []
+    while len(data) >= 4:
+        (n,) = struct.unpack(">I", data[:4])
+        out.append(json.loads(data[4:4 + n]))
+        data = data[4 + n:]
+    return out
+
+
+def frame(body: bytes) -> bytes:
+    return struct.pack(">I", len(body)) + body
+
+
+def test_bad_input_gets_errors_and_never_takes_the_node_down(
+        make_cluster: Callable[..., LocalCluster]) -> None:
+    c = make_cluster(nodes=("n1",), replication_factor=1, partitions=2)
+    c.start_all()
+    c.wait_ready(15)
+    addr = c.addrs["n1"]
+    bad = [b"not json", b"[1,2]", b'{"id": 1}', b'{"id": 2, "type": "nope"}',
+           b'{"id": 3, "type": "produce", "partition": "x", "value": 1, "acks": "all", '
+           b'"timeout_ms": 10}',
+           b'{"id": 4, "type": "produce", "partition": 0, "value": 1, "acks": "2", '
+           b'"timeout_ms": 10}',
+           b'{"id": 5, "type": "fetch", "partition": 99, "offset": 0, "max_records": 1}',
+           b'{"id": 6, "type": "replica_fetch", "node": "n1", "partitions": [["a"]], '
+           b'"max_wait_ms": 0}',
+           b'{"id": 7, "type": "test_fence", "node": "n1"}', b"\xff\xfe", b"{" * 5000]
+    replies = frames(raw(addr, b"".join(frame(b) for b in bad)))
+    assert len(replies) == len(bad)
+    assert all(r["error"] for r in replies)
+    codes = {r["id"]: r["error"] for r in replies}
+    assert codes[2] == "UNSUPPORTED" and codes[3] == "INVALID_REQUEST"
+    assert codes[5] == "UNKNOWN_PARTITION" and codes[7] == "DISABLED"
+    # an oversized frame: an error, then the connection is closed
+    over = frames(raw(addr, struct.pack(">I", 50 << 20) + b"x" * 100))
+    assert over and over[0]["error"] == "INVALID_REQUEST"
+    # a truncated frame and a reset connection
+    raw(addr, struct.pack(">I", 100) + b"{")
+    s = socket.create_connection(tuple(addr.rsplit(":", 1)))  # type: ignore[arg-type]
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    s.sendall(frame(b'{"id": 1, "type": "metadata"'))
+    s.close()
+    assert request(addr, {"type": "metadata"})["node"] == "n1"
+    assert c.procs["n1"].poll() is None
+
+
+def test_offline_tools_dump_and_lose_unflushed(make_cluster: Callable[..., LocalCluster]) -> None:
+    c = make_cluster(nodes=("n1",), replication_factor=1, partitions=2,
+                     settings={"flush.messages": 3})
+    c.start_all()
+    c.wait_ready(15)
+    cl = BrokerClient(c.addrs, timeout_s=5)
+    for v in range(7):
+        cl.produce(0, v, acks="1")
+    cl.close()
+    online = admin_dump(c.addrs["n1"])
+    c.kill("n1")
+    py = [sys.executable, "-m", "broker.tools"]
+    dd = str(c.data_dir("n1"))
+    out = subprocess.run([*py, "dump", "--data-dir", dd, "--node", "n1"], capture_output=True,
+                         text=True, check=True, timeout=30).stdout
+    offline = [json.loads(line) for line in out.splitlines()]
+    key = lambda r: (r["key"], r.get("offset", -1))  # noqa: E731
+    strip = [{k: v for k, v in r.items() if k != "hw"} for r in sorted(online, key=key)]
+    assert [{k: v for k, v in r.items() if k != "hw"} for r in sorted(offline, key=key)] == strip
+    out = subprocess.run([*py, "lose-unflushed", "--data-dir", dd], capture_output=True,
+                         text=True, check=True, timeout=30).stdout
+    assert json.loads(out) == {"dropped": 1}   # 7 records, flushed every 3: 6 are durable
+    c.start("n1")
+    c.wait_ready(15)
+    cl = BrokerClient(c.addrs, timeout_s=5)
+    try:
+        assert [v for _o, v in cl.fetch(0, 0)] == list(range(6))
+    finally:
+        cl.close()
+
+
+def test_isr_shrinks_when_followers_lag_and_grows_back(
+        make_cluster: Callable[..., LocalCluster]) -> None:
+    c = make_cluster(partitions=1, settings={**SAFE, "replica.lag.time.max.ms": 400,
+                                             "test.controls.enable": True})
+    c.start_all()
+    c.wait_ready(15)
+    for n in ("n2", "n3"):
+        admin_request(c.addrs[n], {"type": "test_fetcher", "action": "pause"})
+    isr = lambda: c.metadata("n1")["partitions"]["0"]["isr"]  # noqa: E731
+    c.wait(lambda: isr() == ["n1"], 10, "isr shrunk to the leader")
+    cl = BrokerClient(c.addrs, timeout_s=2)
+    try:
+        with pytest.raises(ClientError) as e:
+            cl.produce(0, 1, acks="all")
+        assert e.value.code == "NOT_ENOUGH_REPLICAS" and e.value.definite
+        assert cl.produce(0, 2, acks="1") == 0     # min ISR only guards acks=all
+        for n in ("n2", "n3"):
+            admin_request(c.addrs[n], {"type": "test_fetcher", "action": "resume"})
+        c.wait(lambda: isr() == ["n1", "n2", "n3"], 10, "isr grown back")
+        assert cl.produce(0, 3, acks="all") == 1
+    finally:
+        cl.close()
