@@ -630,7 +630,7 @@ def final(main: Gen, *, nemesis_final: Gen | None = None, client_final: Gen | No
 
 # ---------------------------------------------------------------- simulation
 
-Completer = Callable[[Op, random.Random], tuple[int, OpType]]
+Completer = Callable[[Op, random.Random], tuple[int, "OpType | Op"]]
 
 
 def simulate(gen: Gen, *, concurrency: int, seed: int = 0,
@@ -638,8 +638,8 @@ def simulate(gen: Gen, *, concurrency: int, seed: int = 0,
              with_nemesis: bool = True) -> list[Op]:
     """Run gen on a simulated clock; returns invocations and completions in order.
 
-    `complete(invocation, rng) -> (latency_ns, type)` decides each outcome
-    (default: 1 ms, ok). No threads and no sleeps: deterministic for a seed.
+    `complete(invocation, rng) -> (latency_ns, type or completion Op)` decides each
+    outcome (default: 1 ms, ok). No threads and no sleeps: deterministic for a seed.
     """
     ctx = Context.initial(concurrency, seed=seed, with_nemesis=with_nemesis)
     sim_rng = random.Random(seed ^ 0x5EED)
@@ -659,8 +659,8 @@ def simulate(gen: Gen, *, concurrency: int, seed: int = 0,
         o = o.with_(time=ctx.time_ns)
         history.append(o)
         if is_inv:  # a committed invocation starts now: schedule its completion
-            latency, typ = done(o, sim_rng)
-            push(ctx.time_ns + latency, False, o.complete(typ))
+            latency, out = done(o, sim_rng)
+            push(ctx.time_ns + latency, False, out if isinstance(out, Op) else o.complete(out))
             return ctx, gen
         thread = ctx.thread_of(o.process)
         new_proc: Process | None = None
@@ -693,5 +693,5 @@ def simulate(gen: Gen, *, concurrency: int, seed: int = 0,
     return history
 
 
-def _default_complete(o: Op, rng: random.Random) -> tuple[int, OpType]:
+def _default_complete(o: Op, rng: random.Random) -> tuple[int, OpType | Op]:
     return 1_000_000, "ok"

@@ -135,6 +135,7 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
               show_default=True)
 @click.option("--test-count", type=int, default=1, show_default=True,
               help="Run the test this many times (seeds seed, seed+1, ...).")
+@click.option("--print-spec", is_flag=True, help="Print the spec as JSON and exit.")
 @click.pass_context
 def run(ctx: click.Context, /, **params: Any) -> None:
     """Run an experiment: cluster up, workload + nemesis, final reads, check, report."""
@@ -144,9 +145,16 @@ def run(ctx: click.Context, /, **params: Any) -> None:
             raise SpecError("--test-count must be at least 1")
     except SpecError as e:
         raise BadUsage(str(e)) from e
+    if params.get("print_spec"):
+        import json
+
+        click.echo(json.dumps(spec.to_json(), indent=1, default=str))
+        return
     from harness import core
 
-    click.echo(f"undertow run: {spec.name if not spec.scenario else spec.scenario}, "
+    from harness.store import test_name
+
+    click.echo(f"undertow run: {test_name(spec)}, "
                f"{len(spec.nodes)} nodes ({spec.backend}), nemesis "
                f"{','.join(spec.nemesis) or 'none'}, {spec.time_limit_s:g} s, seed {spec.seed}",
                err=True)

@@ -1,0 +1,103 @@
+"""`undertow run`: option layering (fast) and a short run end to end on the local backend."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from harness.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def spec_of(*args: str) -> dict[str, Any]:
+    r = CliRunner().invoke(main, ["run", "--print-spec", *args])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output[r.output.index("{"):])
+
+
+def test_defaults_are_the_default_experiment() -> None:
+    s = spec_of()
+    assert (s["backend"], s["node_count"], s["workload"], s["keys"], s["concurrency"]) == \
+        ("local", 3, "queue", 8, 10)
+    assert s["nemesis"] == ["kill", "partition"] and s["time_limit_s"] == 60
+    assert s["broker"]["acks"] == "all" and s["broker"]["min_insync_replicas"] == 2
+    assert isinstance(s["seed"], int)
+    assert spec_of()["seed"] != s["seed"] or spec_of()["seed"] != s["seed"]  # random
+
+
+def test_layers_defaults_toml_cli(tmp_path: Path) -> None:
+    toml = tmp_path / "exp.toml"
+    toml.write_text('time_limit_s = 20\nkeys = 4\nnemesis = "pause"\nseed = 9\n'
+                    '[broker]\nacks = "1"\ntruncation = "hw"\n')
+    s = spec_of("--config", str(toml), "--keys", "6", "--no-unclean-leader-election")
+    assert s["time_limit_s"] == 20 and s["keys"] == 6 and s["nemesis"] == ["pause"]
+    assert s["seed"] == 9 and s["broker"]["acks"] == "1" and s["broker"]["truncation"] == "hw"
+    s = spec_of("--config", str(toml), "--acks", "all", "--nemesis", "none", "--seed", "3")
+    assert s["broker"]["acks"] == "all" and s["nemesis"] == [] and s["seed"] == 3
+    assert s["broker"]["truncation"] == "hw"  # still from the file
+
+
+def test_examples_experiment_toml_is_valid() -> None:
+    s = spec_of("--config", str(REPO / "examples" / "experiment.toml"))
+    assert s["workload"] == "queue"
+
+
+def test_scenario_layer_under_the_command_line() -> None:
+    pytest.importorskip("nemesis.scenarios")
+    from nemesis.scenarios import SCENARIOS
+
+    name = sorted(SCENARIOS)[0]
+    s = spec_of("--scenario", name, "--time-limit", "7")
+    assert s["scenario"] == name and s["time_limit_s"] == 7
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--replication-factor", "5"], "exceeds"),
+    (["--nemesis-targets", "everyone"], "--nemesis-targets"),
+    (["--config", "/nonexistent.toml"], "no such file"),
+    (["--concurrency", "0"], "positive"),
+])
+def test_bad_options_exit_2_with_a_clear_message(args: list[str], needle: str) -> None:
+    r = CliRunner().invoke(main, ["run", *args])
+    assert r.exit_code == 2
+    assert needle in r.output
+
+
+def test_unknown_toml_key_is_named(tmp_path: Path) -> None:
+    toml = tmp_path / "bad.toml"
+    toml.write_text("tme_limit_s = 3\n")
+    r = CliRunner().invoke(main, ["run", "--config", str(toml)])
+    assert r.exit_code == 2 and "tme_limit_s" in r.output
+
+
+@pytest.mark.slow
+def test_short_run_end_to_end(tmp_path: Path) -> None:
+    env = {**os.environ, "UNDERTOW_STATE_DIR": str(tmp_path / "state")}
+    p = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", "--time-limit", "8", "--nemesis", "kill",
+         "--nemesis-interval", "2", "--concurrency", "5", "--keys", "3", "--seed", "11",
+         "--results-dir", str(tmp_path / "results")],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
+    last = p.stdout.strip().splitlines()[-1]
+    assert p.returncode == 0, p.stdout + p.stderr[-3000:]
+    assert last.startswith("VALID") and "report" in last
+    run = (tmp_path / "results" / "latest").resolve()
+    assert run.parent.name == "queue-kill"
+    for f in ("test.json", "history.jsonl", "replicas.jsonl", "results.json", "report.html",
+              "harness.log"):
+        assert (run / f).stat().st_size > 0, f
+    test = json.loads((run / "test.json").read_text())
+    assert test["seed"] == 11 and test["nodes"] == ["n1", "n2", "n3"]
+    rows = [json.loads(x) for x in (run / "history.jsonl").read_text().splitlines()]
+    assert any(r["f"] == "kill" for r in rows) and any(r["f"] == "start" for r in rows)
+    assert sum(1 for r in rows if r["f"] == "send" and r["type"] == "ok") > 50
+    assert (run / "nodes" / "n1").is_dir()
+    assert json.loads((run / "results.json").read_text())["valid"] is True
