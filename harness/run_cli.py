@@ -151,7 +151,6 @@ def run(ctx: click.Context, /, **params: Any) -> None:
         click.echo(json.dumps(spec.to_json(), indent=1, default=str))
         return
     from harness import core
-
     from harness.store import test_name
 
     click.echo(f"undertow run: {test_name(spec)}, "

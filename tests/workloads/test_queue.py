@@ -78,7 +78,8 @@ def test_final_reads_give_up_on_a_short_key_and_respect_the_time_bound() -> None
     h = g.simulate(g.clients(queue.final_generator(spec, {0: 50})), concurrency=1,
                    complete=FakeCluster({0: [1, 2]}))
     polls = [o for o in h if o.type == "invoke" and o.f == "poll"]
-    assert queue.EMPTY_POLLS_BEFORE_GIVING_UP <= len(polls) <= queue.EMPTY_POLLS_BEFORE_GIVING_UP + 2
+    n = queue.EMPTY_POLLS_BEFORE_GIVING_UP
+    assert n <= len(polls) <= n + 2
     spec = build_spec({"keys": 1, "final_read_timeout_s": 1})
     h = g.simulate(g.clients(queue.final_generator(spec, {0: 50})), concurrency=1,
                    complete=FakeCluster({0: [1, 2]}, fail_first=10**6))
