@@ -146,6 +146,18 @@ class RaftNode:
     def log_end_offset(self) -> int:
         return self.log.end_offset
 
+    @property
+    def applied_offset(self) -> int:
+        """The end of what the host has been handed (restore + committed), for take_snapshot."""
+        return self._applied
+
+    @property
+    def leader_ready(self) -> bool:
+        """Leader whose own-epoch entry is committed: everything before it is committed too,
+        so the active controller may act (KRaft waits for this before serving)."""
+        return (self.role is Role.LEADER and self.high_watermark > self.log.start_offset
+                and self.log.epoch_before(self.high_watermark) == self.epoch)
+
     def next_timer_ms(self) -> int:
         """When the host must call tick() next at the latest."""
         if self.role is Role.LEADER:
@@ -224,7 +236,7 @@ class RaftNode:
             "node": self.id, "role": self.role.value, "leader": self.leader, "epoch": self.epoch,
             "voted_for": self.voted_for, "voters": list(self.voters),
             "log_start_offset": self.log.start_offset, "log_end_offset": self.log.end_offset,
-            "high_watermark": self.high_watermark,
+            "high_watermark": self.high_watermark, "leader_ready": self.leader_ready,
         }
         if self.role is Role.LEADER:
             out["voter_states"] = {
@@ -247,11 +259,15 @@ class RaftNode:
         """Move to `epoch` (>= ours) following `leader` (None: unknown yet)."""
         if epoch > self.epoch:
             self.epoch, self.voted_for = epoch, None
+        was_active = self.role in (Role.LEADER, Role.CANDIDATE)
         self.leader = leader
         self.role = Role.FOLLOWER if self.is_voter else Role.OBSERVER
         self._votes.clear()
         self._persist_quorum()
-        self._reset_election_timer()
+        if leader is not None or was_active:
+            # a higher epoch alone (a candidate's vote request) does not restart our timer, so
+            # a stale candidate cannot keep the up-to-date voters from standing themselves
+            self._reset_election_timer()
         self._next_fetch_ms = self._now_ms
 
     def _start_election(self) -> None:
