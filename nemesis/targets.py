@@ -26,9 +26,11 @@ class TargetError(ValueError):
 
 @runtime_checkable
 class HasMetadata(Protocol):
-    """Optional: the admin `metadata` answer (leaders, ISR, replicas) of some live node."""
+    """Optional: the admin `metadata` answer (leaders, ISR, replicas) of some live node.
 
-    def metadata(self, run: Run) -> Mapping[str, Any] | None: ...
+    Called with no arguments (the local and remote DBs both offer it so)."""
+
+    def metadata(self) -> Mapping[str, Any] | None: ...
 
 
 class ClusterView(Protocol):
@@ -103,7 +105,7 @@ class LiveView:
             db = self.run.db
             if isinstance(db, HasMetadata):
                 try:
-                    self._md = db.metadata(self.run)
+                    self._md = db.metadata()
                 except Exception:  # a node down or slow: the caller falls back
                     self._md = None
         return self._md

@@ -1,0 +1,95 @@
+"""Packages and scenarios: seeded plans, alternating fault and heal, a final heal of all."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness import generator as gen
+from harness.spec import SpecError, build_spec
+from nemesis.packages import FAULTS, HEALS, known_faults, nemesis_package
+from nemesis.scenarios import SCENARIOS
+
+CLOSE = {"kill": "start", "pause": "resume", "partition": "heal", "slow": "fast",
+         "lossy": "fast", "clock-bump": "clock-reset", "clock-skew": "clock-reset"}
+
+
+def plan_of(**spec: object) -> list[dict[str, object]]:
+    return nemesis_package(build_spec({"time_limit_s": 120.0, **spec})).plan_json()
+
+
+def test_the_same_seed_replays_the_same_plan_and_another_seed_does_not() -> None:
+    a = plan_of(seed=7, nemesis=("kill", "partition", "pause"))
+    assert a == plan_of(seed=7, nemesis=("kill", "partition", "pause"))
+    assert a != plan_of(seed=8, nemesis=("kill", "partition", "pause"))
+    assert len(a) > 10 and all(0 < s["at_s"] for s in a)  # type: ignore[operator]
+    faults = [s for s in a if s["f"] in CLOSE]
+    assert all(s["at_s"] < 120 for s in faults)  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("fault", ["kill", "pause", "partition", "slow", "lossy", "clock"])
+def test_each_fault_alternates_with_its_heal_and_names_its_targets(fault: str) -> None:
+    steps = plan_of(seed=1, nemesis=(fault,), nemesis_targets=("one", "minority", "majority"))
+    fs = [s["f"] for s in steps]
+    for i in range(0, len(fs) - 1, 2):
+        assert CLOSE[str(fs[i])] == fs[i + 1]
+    for s in steps[::2]:
+        v = s["value"]
+        assert isinstance(v, dict)
+        assert v.get("nodes") or v.get("grudge")  # resolved from the seed, into the op
+
+
+def test_dynamic_targets_are_left_for_injection_time() -> None:
+    steps = plan_of(seed=2, nemesis=("kill",), nemesis_targets=("leader",))
+    v = steps[0]["value"]
+    assert isinstance(v, dict) and v["target"] == "leader" and "nodes" not in v
+    assert 0 <= v["key"] < 8
+
+
+def test_generator_emits_the_plan_at_its_offsets_then_the_final_heal() -> None:
+    spec = build_spec({"seed": 3, "nemesis": ("kill", "partition"), "time_limit_s": 60.0})
+    pkg = nemesis_package(spec)
+    whole = gen.phases(gen.time_limit(60, gen.nemesis(pkg.generator)),
+                       gen.nemesis(pkg.final_generator))
+    hist = gen.simulate(whole, concurrency=2, seed=3)
+    invokes = [o for o in hist if o.type == "invoke"]
+    planned = [s for s in pkg.plan if s.at_s < 60]
+    assert [o.f for o in invokes[:len(planned)]] == [s.f for s in planned]
+    for o, s in zip(invokes, planned, strict=False):
+        assert abs(o.time / 1e9 - s.at_s) < 0.01
+    assert [o.f for o in invokes[len(planned):]] == [f for f in HEALS if f in pkg.nemesis.fs]
+    assert all(o.process == "nemesis" for o in hist)
+
+
+def test_unknown_faults_are_named() -> None:
+    with pytest.raises(SpecError, match="'explode' unknown"):
+        nemesis_package(build_spec({"nemesis": ("explode",)}))
+
+
+def test_scenarios_are_exactly_the_known_bugs_and_build() -> None:
+    assert set(SCENARIOS) == {"kip101-loss", "kip101-divergence", "isr-shrink-2013",
+                              "unclean-election", "last-replica-standing", "safe"}
+    known = known_faults()
+    for name, s in SCENARIOS.items():
+        spec = build_spec(s.settings)
+        assert spec.scenario == name and spec.time_limit_s <= 120
+        assert all(f in known for f in spec.nemesis)
+        pkg = nemesis_package(spec)
+        assert pkg.plan, name
+        assert s.safe == (name == "safe")
+    safe = build_spec(SCENARIOS["safe"].settings)
+    assert set(safe.nemesis) == {"kill", "pause", "partition"}
+    assert safe.broker.truncation == "leader-epoch" and safe.broker.min_insync_replicas == 2
+    assert build_spec(SCENARIOS["kip101-loss"].settings).broker.truncation == "hw"
+    assert set(FAULTS) >= {"kill", "pause", "partition", "slow", "lossy", "clock",
+                           "lose-unflushed"}
+
+
+def test_scenarios_cli_lists_every_scenario_with_settings() -> None:
+    from click.testing import CliRunner
+
+    from nemesis.scenarios_cli import scenarios
+
+    out = CliRunner().invoke(scenarios, []).output
+    for name in SCENARIOS:
+        assert name in out
+    assert "truncation=hw" in out and "replica-divergence" in out
