@@ -30,7 +30,7 @@ def test_a_long_silence_after_a_heal_is_flagged() -> None:
          op(40, "invoke", 0, "send"), op(45, "ok", 0, "send")]
     out = liveness(h, stall_s=30)
     assert not out["ok"] and out["stalled"][0]["recovery_s"] == 44.0
-    h2 = h[:4] + [op(50, "invoke", 1, "poll"), op(50.5, "fail", 1, "poll")]
+    h2 = [*h[:4], op(50, "invoke", 1, "poll"), op(50.5, "fail", 1, "poll")]
     out2 = liveness(h2, stall_s=30)
     assert not out2["ok"] and out2["stalled"][0]["recovery_s"] is None
 
