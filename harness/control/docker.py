@@ -2,7 +2,8 @@
 
 Each container runs the broker image with NET_ADMIN; its PID 1 only keeps it alive, so
 the broker is started, killed (SIGKILL, data kept) and restarted inside it by exec, and
-iptables rules (harness.iptables) survive a kill. Pause is `docker pause` (the cgroup
+iptables rules (harness.iptables, applied from the host inside the container's network
+namespace, so they work on a paused node too) survive a kill. Pause is `docker pause` (the cgroup
 freezer: the whole node stops, as a VM pause would). Clients and peers reach the
 containers' own IPs; the host routes to a user-defined bridge network directly.
 
@@ -17,7 +18,9 @@ import hashlib
 import io
 import ipaddress
 import math
+import os
 import re
+import shutil
 import subprocess
 import tarfile
 from collections.abc import Mapping, Sequence
@@ -102,6 +105,48 @@ class DockerRemote:
                 assert member is not None
                 local.parent.mkdir(parents=True, exist_ok=True)
                 local.write_bytes(member.read())
+
+
+class NetnsRemote:
+    """Commands in a container's network namespace, run from the host (nsenter).
+
+    iptables and tc act on the namespace, not on the container's processes, so this works
+    while a container is paused (docker refuses exec into a frozen container). Used for the
+    network faults when the harness is root; otherwise commands go through docker exec.
+    """
+
+    def __init__(self, docker: DockerRemote) -> None:
+        self.docker = docker
+        self.direct = os.geteuid() == 0 and shutil.which("nsenter") is not None \
+            and shutil.which("iptables") is not None
+        self._pids: dict[str, int] = {}
+
+    def _netns(self, node: str) -> str:
+        pid = self._pids.get(node)
+        if pid is None or not Path(f"/proc/{pid}/ns/net").exists():
+            c = self.docker.container(node)
+            c.reload()
+            pid = int(c.attrs["State"]["Pid"])
+            if pid <= 0:
+                raise NodeError(f"docker: container of {node} is not running")
+            self._pids[node] = pid
+        return f"/proc/{pid}/ns/net"
+
+    def exec(self, node: str, cmd: Sequence[str], *, timeout_s: float | None = None) -> Exec:
+        if not self.direct:
+            return self.docker.exec(node, cmd, timeout_s=timeout_s)
+        try:
+            r = subprocess.run(["nsenter", f"--net={self._netns(node)}", *cmd],
+                               capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return Exec(124, "", f"nsenter on {node}: timed out after {timeout_s} s")
+        return Exec(r.returncode, r.stdout, r.stderr)
+
+    def upload(self, node: str, local: Path, remote: str) -> None:
+        self.docker.upload(node, local, remote)
+
+    def download(self, node: str, remote: str, local: Path) -> None:
+        self.docker.download(node, remote, local)
 
 
 class DockerBroker(RemoteBroker):
@@ -199,8 +244,8 @@ class DockerBackend:
         broker = DockerBroker(remote, layouts, addrs)
         run.remote = remote
         run.db = broker
-        run.net = IptablesNet(remote, self.ips, tag=self.key, broker_port=BROKER_PORT,
-                              client_addr=self.gateway)
+        run.net = IptablesNet(NetnsRemote(remote), self.ips, tag=self.key,
+                              broker_port=BROKER_PORT, client_addr=self.gateway)
         run.client_addrs = dict(addrs)
         run.extra.update({"docker_network": self.network_name, "run_key": self.key,
                           "containers": dict(self.containers)})

@@ -158,7 +158,7 @@ def test_slow_is_netem_or_says_unsupported(containers: tuple[Run, Any]) -> None:
 
 
 def test_remote_upload_download_and_pause(containers: tuple[Run, Any], tmp_path: Path) -> None:
-    run, _ = containers
+    run, backend = containers
     remote, db = run.remote, run.db
     assert remote is not None and db is not None
     src = tmp_path / "d"
@@ -170,7 +170,12 @@ def test_remote_upload_download_and_pause(containers: tuple[Run, Any], tmp_path:
     assert (tmp_path / "back" / "sub" / "f.txt").read_text() == "hello"
     db.pause(run, "n2")
     assert not remote.exec("n2", ["true"]).ok  # frozen: not even an exec gets in
+    assert run.net is not None
+    run.net.partition(run, {"n2": ["n1"]})  # a fault on a paused node still applies
     db.resume(run, "n2")
+    assert not _connects(run, "n1", backend.ips["n2"])
+    run.net.heal(run)
+    assert _connects(run, "n1", backend.ips["n2"])
     db.resume(run, "n2")  # idempotent
     assert remote.exec("n2", ["true"]).ok
 
