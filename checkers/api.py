@@ -110,3 +110,14 @@ def check_runs(dirs: Sequence[Path], spark_master: str = "local[*]",
 def check_run(run_dir: Path, *, spark_master: str = "local[2]") -> dict[str, Any]:
     """Check one folder; writes run_dir/results.json and returns it."""
     return check_runs([run_dir], spark_master=spark_master)[0]
+
+
+def check_local(run_dir: Path, *, write: bool = False) -> dict[str, Any]:
+    """The same checks without Spark, in this process (tests, the bench's floor)."""
+    from checkers.spark import log_checks_local
+
+    t = load_tables(Path(run_dir), workers=parse_workers())
+    results = verdict(t, log_checks_local(t))
+    if write:
+        write_results(Path(run_dir), results)
+    return results

@@ -76,9 +76,8 @@ def find_cycles(t: Tables, ww: tuple[Any, Any], wr: tuple[Any, Any]) -> list[Cyc
     prev = np.arange(n)  # stage 0: every op its own component
     for allowed, required, suffix in STAGES:
         m = (k_all & allowed) != 0
-        size = total if required == RT else n
         mat = coo_matrix((np.ones(int(m.sum()), np.int8), (s_all[m], d_all[m])),
-                         shape=(size, size)).tocsr()
+                         shape=(total, total)).tocsr()
         _, labels = connected_components(mat, directed=True, connection="strong")
         real = labels[:n]
         lp = np.unique(np.stack([real, prev], axis=1), axis=0)
