@@ -8,6 +8,7 @@ timeout, after refreshing metadata (leader changes, refused connections).
 
 from __future__ import annotations
 
+import select
 import socket
 import time
 from collections.abc import Mapping
@@ -56,6 +57,16 @@ class _Conn:
         self.next_id = 1
         self.ready: list[bytes] = []
 
+    def stale(self) -> bool:
+        """The broker closed this idle connection (e.g. it restarted): nothing was sent on it."""
+        try:
+            readable, _w, _x = select.select([self.sock], [], [], 0)
+            if not readable:
+                return False
+            return self.sock.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):
+            return True
+
     def send(self, msg: dict[str, Any]) -> int:
         rid = self.next_id
         self.next_id += 1
@@ -97,6 +108,9 @@ class BrokerClient:
     # -- connections -------------------------------------------------------------
     def _conn(self, node: str, deadline: float) -> _Conn:
         c = self._conns.get(node)
+        if c is not None and c.stale():
+            self._drop(node)
+            c = None
         if c is None:
             left = max(0.05, min(deadline - time.monotonic(), self.timeout_s))
             c = self._conns[node] = _Conn(self.addrs[node], left)
