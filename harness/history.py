@@ -93,8 +93,9 @@ class HistoryWriter:
     def append(self, op: Op) -> Op:
         """Write op (assigning index, and never letting time go backwards); return it."""
         with self._lock:
-            t = max(op.time, self._last_time)
-            written = op.with_(index=self._next, time=t)
+            t = op.time if op.time > self._last_time else self._last_time
+            # the constructor directly: dataclasses.replace costs several times more
+            written = Op(op.type, op.process, op.f, op.value, t, self._next, op.error, op.extra)
             self._fh.write(orjson.dumps(written.to_json()) + b"\n")
             self._next += 1
             self._last_time = t
