@@ -19,7 +19,7 @@ import numpy as np
 from markupsafe import Markup
 
 from harness.report import figures, sections
-from harness.report.runfiles import RunFiles, load_run
+from harness.report.runfiles import RunFiles, load_run, no_gc
 from harness.report.scan import KINDS, Scan, scan
 
 _HERE = Path(__file__).parent
@@ -103,8 +103,9 @@ def render_run(run_dir: Path) -> Path:
     from harness.junit import write_junit
 
     run_dir = Path(run_dir)
-    run = load_run(run_dir)
-    html = _ENV.get_template("report.html.j2").render(**report_context(run))
+    with no_gc():
+        run = load_run(run_dir)
+        html = _ENV.get_template("report.html.j2").render(**report_context(run))
     out = run_dir / "report.html"
     _write(out, html)
     write_junit(run_dir, run.results, run.test)

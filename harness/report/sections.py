@@ -5,6 +5,7 @@ Plain data for the template; the template escapes every value (autoescape).
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -194,13 +195,7 @@ def replica_divergence(replicas: list[dict[str, Any]] | None,
         per = logs.get(k, {})
         hw = {n: summ.get(k, {}).get(n, {}).get("hw", 0) for n in nodes}
         offsets = sorted({o for n in nodes for o in per.get(n, {}) if isinstance(o, int)})
-        bad: list[int] = []
-        for o in offsets:
-            vals = {per.get(n, {}).get(o, None) for n in nodes if o in per.get(n, {})}
-            committed_gap = any(o not in per.get(n, {}) and isinstance(hw[n], int) and o < hw[n]
-                                for n in nodes)
-            if len(vals) > 1 or committed_gap:
-                bad.append(o)
+        bad = _differing(nodes, per, hw)
         if not bad:
             continue
         n_keys += 1
@@ -208,7 +203,7 @@ def replica_divergence(replicas: list[dict[str, Any]] | None,
             continue
         show: set[int] = set()
         for o in bad:
-            i = offsets.index(o)
+            i = bisect.bisect_left(offsets, o)
             show.update(offsets[max(0, i - CONTEXT_ROWS): i + CONTEXT_ROWS + 1])
         rows = []
         bad_set = set(bad)
@@ -228,6 +223,31 @@ def replica_divergence(replicas: list[dict[str, Any]] | None,
                            f"epoch {s.get('leader_epoch', '?')}")
         out.append(ReplicaKey(k, nodes, summary, rows, len(bad)))
     return out, n_keys
+
+
+def _differing(nodes: list[str], per: dict[str, dict[int, Any]],
+               hw: dict[str, Any]) -> list[int]:
+    """Offsets where values conflict, or that a replica lacks below its own hw.
+
+    Whole logs are compared first (a C-speed dict equality), so agreeing keys cost
+    almost nothing; only offsets that differ between some pair are examined.
+    """
+    logs = [per.get(n, {}) for n in nodes]
+    ref = logs[0]
+    cand: set[int] = set()
+    for d in logs[1:]:
+        if d == ref:
+            continue
+        cand |= d.keys() ^ ref.keys()
+        cand.update(o for o in d.keys() & ref.keys() if d[o] != ref[o])
+    bad = []
+    for o in sorted(c for c in cand if isinstance(c, int)):
+        vals = {repr(d[o]) for d in logs if o in d}
+        gap = any(o not in d and isinstance(hw[n], int) and o < hw[n]
+                  for n, d in zip(nodes, logs, strict=True))
+        if len(vals) > 1 or gap:
+            bad.append(o)
+    return bad
 
 
 def node_logs(run_dir: Path) -> list[tuple[str, list[str]]]:
