@@ -1,0 +1,1 @@
+"""Harness benchmarks: `python -m bench.harness` (see __main__)."""

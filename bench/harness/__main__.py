@@ -1,0 +1,126 @@
+"""Harness figures: client ops/s on a 3-node local cluster (concurrency 20, no faults),
+the history writer alone, and 3-node cluster start to ready.
+
+    python -m bench.harness [--seconds 10] [--writer-ops 300000] [--starts 3]
+
+Writes bench/out/harness.json and prints a summary with the machine's load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from harness import generator as g
+from harness.history import HistoryWriter, Op
+from harness.interpreter import Interpreter, client_node
+from harness.protocols import Run, RunPaths
+from harness.spec import TestSpec, build_spec
+
+OUT = Path(__file__).resolve().parents[1] / "out"
+# figure -> (target, True when higher is better)
+TARGETS = {"ops_per_s": (2000.0, True), "writer_ops_per_s": (200_000.0, True),
+           "start_to_ready_s": (5.0, False)}
+
+
+def load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def new_run(spec: TestSpec, root: Path) -> Run:
+    paths = RunPaths(root)
+    for n in spec.nodes:
+        paths.node_dir(n).mkdir(parents=True, exist_ok=True)
+    return Run(spec=spec, nodes=spec.nodes, paths=paths, log=logging.getLogger("bench"))
+
+
+def writer(ops: int, tmp: Path) -> float:
+    op = Op("ok", 3, "send", [["send", 2, [5, 17]]], time=1)
+    with HistoryWriter(tmp / "w.jsonl") as hw:
+        t0 = time.perf_counter()
+        for _ in range(ops):
+            hw.append(op)
+        elapsed = time.perf_counter() - t0
+    return ops / elapsed
+
+
+def start_to_ready(tmp: Path, i: int) -> float:
+    from harness.control.local import LocalBackend
+
+    spec = build_spec({"nemesis": [], "results_dir": str(tmp)})
+    run = new_run(spec, tmp / f"start{i}")
+    backend = LocalBackend()
+    t0 = time.perf_counter()
+    try:
+        backend.up(run)
+        return time.perf_counter() - t0
+    finally:
+        backend.down(run)
+
+
+def throughput(tmp: Path, seconds: float) -> dict[str, Any]:
+    from harness.control.local import LocalBackend
+    from workloads.queue import workload
+
+    spec = build_spec({"nemesis": [], "concurrency": 20, "results_dir": str(tmp)})
+    run = new_run(spec, tmp / "ops")
+    backend = LocalBackend()
+    wl = workload(spec)
+    try:
+        backend.up(run)
+        hw = HistoryWriter(run.paths.history)
+        interp = Interpreter(run, hw, concurrency=20, nemesis=None, seed=1,
+                             open_client=lambda t: wl.client.open(run, client_node(run.nodes, t)))
+        t0 = time.perf_counter()
+        interp.run(g.time_limit(seconds, g.clients(wl.generator)))
+        elapsed = time.perf_counter() - t0
+        interp.close()
+        hw.close()
+        counts = dict(interp.stats.counts)
+    finally:
+        backend.down(run)
+    done = sum(counts.values())
+    return {"ops_per_s": done / elapsed, "counts": counts, "seconds": elapsed}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench.harness")
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--writer-ops", type=int, default=300_000)
+    ap.add_argument("--starts", type=int, default=3)
+    args = ap.parse_args()
+    OUT.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="bench-harness-") as d:
+        tmp = Path(d)
+        res: dict[str, Any] = {"load_before": load(), "cpus": os.cpu_count()}
+        res["writer_ops_per_s"] = writer(args.writer_ops, tmp)
+        starts = [start_to_ready(tmp, i) for i in range(args.starts)]
+        res["start_to_ready_s"] = statistics.median(starts)
+        res["start_to_ready_all_s"] = starts
+        tp = throughput(tmp, args.seconds)
+        res["ops_per_s"] = tp["ops_per_s"]
+        res["ops_counts"] = tp["counts"]
+        res["load_after"] = load()
+    (OUT / "harness.json").write_text(json.dumps(res, indent=1) + "\n")
+    ok = {k: (res[k] >= v if higher else res[k] <= v) for k, (v, higher) in TARGETS.items()}
+    print(f"load (1/5/15 min) before {res['load_before']}, after {res['load_after']}; "
+          f"{res['cpus']} cpus")
+    print(f"client ops/s, 3 nodes, concurrency 20, no faults: {res['ops_per_s']:,.0f} "
+          f"(target >= 2,000: {'met' if ok['ops_per_s'] else 'MISSED'}) {res['ops_counts']}")
+    print(f"history writer alone: {res['writer_ops_per_s']:,.0f} ops/s "
+          f"(target >= 200,000: {'met' if ok['writer_ops_per_s'] else 'MISSED'})")
+    print(f"3-node cluster start to ready: median {res['start_to_ready_s']:.2f} s of "
+          f"{[round(s, 2) for s in starts]} (target <= 5 s: "
+          f"{'met' if ok['start_to_ready_s'] else 'MISSED'})")
+    print(f"wrote {OUT / 'harness.json'}")
+
+
+if __name__ == "__main__":
+    main()

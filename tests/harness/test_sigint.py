@@ -1,0 +1,127 @@
+"""SIGINT at any moment, and SIGKILL + `undertow heal`, leave no broker, proxy or port behind.
+
+Drives the real CLI in a subprocess; leftovers are looked for by what the run
+made: processes whose command line or environment names its folder, and every
+port its NODE.json files name (broker listens and the proxy's link ports).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+
+def start(tmp_path: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "UNDERTOW_STATE_DIR": str(tmp_path / "state")}
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "run", "--time-limit", "60",
+         "--nemesis-interval", "2", "--seed", "4", "--results-dir", str(tmp_path / "results")],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(pred: object, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if pred():  # type: ignore[operator]
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def run_dir(tmp_path: Path) -> Path | None:
+    latest = tmp_path / "results" / "latest"
+    return latest.resolve() if latest.exists() else None
+
+
+def history_lines(tmp_path: Path) -> int:
+    d = run_dir(tmp_path)
+    if d is None or not (d / "history.jsonl").exists():
+        return 0
+    return (d / "history.jsonl").read_bytes().count(b"\n")
+
+
+def ports_of(d: Path) -> set[int]:
+    ports: set[int] = set()
+    for cfg in d.glob("nodes/*/NODE.json"):
+        data = json.loads(cfg.read_text())
+        for addr in [data["listen"], *data["peers"].values()]:
+            ports.add(int(addr.rsplit(":", 1)[1]))
+    return ports
+
+
+def leftovers(tmp_path: Path) -> list[str]:
+    found: list[str] = []
+    mark = str(tmp_path)
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit() or int(p.name) == os.getpid():
+            continue
+        try:
+            cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            env = (p / "environ").read_bytes().decode(errors="replace")
+            state = (p / "stat").read_text().split(") ")[1][0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z" and (mark in cmd or mark in env):
+            found.append(f"process {p.name}: {cmd[:200]}")
+    d = run_dir(tmp_path)
+    for port in ports_of(d) if d else set():
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                found.append(f"port {port} still bound")
+    return found
+
+
+@pytest.mark.parametrize("moment", ["starting", "running"])
+def test_sigint_at_any_moment_leaves_nothing(tmp_path: Path, moment: str) -> None:
+    p = start(tmp_path)
+    try:
+        if moment == "starting":
+            assert wait_for(lambda: run_dir(tmp_path) is not None, 30)
+        else:
+            assert wait_for(lambda: history_lines(tmp_path) > 200, 60)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 130, err[-3000:]
+    assert "INTERRUPTED" in out
+    assert wait_for(lambda: not leftovers(tmp_path), 10), leftovers(tmp_path)
+    assert ports_of(run_dir(tmp_path) or tmp_path) or moment == "starting"
+
+
+def test_sigkill_then_heal_leaves_nothing_and_heal_twice_is_safe(tmp_path: Path) -> None:
+    p = start(tmp_path)
+    try:
+        assert wait_for(lambda: history_lines(tmp_path) > 200, 60)
+        p.kill()
+        p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    env = {**os.environ, "UNDERTOW_STATE_DIR": str(tmp_path / "state")}
+    heal = [sys.executable, "-m", "harness.cli", "heal"]
+    first = subprocess.run(heal, cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert first.returncode == 0, first.stderr
+    assert wait_for(lambda: not leftovers(tmp_path), 10), leftovers(tmp_path)
+    second = subprocess.run(heal, cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert second.returncode == 0 and "nothing to heal" in second.stdout
+    # the history written so far is readable line by line (a torn last line at most)
+    lines = (run_dir(tmp_path) / "history.jsonl").read_text().splitlines()  # type: ignore[operator]
+    for line in lines[:-1]:
+        json.loads(line)
