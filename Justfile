@@ -47,5 +47,5 @@ browser:
     ./scripts/browser-up
 
 # the nightly matrix of scenarios on the docker backend, as CI runs it
-nightly:
-    {{py}} -m harness.nightly
+nightly *ARGS:
+    {{py}} -m harness.nightly {{ARGS}}
