@@ -1,0 +1,205 @@
+"""The nightly chaos matrix: run every named scenario, fail when a verdict is wrong.
+
+`just nightly` (and the nightly CI workflow) runs `python -m harness.nightly`:
+each scenario of MATRIX goes through `undertow run --scenario NAME` on the
+docker backend, as a separate process (so one crashed run cannot take the rest
+down), then its results.json is judged:
+
+- `safe` (a scenario with no expected anomaly) must be valid; invalid or unknown fails;
+- an unsafe scenario must be invalid and report every anomaly type it expects
+  (`--require any`: at least one of them); anything less is a bug gone undetected.
+
+Whatever happens, `undertow heal` runs at the end, the results index is
+refreshed, and results/nightly.json plus results/nightly-junit.xml say what
+was judged and why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+# The documented matrix: every known bug, and the safe settings that must stay clean.
+MATRIX: tuple[str, ...] = ("kip101-loss", "kip101-divergence", "isr-shrink-2013",
+                           "unclean-election", "last-replica-standing", "safe")
+RUN_MARGIN_S = 600.0  # setup, final reads, Spark check and report on top of the time limit
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    scenario: str
+    passed: bool
+    reason: str
+    valid: Any  # the run's `valid` (True, False, "unknown"), or None when it has none
+    anomaly_types: tuple[str, ...]
+    expected: tuple[str, ...]
+    run_dir: str | None
+    exit_code: int | None
+    duration_s: float
+
+
+def judge(scenario: str, expected: Sequence[str], results: Mapping[str, Any] | None,
+          *, require: str = "all") -> tuple[bool, str]:
+    """Whether a scenario's results are what it must give, and why (pure; the core rule)."""
+    if results is None:
+        return False, "no results.json: the run did not get as far as checking"
+    valid = results.get("valid")
+    found = {str(t) for t in results.get("anomaly_types") or []}
+    if not expected:
+        if valid is True:
+            return True, "valid, as safe settings must be"
+        if valid is False:
+            bad = ", ".join(map(str, results.get("bad_anomaly_types") or [])) or "?"
+            return False, f"INVALID under safe settings: {bad}"
+        return False, f"verdict {valid!r}: the checkers could not decide " \
+                      f"({results.get('error') or 'no error given'})"
+    if valid is not False:
+        return False, f"bug undetected: verdict {valid!r}, expected {', '.join(expected)}"
+    missing = [t for t in expected if t not in found]
+    if require == "all" and missing:
+        return False, f"partly undetected: missing {', '.join(missing)} " \
+                      f"(found {', '.join(sorted(found)) or 'nothing'})"
+    if require == "any" and len(missing) == len(expected):
+        return False, f"bug undetected: none of {', '.join(expected)} " \
+                      f"(found {', '.join(sorted(found)) or 'nothing'})"
+    return True, f"detected: {', '.join(t for t in expected if t in found)}"
+
+
+def _latest(results_dir: Path, scenario: str) -> Path | None:
+    link = results_dir / scenario / "latest"
+    return link.resolve() if link.exists() else None
+
+
+def _read_results(run_dir: Path | None) -> dict[str, Any] | None:
+    if run_dir is None:
+        return None
+    try:
+        data = json.loads((run_dir / "results.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def undertow(*args: str, timeout_s: float | None = None) -> int:
+    """Run the undertow CLI in a child process with this interpreter; its exit code."""
+    cmd = [sys.executable, "-m", "harness.cli", *args]
+    click.echo(f"nightly: $ undertow {' '.join(args)}", err=True)
+    try:
+        return subprocess.run(cmd, timeout=timeout_s, check=False).returncode
+    except subprocess.TimeoutExpired:
+        click.echo(f"nightly: undertow {args[0]} timed out after {timeout_s:.0f} s", err=True)
+        return 124
+
+
+def run_scenario(name: str, expected: Sequence[str], *, backend: str, results_dir: Path,
+                 seed: int, time_limit_s: float | None, scenario_time_s: float,
+                 require: str) -> Judgement:
+    before = _latest(results_dir, name)
+    args = ["run", "--scenario", name, "--backend", backend, "--results-dir", str(results_dir),
+            "--seed", str(seed)]
+    if time_limit_s is not None:
+        args += ["--time-limit", f"{time_limit_s:g}"]
+    t0 = time.monotonic()
+    code = undertow(*args, timeout_s=(time_limit_s or scenario_time_s) + RUN_MARGIN_S)
+    after = _latest(results_dir, name)
+    run_dir = after if after is not None and after != before else None
+    results = _read_results(run_dir)
+    passed, reason = judge(name, expected, results, require=require)
+    if run_dir is None:
+        reason = f"no new run folder under {results_dir / name} (exit {code}); " + reason
+    return Judgement(name, passed, reason, None if results is None else results.get("valid"),
+                     tuple(map(str, (results or {}).get("anomaly_types") or [])),
+                     tuple(expected), None if run_dir is None else str(run_dir), code,
+                     round(time.monotonic() - t0, 1))
+
+
+def write_summary(results_dir: Path, judgements: Sequence[Judgement]) -> None:
+    """results/nightly.json and results/nightly-junit.xml (one test case per scenario)."""
+    (results_dir / "nightly.json").write_text(json.dumps(
+        {"passed": all(j.passed for j in judgements),
+         "scenarios": [asdict(j) for j in judgements]}, indent=1, default=str) + "\n")
+    suite = ET.Element("testsuite", name="undertow-nightly", tests=str(len(judgements)),
+                       failures=str(sum(not j.passed for j in judgements)), errors="0")
+    for j in judgements:
+        case = ET.SubElement(suite, "testcase", classname="undertow.nightly", name=j.scenario,
+                             time=f"{j.duration_s:.1f}")
+        if not j.passed:
+            ET.SubElement(case, "failure", message=j.reason).text = \
+                f"run {j.run_dir}; exit {j.exit_code}; found {', '.join(j.anomaly_types)}"
+        else:
+            ET.SubElement(case, "system-out").text = f"{j.reason}; run {j.run_dir}"
+    root = ET.Element("testsuites", name="undertow-nightly")
+    root.append(suite)
+    tree = ET.ElementTree(root)
+    ET.indent(tree)
+    tree.write(results_dir / "nightly-junit.xml", encoding="utf-8", xml_declaration=True)
+
+
+@click.command("nightly")
+@click.option("--backend", type=click.Choice(["docker", "local"]), default="docker",
+              show_default=True, help="CI uses docker; local runs the same logic without it.")
+@click.option("--scenario", "scenarios", multiple=True,
+              help=f"Only these scenarios (repeat); default the matrix: {', '.join(MATRIX)}.")
+@click.option("--results-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("results"), show_default=True)
+@click.option("--seed", type=int, default=1, show_default=True,
+              help="Seed of every run (fixed, so a failing night can be replayed).")
+@click.option("--time-limit", "time_limit_s", type=float, default=None,
+              help="Override each scenario's time limit (seconds).")
+@click.option("--require", type=click.Choice(["all", "any"]), default="all", show_default=True,
+              help="An unsafe scenario must report all its expected anomaly types, or any.")
+@click.option("--heal/--no-heal", default=True, show_default=True,
+              help="Run `undertow heal` at the end (always, even after a failure).")
+def main(backend: str, scenarios: tuple[str, ...], results_dir: Path, seed: int,
+         time_limit_s: float | None, require: str, heal: bool) -> None:
+    """Run the nightly matrix of scenarios and judge each verdict; exit 1 on any failure."""
+    from nemesis.scenarios import SCENARIOS
+
+    names = scenarios or MATRIX
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        raise click.BadParameter(f"{', '.join(unknown)}: not a scenario; known: "
+                                 f"{', '.join(sorted(SCENARIOS))}", param_hint="--scenario")
+    results_dir.mkdir(parents=True, exist_ok=True)
+    judgements: list[Judgement] = []
+    try:
+        for name in names:
+            sc = SCENARIOS[name]
+            limit = float(sc.settings.get("time_limit_s", 60.0))
+            j = run_scenario(name, sc.expected, backend=backend, results_dir=results_dir,
+                             seed=seed, time_limit_s=time_limit_s, scenario_time_s=limit,
+                             require=require)
+            judgements.append(j)
+            click.echo(f"nightly: {name}: {'PASS' if j.passed else 'FAIL'}: {j.reason}",
+                       err=True)
+    finally:
+        if heal:
+            undertow("heal", timeout_s=300)
+        write_summary(results_dir, judgements)
+        try:
+            from harness.report.render import render_index
+
+            render_index(results_dir)
+        except Exception as e:  # the verdicts stand without an index
+            click.echo(f"nightly: index not rendered: {e}", err=True)
+    failed = [j for j in judgements if not j.passed]
+    click.echo(f"nightly: {len(judgements) - len(failed)}/{len(judgements)} passed "
+               f"({backend} backend, seed {seed}); summary {results_dir / 'nightly.json'}")
+    for j in failed:
+        click.echo(f"  FAIL {j.scenario}: {j.reason}")
+    sys.exit(1 if failed or len(judgements) < len(names) else 0)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()

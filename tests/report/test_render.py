@@ -1,0 +1,123 @@
+"""report.html from run files alone: verdict, anomalies linked to ops, plots, replicas, escaping."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.history import HistoryError
+from harness.report.render import render_run
+
+
+def test_truncated_example_report(example_run: Any) -> None:
+    run = example_run("truncated")
+    out = render_run(run)
+    html = out.read_text()
+    assert out == run / "report.html"
+    # the verdict comes first, before any other section
+    assert html.index('id="verdict"') < html.index('id="settings"')
+    assert re.search(r'class="verdict invalid" id="verdict">invalid', html)
+    for t in ("lost-write", "inconsistent-offsets", "replica-lost-write"):
+        assert f'id="anomaly-{t}"' in html
+    # the lost write names op 1999: the example links to it and the ops table holds it
+    assert 'href="#op-1999"' in html and 'id="op-1999"' in html
+    for link in set(re.findall(r'href="#(op-\d+)"', html)):
+        assert f'id="{link}"' in html, link
+    # not the full history: only the ops the examples involve
+    assert 5 < html.count('<tr id="op-') < 60
+    # key 1's picture marks offset 114 as lost and divergent
+    assert "lost at 114" in html and "divergent at 114" in html
+    assert 'class="mark-lost"' in html
+    # fault windows from the nemesis ops: kill n2 .. start, partition .. heal
+    assert "<title>kill n2</title>" in html and "<title>partition n3</title>" in html
+    assert "not recorded (no test.json)" in html
+    assert "No nodes/ folder" in html
+    assert "https://" not in html and "http://" not in html.replace(
+        'xmlns="http://www.w3.org/2000/svg"', "")
+    suite = ET.parse(run / "junit.xml").getroot().find("testsuite")
+    assert suite is not None and suite.get("failures") == "4"
+
+
+def test_clean_example_is_valid_and_replicas_agree(example_run: Any) -> None:
+    html = render_run(example_run("clean")).read_text()
+    assert 'class="verdict valid" id="verdict">valid' in html
+    assert "None found." in html
+    assert "The replicas agree" in html
+
+
+def test_not_checked_without_results(make_run: Any) -> None:
+    run = make_run("r", [
+        {"time": 1, "type": "invoke", "process": 0, "f": "send", "value": [["send", 0, 1]]},
+        {"time": 5, "type": "ok", "process": 0, "f": "send", "value": [["send", 0, [0, 1]]]},
+    ])
+    html = render_run(run).read_text()
+    assert "not checked" in html and "Not checked: this folder has no results.json" in html
+    assert "No replicas.jsonl" in html
+    junit = ET.parse(run / "junit.xml").getroot()
+    assert junit.find(".//skipped") is not None
+
+
+MARKUP = '<script>alert("x")</script><img src=x onerror=alert(1)>'
+
+
+def test_every_run_value_is_escaped(make_run: Any) -> None:
+    ops = [
+        {"time": 1, "type": "invoke", "process": 0, "f": "send", "value": [["send", 0, 7]]},
+        {"time": 9, "type": "info", "process": 0, "f": "send", "value": [["send", 0, 7]],
+         "error": MARKUP},
+        {"time": 10, "type": "invoke", "process": "nemesis", "f": MARKUP,
+         "value": {"nodes": [MARKUP]}},
+        {"time": 11, "type": "info", "process": "nemesis", "f": MARKUP,
+         "value": {"nodes": [MARKUP]}},
+        {"time": 12, "type": "invoke", "process": 1, "f": MARKUP, "value": MARKUP},
+        {"time": 13, "type": "ok", "process": 1, "f": MARKUP, "value": MARKUP},
+    ]
+    results = {"valid": False, "anomaly_types": [MARKUP], "bad_anomaly_types": [MARKUP],
+               "counts": {MARKUP: 1}, "anomalies": {MARKUP: [{"value": 7, "why": MARKUP}]},
+               "stats": {MARKUP: MARKUP}, "error": MARKUP}
+    run = make_run("esc", ops, results=results, test={"name": MARKUP, "seed": MARKUP,
+                                                      MARKUP: MARKUP},
+                   replicas=[{"node": MARKUP, "key": 0, "hw": 1, "leo": 1, "leader_epoch": 1},
+                             {"node": MARKUP, "key": 0, "offset": 0, "value": 7, "epoch": 1},
+                             {"node": "n2", "key": 0, "hw": 1, "leo": 1, "leader_epoch": 1},
+                             {"node": "n2", "key": 0, "offset": 0, "value": 8, "epoch": 1}])
+    (run / "nodes" / MARKUP.replace("/", "_")).mkdir(parents=True)
+    html = render_run(run).read_text()
+    assert "<script" not in html  # the report has no script of its own at all
+    assert "<img" not in html and "onerror=alert(1)>" not in html
+    assert "&lt;script&gt;" in html or "&#34;" in html
+    # the error, the op's value and the example render as text
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html
+
+
+def test_replica_divergence_side_by_side(make_run: Any) -> None:
+    reps: list[dict[str, Any]] = []
+    for node, vals in (("n1", [10, 11, 12, 13]), ("n2", [10, 11, 99, 13]), ("n3", [10, 11])):
+        reps.append({"node": node, "key": 3, "hw": len(vals), "leo": len(vals),
+                     "leader_epoch": 2})
+        reps += [{"node": node, "key": 3, "offset": o, "value": v, "epoch": 1}
+                 for o, v in enumerate(vals)]
+    run = make_run("div", [
+        {"time": 1, "type": "invoke", "process": 0, "f": "poll", "value": [["poll"]]},
+        {"time": 2, "type": "ok", "process": 0, "f": "poll",
+         "value": [["poll", {"3": [[0, 10], [1, 11]]}]]},
+    ], replicas=reps)
+    html = render_run(run).read_text()
+    assert 'id="replica-key-3"' in html
+    rows = re.findall(r'<tr class="conflict"><th class="num">(\d+)</th>', html)
+    assert rows == ["2"]  # n3 lacks 2 and 3, but only below its own hw 2 would that count
+
+
+def test_bad_history_names_the_line(make_run: Any, tmp_path: Path) -> None:
+    run = make_run("bad", [{"time": 1, "type": "invoke", "process": 0, "f": "poll",
+                            "value": [["poll"]]}])
+    with (run / "history.jsonl").open("a") as fh:
+        fh.write("[1, 2]\n")
+    with pytest.raises(HistoryError, match=r"history\.jsonl:2: expected a JSON object"):
+        render_run(run)
+    with pytest.raises(HistoryError, match=r"needs history\.jsonl"):
+        render_run(tmp_path / "nowhere")
