@@ -150,3 +150,42 @@ def test_roles_and_voters_parse_like_kafka() -> None:
         quorum_membership("n4", frozenset({"controller"}), voters)
     with pytest.raises(QuorumConfigError, match="lacks controller"):
         quorum_membership("n1", frozenset({"broker"}), voters)
+
+
+def test_metadata_log_commits_on_the_active_controller_and_observers_read_it(
+        tmp_path: Path) -> None:
+    from broker.raft.metadata_log import RaftMetadataLog
+
+    async def scenario() -> None:
+        net = LoopbackNetwork()
+        logs = {n: RaftMetadataLog(n, VOTERS, tmp_path / n, net.transport(n), config=FAST,
+                                   seed=i) for i, n in enumerate((*VOTERS, "b4"))}
+        for n, m in logs.items():
+            net.drivers[n] = m.driver
+            await m.start()
+        try:
+            async def active() -> RaftMetadataLog:
+                while True:
+                    for m in logs.values():
+                        if m.is_active:
+                            return m
+                    await asyncio.sleep(0.01)
+            ctl = await asyncio.wait_for(active(), 5)
+            assert logs["b4"].driver.status()["role"] == "observer"
+            assert await ctl.append([{"type": "topic", "name": "q"}]) == 1
+            assert await ctl.append([{"type": "register", "node": "n1"},
+                                     {"type": "fence", "node": "n2"}]) == 3
+            other = next(m for m in logs.values() if m is not ctl)
+            with pytest.raises(NotLeaderError):
+                await other.append([{"type": "x"}])
+            for m in logs.values():
+                await m.driver.wait_until(lambda d, m=m: m.committed_offset == 3, 5)
+                assert [r["type"] for _, r in m.read(0)] == ["topic", "register", "fence"]
+                assert m.read(2) == [(2, {"type": "fence", "node": "n2"})]
+            view = ctl.quorum_view()
+            assert view["leader"] == ctl.driver.node_id and view["metadata_offset"] == 3
+            assert set(view["voter_states"]) == set(VOTERS)
+        finally:
+            for m in logs.values():
+                await m.stop()
+    run(scenario())

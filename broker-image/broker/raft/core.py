@@ -240,11 +240,17 @@ class RaftNode:
         }
         if self.role is Role.LEADER:
             out["voter_states"] = {
-                v: {"log_end_offset": self.log.end_offset if v == self.id else self._acked.get(v),
-                    "last_fetch_ms": None if v == self.id else self._last_fetch_ms.get(v)}
+                v: self._voter_state(v)
                 for v in self.voters
             }
         return out
+
+    def _voter_state(self, v: str) -> dict[str, Any]:
+        """A voter's log end as its last fetch acknowledged, and the commit point it can know."""
+        end = self.log.end_offset if v == self.id else self._acked.get(v)
+        return {"log_end_offset": end,
+                "high_watermark": None if end is None else min(end, self.high_watermark),
+                "last_fetch_ms": None if v == self.id else self._last_fetch_ms.get(v)}
 
     # ----- elections --------------------------------------------------------------------
 
