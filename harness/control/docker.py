@@ -21,6 +21,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tarfile
 from collections.abc import Mapping, Sequence
@@ -173,6 +174,34 @@ class DockerBroker(RemoteBroker):
         c = self.docker.container(node)
         c.reload()
         return bool(c.status == "paused")
+
+    def _host_pids(self, node: str) -> list[int]:
+        """Host pids of the broker in a container (docker top works on a frozen one too)."""
+        top = self.docker.container(node).top(ps_args="-o pid,stat,args")
+        return [int(pid) for pid, stat, args in top.get("Processes") or []
+                if " -m broker --config" in args and not stat.startswith("Z")]
+
+    def running(self, node: str) -> bool:
+        if self.paused(node):
+            return bool(self._host_pids(node))
+        return super().running(node)
+
+    def kill(self, run: Run, node: str) -> None:
+        """SIGKILL, paused or not: on a frozen node the kill is sent from the host and lands
+        when the node thaws, before the broker runs another instruction."""
+        if self.paused(node):
+            for pid in self._host_pids(node):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            self.resume(run, node)
+        super().kill(run, node)
+
+    def start(self, run: Run, node: str) -> None:
+        if self.paused(node):
+            if self._host_pids(node):
+                return  # running, only frozen: a resume is what ends that
+            self.resume(run, node)
+        super().start(run, node)
 
 
 def _used_networks(client: Any) -> list[ipaddress.IPv4Network]:

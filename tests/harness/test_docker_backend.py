@@ -244,7 +244,16 @@ def test_brokers_up_kill_start_pause_partition_collect(tmp_path: Path, state: Pa
         assert got == [(offset, 1)], "an acknowledged write did not survive the leader's kill"
 
         db.pause(run, "n3")
+        assert db.paused("n3") and db.running("n3")
+        db.start(run, "n3")  # running, only frozen: start leaves it paused
+        assert db.paused("n3")
+        db.kill(run, "n3")  # SIGKILL reaches a frozen broker too
+        assert not db.paused("n3") and not db.running("n3")
+        db.start(run, "n3")
+        assert db.running("n3")
+        db.pause(run, "n3")
         db.resume(run, "n3")
+        assert not db.paused("n3")
         run.net.partition(run, {"n1": ["n2", "n3"]})
         run.net.heal(run)
         db.shift_clock(run, "n2", 5_000_000_000)
