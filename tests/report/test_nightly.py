@@ -1,0 +1,89 @@
+"""The nightly matrix: the judging rule, the summary, and a real run on the local backend."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from harness.nightly import MATRIX, Judgement, judge, main, write_summary
+from nemesis.scenarios import SCENARIOS
+
+
+def test_matrix_is_the_documented_scenarios() -> None:
+    assert set(MATRIX) == {"kip101-loss", "kip101-divergence", "isr-shrink-2013",
+                           "unclean-election", "last-replica-standing", "safe"}
+    assert all(n in SCENARIOS for n in MATRIX)
+    assert SCENARIOS["safe"].expected == ()
+
+
+def _res(valid: object, *types: str) -> dict[str, object]:
+    return {"valid": valid, "anomaly_types": list(types), "bad_anomaly_types": list(types)}
+
+
+@pytest.mark.parametrize(("expected", "results", "require", "passed"), [
+    ((), _res(True), "all", True),
+    ((), _res(False, "lost-write"), "all", False),       # safe must stay valid
+    ((), _res("unknown"), "all", False),                 # ... and decided
+    ((), None, "all", False),                            # ... and checked
+    (("lost-write",), _res(False, "lost-write"), "all", True),
+    (("lost-write",), _res(True), "all", False),         # the bug went undetected
+    (("lost-write",), _res("unknown"), "all", False),
+    (("lost-write", "replica-lost-write"), _res(False, "lost-write"), "all", False),
+    (("lost-write", "replica-lost-write"), _res(False, "lost-write"), "any", True),
+    (("lost-write",), _res(False, "duplicate"), "any", False),  # invalid, but not for this bug
+])
+def test_judge(expected: tuple[str, ...], results: dict[str, object] | None, require: str,
+               passed: bool) -> None:
+    ok, reason = judge("x", expected, results, require=require)
+    assert ok is passed, reason
+    assert reason
+
+
+def test_summary_files(tmp_path: Path) -> None:
+    js = [Judgement("safe", True, "valid", True, (), (), "/r/safe/1", 0, 1.0),
+          Judgement("kip101-loss", False, "bug undetected", True, (), ("lost-write",),
+                    "/r/k/1", 0, 2.0)]
+    write_summary(tmp_path, js)
+    data = json.loads((tmp_path / "nightly.json").read_text())
+    assert data["passed"] is False and len(data["scenarios"]) == 2
+    suite = ET.parse(tmp_path / "nightly-junit.xml").getroot().find("testsuite")
+    assert suite is not None and suite.get("failures") == "1"
+
+
+def test_unknown_scenario_is_bad_usage(tmp_path: Path) -> None:
+    res = CliRunner().invoke(main, ["--scenario", "nope", "--results-dir", str(tmp_path)])
+    assert res.exit_code == 2 and "not a scenario" in res.output
+
+
+@pytest.mark.slow
+def test_nightly_runs_a_scenario_on_the_local_backend(tmp_path: Path) -> None:
+    """The whole path: a real run as a child process, its results judged, heal, summary, index.
+
+    The verdict itself belongs to the cluster; what is checked here is that the
+    nightly judges the run that really happened and exits accordingly.
+    """
+    results = tmp_path / "results"
+    r = subprocess.run([sys.executable, "-m", "harness.nightly", "--backend", "local",
+                        "--scenario", "safe", "--time-limit", "6", "--results-dir", str(results)],
+                       capture_output=True, text=True, timeout=900, check=False)
+    summary = json.loads((results / "nightly.json").read_text())
+    (j,) = summary["scenarios"]
+    assert j["run_dir"] is not None, r.stderr[-3000:]
+    run_dir = Path(j["run_dir"])
+    assert run_dir.parent == results / "safe"
+    run_results = run_dir / "results.json"
+    if run_results.exists():
+        valid = json.loads(run_results.read_text())["valid"]
+        assert j["valid"] == valid
+        assert j["passed"] is (valid is True)
+    else:
+        assert j["passed"] is False and "no results.json" in j["reason"]
+    assert r.returncode == (0 if j["passed"] else 1), r.stderr[-3000:]
+    assert "nightly: $ undertow heal" in r.stderr
+    assert (results / "index.html").is_file()
