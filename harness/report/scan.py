@@ -74,8 +74,8 @@ def anomaly_refs(anomalies: Mapping[str, Any]) -> tuple[set[int], set[int]]:
 
     def walk(x: Any, key: str | None) -> None:
         if isinstance(x, dict):
-            for k, v in x.items():
-                walk(v, str(k))
+            for k, v in x.items():  # {"values": {"n1": 5}}: the values keep their role
+                walk(v, key if key in ("values", "indices", "ops") else str(k))
         elif isinstance(x, list):
             for v in x:
                 walk(v, key)
@@ -88,10 +88,6 @@ def anomaly_refs(anomalies: Mapping[str, Any]) -> tuple[set[int], set[int]]:
     for examples in anomalies.values():
         walk(examples, None)
     return indices, values
-
-
-def _int(x: Any) -> int | None:
-    return x if isinstance(x, int) and not isinstance(x, bool) else None
 
 
 def scan(ops: list[dict[str, Any]], anomalies: Mapping[str, Any] | None = None) -> Scan:

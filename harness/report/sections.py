@@ -113,9 +113,15 @@ def marked_offsets(results: Mapping[str, Any] | None) -> tuple[dict[int, set[int
     for types, into in ((LOST_TYPES, lost), (DIVERGENT_TYPES, div)):
         for t in types:
             for ex in found.get(t) or []:
-                if isinstance(ex, dict) and isinstance(ex.get("key"), int) \
-                        and isinstance(ex.get("offset"), int):
-                    into.setdefault(ex["key"], set()).add(ex["offset"])
+                if not isinstance(ex, dict) or not isinstance(ex.get("key"), int):
+                    continue
+                offs = [ex.get("offset")]
+                for name in ("offsets", "only_in_first", "only_in_second"):
+                    more = ex.get(name)
+                    offs += more if isinstance(more, list) else []
+                found_offs = {o for o in offs if isinstance(o, int) and not isinstance(o, bool)}
+                if found_offs:
+                    into.setdefault(ex["key"], set()).update(found_offs)
     return lost, div
 
 

@@ -121,3 +121,21 @@ def test_bad_history_names_the_line(make_run: Any, tmp_path: Path) -> None:
         render_run(run)
     with pytest.raises(HistoryError, match=r"needs history\.jsonl"):
         render_run(tmp_path / "nowhere")
+
+
+def test_anomaly_refs_and_marks() -> None:
+    from harness.report.scan import anomaly_refs
+    from harness.report.sections import marked_offsets
+
+    idx, vals = anomaly_refs({
+        "G1c-realtime": [{"ops": [3, 9], "processes": [1, 2], "edges": ["ww", "rt"]}],
+        "replica-divergence": [{"key": 0, "offset": 4, "values": {"n1": 5, "n3": 6}}],
+        "G1a": [{"reader_index": 11, "writer_index": 2, "value": 8}],
+    })
+    assert idx == {2, 3, 9, 11}
+    assert vals == {5, 6, 8}
+    lost, div = marked_offsets({"anomalies": {
+        "lost-write": [{"key": 1, "offset": 7, "value": 3}],
+        "replica-divergence": [{"key": 2, "nodes": ["n1", "n2"], "only_in_first": [5, 6],
+                                "only_in_second": []}]}})
+    assert lost == {1: {7}} and div == {2: {5, 6}}
