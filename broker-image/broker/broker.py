@@ -66,7 +66,7 @@ class Broker:
 
     def start(self) -> None:
         for coro in (self._heartbeat_loop(), self._isr_loop(), self._checkpoint_loop(),
-                     self._flush_loop()):
+                     self._flush_loop(), self._expire_loop()):
             self._tasks.append(asyncio.create_task(coro))
 
     # -- metadata ------------------------------------------------------------------
@@ -200,6 +200,15 @@ class Broker:
                     if lagging:
                         isr = [r for r in p.isr if r not in lagging]
                         self.spawn(self.alter_isr(p, isr))
+
+    async def _expire_loop(self) -> None:
+        """Produce timeouts: acks=all writes whose HW did not pass them in time."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(0.02)
+            now = loop.time()
+            for p in self.partitions.values():
+                p.expire_waiters(now)
 
     # -- durability ------------------------------------------------------------
     def checkpoint_all(self) -> None:

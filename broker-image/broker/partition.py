@@ -3,7 +3,8 @@ and follower side (HW from the leader, truncation on becoming follower)."""
 
 from __future__ import annotations
 
-import asyncio
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,10 +33,17 @@ class FollowerState:
     leo_at_last_fetch: int = 0     # the leader's LEO when it last fetched
 
 
+# Completion callback of a produce: (offset, None) or (None, error).
+Done = Callable[[int | None, ProtocolError | None], None]
+
+
 @dataclass(slots=True)
 class Waiter:
+    """An acks=all produce waiting for the HW to pass its offset."""
+
     offset: int
-    future: asyncio.Future[int]
+    deadline_s: float          # event-loop time
+    done: Done
 
 
 @dataclass
@@ -47,8 +55,8 @@ class Partition:
     meta: PartitionMeta | None = None
     role: str = "none"                       # leader | follower | none
     followers: dict[str, FollowerState] = field(default_factory=dict)
-    waiters: list[Waiter] = field(default_factory=list)
-    pending: list[tuple[int, asyncio.Future[int]]] = field(default_factory=list)
+    waiters: deque[Waiter] = field(default_factory=deque)   # in offset order
+    pending: list[tuple[int, Done]] = field(default_factory=list)
     needs_epoch_truncation: bool = False
     isr_change_inflight: bool = False
     hw_checkpointed: int = -1
@@ -95,14 +103,12 @@ class Partition:
             self.maybe_advance_hw()
 
     def _fail_waiters(self, code: str, message: str) -> None:
-        for w in self.waiters:
-            if not w.future.done():
-                w.future.set_exception(ProtocolError(code, message))
-        self.waiters = []
-        for _v, fut in self.pending:
-            if not fut.done():
-                fut.set_exception(ProtocolError(NOT_LEADER, "no longer the leader"))
-        self.pending = []
+        waiters, self.waiters = self.waiters, deque()
+        for w in waiters:
+            w.done(None, ProtocolError(code, message))
+        pending, self.pending = self.pending, []
+        for _v, done in pending:
+            done(None, ProtocolError(NOT_LEADER, "no longer the leader"))
 
     # -- leader: produce --------------------------------------------------------
     def check_produce(self, acks: str) -> None:
@@ -119,33 +125,39 @@ class Partition:
         if not batch:
             return 0
         if self.role != "leader":
-            for _v, fut in batch:
-                if not fut.done():
-                    fut.set_exception(ProtocolError(NOT_LEADER, "no longer the leader"))
+            for _v, done in batch:
+                done(None, ProtocolError(NOT_LEADER, "no longer the leader"))
             return 0
-        first = self.log.append([(self.leader_epoch, v) for v, _f in batch])
-        for i, (_v, fut) in enumerate(batch):
-            if not fut.done():
-                fut.set_result(first + i)
+        first = self.log.append([(self.leader_epoch, v) for v, _d in batch])
+        for i, (_v, done) in enumerate(batch):
+            done(first + i, None)
         self.maybe_advance_hw()
         return len(batch)
 
-    async def wait_committed(self, offset: int, timeout_s: float) -> None:
+    def wait_committed(self, offset: int, deadline_s: float, done: Done) -> None:
+        """Call `done` once the HW passes `offset` (or with an error at the deadline)."""
         if self.log.hw > offset:
-            return self._check_isr_after_append()
-        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self.waiters.append(Waiter(offset, fut))
-        try:
-            await asyncio.wait_for(fut, timeout_s)
-        except TimeoutError:
-            raise ProtocolError(REQUEST_TIMED_OUT, f"offset {offset} not committed within "
-                                f"{timeout_s:.3f}s (hw {self.log.hw})") from None
-        self._check_isr_after_append()
+            done(offset, self._isr_after_append())
+        else:
+            self.waiters.append(Waiter(offset, deadline_s, done))
 
-    def _check_isr_after_append(self) -> None:
+    def expire_waiters(self, now_s: float) -> None:
+        if not self.waiters or all(w.deadline_s > now_s for w in self.waiters):
+            return
+        keep: deque[Waiter] = deque()
+        for w in self.waiters:
+            if w.deadline_s <= now_s:
+                w.done(None, ProtocolError(REQUEST_TIMED_OUT, f"offset {w.offset} not "
+                                           f"committed in time (hw {self.log.hw})"))
+            else:
+                keep.append(w)
+        self.waiters = keep
+
+    def _isr_after_append(self) -> ProtocolError | None:
         if len(self.isr) < self.settings.min_insync_replicas:
-            raise ProtocolError(NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-                                f"committed with isr {list(self.isr)} below min.insync.replicas")
+            return ProtocolError(NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                                 f"committed with isr {list(self.isr)} below min.insync.replicas")
+        return None
 
     def maybe_advance_hw(self) -> bool:
         if self.role != "leader":
@@ -158,14 +170,10 @@ class Partition:
         if new_hw <= self.log.hw:
             return False
         self.log.hw = new_hw
-        still = []
-        for w in self.waiters:
-            if w.offset < new_hw:
-                if not w.future.done():
-                    w.future.set_result(w.offset)
-            else:
-                still.append(w)
-        self.waiters = still
+        w = self.waiters
+        while w and w[0].offset < new_hw:
+            first = w.popleft()
+            first.done(first.offset, self._isr_after_append())
         return True
 
     # -- leader: follower fetches ----------------------------------------------

@@ -174,8 +174,10 @@ def decode_response(body: bytes) -> dict[str, Any]:
         msg = loads(body)
     except DECODE_ERRORS as e:
         raise ProtocolError(INVALID_REQUEST, f"reply is not JSON: {e}") from None
-    if not isinstance(msg, dict) or not _check("int", msg.get("id")):
+    if not isinstance(msg, dict) or not (msg.get("id") is None or _check("int", msg["id"])):
         raise ProtocolError(INVALID_REQUEST, "reply must be a JSON object with an integer id")
+    if msg.get("id") is None and not msg.get("error"):
+        raise ProtocolError(INVALID_REQUEST, "only an error reply may have a null id")
     return msg
 
 

@@ -30,6 +30,24 @@ log = logging.getLogger("broker.server")
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
 
+class Conn:
+    """One client connection; replies written in the same loop tick go out in one send."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer
+        self._out: list[bytes] = []
+
+    def reply(self, msg: dict[str, Any]) -> None:
+        if not self._out:
+            asyncio.get_running_loop().call_soon(self.flush)
+        self._out.append(encode_frame(msg))
+
+    def flush(self) -> None:
+        out, self._out = self._out, []
+        if out and not self.writer.is_closing():
+            self.writer.write(b"".join(out))
+
+
 class Server:
     def __init__(self, cfg: NodeConfig, clock: Clock, broker: Broker | None,
                  controller: Controller | None) -> None:
@@ -60,6 +78,7 @@ class Server:
     # -- connections -------------------------------------------------------------
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         dec = FrameDecoder(self.cfg.settings.max_request_bytes)
+        conn = Conn(writer)
         tasks: set[asyncio.Task[None]] = set()
         try:
             while True:
@@ -75,21 +94,33 @@ class Server:
                     try:
                         msg = decode_request(body)
                     except ProtocolError as e:
-                        writer.write(encode_frame(error_reply(e.request_id, e.code, str(e))))
+                        conn.reply(error_reply(e.request_id, e.code, str(e)))
                         continue
-                    t = asyncio.create_task(self._handle(msg, writer))
+                    if msg["type"] == "produce":  # the hot path: callbacks, no task
+                        try:
+                            self._produce(msg, conn)
+                        except ProtocolError as e:
+                            conn.reply(error_reply(msg["id"], e.code, str(e)))
+                        except Exception as e:  # a bug must not take the node down
+                            log.exception("produce failed")
+                            conn.reply(error_reply(msg["id"], UNKNOWN_SERVER_ERROR, repr(e)))
+                        continue
+                    t = asyncio.create_task(self._handle(msg, conn))
                     tasks.add(t)
                     t.add_done_callback(tasks.discard)
                 if writer.transport.get_write_buffer_size() > 4 << 20:
                     await writer.drain()
+            if tasks:  # the peer stopped sending: let short requests finish and reply
+                await asyncio.wait(tasks, timeout=1.0)
         except (OSError, asyncio.IncompleteReadError):
             pass
         finally:
             for t in tasks:
                 t.cancel()
+            conn.flush()
             writer.close()
 
-    async def _handle(self, msg: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+    async def _handle(self, msg: dict[str, Any], conn: Conn) -> None:
         rid = msg["id"]
         try:
             reply = await self.handlers[msg["type"]](msg)
@@ -101,8 +132,7 @@ class Server:
         except Exception as e:  # a bug must not take the node down: report it
             log.exception("request %s failed", msg.get("type"))
             reply = error_reply(rid, UNKNOWN_SERVER_ERROR, f"{type(e).__name__}: {e}")
-        if not writer.is_closing():
-            writer.write(encode_frame(reply))
+        conn.reply(reply)
 
     # -- helpers -------------------------------------------------------------------
     def _broker(self) -> Broker:
@@ -129,20 +159,34 @@ class Server:
             raise ProtocolError(DISABLED, "test controls are off (settings.test.controls.enable)")
 
     # -- clients -------------------------------------------------------------------
-    async def produce(self, req: dict[str, Any]) -> dict[str, Any] | None:
+    def _produce(self, req: dict[str, Any], conn: Conn) -> None:
+        """Queue the record for the next batched append; reply from completion callbacks."""
+        rid, acks = req["id"], req["acks"]
         p = self._partition(req["partition"])
-        acks = req["acks"]
         p.check_produce(acks)
-        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        p.pending.append((req["value"], fut))
+        loop = asyncio.get_running_loop()
+        timeout_ms = max(0, min(req["timeout_ms"], self.cfg.settings.request_timeout_ms))
+        deadline_s = loop.time() + timeout_ms / 1000
+
+        def committed(offset: int | None, err: ProtocolError | None) -> None:
+            if err is not None:
+                conn.reply(error_reply(rid, err.code, str(err)))
+            else:
+                conn.reply({"id": rid, "error": None, "offset": offset})
+
+        def appended(offset: int | None, err: ProtocolError | None) -> None:
+            if acks == "0":
+                return
+            if err is not None or offset is None or acks == "1":
+                committed(offset, err)
+            else:
+                p.wait_committed(offset, deadline_s, committed)
+
+        p.pending.append((req["value"], appended))
         self._broker().schedule_append(p)
-        offset = await fut
-        if acks == "0":
-            return None
-        if acks == "all":
-            timeout_ms = max(0, min(req["timeout_ms"], self.cfg.settings.request_timeout_ms))
-            await p.wait_committed(offset, timeout_ms / 1000)
-        return {"offset": offset}
+
+    async def produce(self, req: dict[str, Any]) -> dict[str, Any] | None:
+        raise ProtocolError(INVALID_REQUEST, "produce is served by the fast path")
 
     async def fetch(self, req: dict[str, Any]) -> dict[str, Any]:
         p = self._partition(req["partition"])

@@ -97,6 +97,17 @@ def full_isr(c: LocalCluster) -> bool:
     return all(p["leader"] and len(p["isr"]) == 3 for p in m["partitions"].values())
 
 
+def all_committed(c: LocalCluster) -> bool:
+    leaders = 0
+    for n in c.nodes:
+        for p in c.metadata(n)["local"].values():
+            if p["role"] == "leader":
+                leaders += 1
+                if p["hw"] != p["leo"]:
+                    return False
+    return leaders == 8
+
+
 def test_killing_and_restarting_any_broker_loses_no_acknowledged_write(
         make_cluster: Callable[..., LocalCluster]) -> None:
     c = make_cluster(settings=SAFE)
@@ -111,6 +122,8 @@ def test_killing_and_restarting_any_broker_loses_no_acknowledged_write(
             c.wait(lambda: full_isr(c), 30, f"isr full after restarting {victim}")
         time.sleep(0.5)
     assert len(prod.acked) > 50, (len(prod.acked), prod.errors)
+    # a new leader's HW moves once its followers fetch from it: let it settle
+    c.wait(lambda: all_committed(c), 15, "every leader's hw at its leo")
     cl = BrokerClient(c.addrs, timeout_s=10)
     try:
         read: dict[int, set[int]] = {}
