@@ -1,0 +1,1 @@
+"""Benchmarks of the images and the container backends (python -m bench.image)."""

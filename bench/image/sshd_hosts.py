@@ -1,0 +1,79 @@
+"""Three sshd containers with a fresh key, as stand-in ssh hosts (for the bench and demos).
+
+    with sshd_hosts(workdir) as (cluster_json, hosts): ...   # hosts: the DockerBackend
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from harness.control.docker import DockerBackend
+from harness.image import ensure_images
+from harness.protocols import Run, RunPaths
+from harness.spec import build_spec
+
+
+@contextlib.contextmanager
+def sshd_hosts(workdir: Path, count: int = 3) -> Iterator[tuple[Path, Any]]:
+    import paramiko
+
+    images = ensure_images(sshd=True)
+    assert images.sshd is not None
+    workdir.mkdir(parents=True, exist_ok=True)
+    key = paramiko.RSAKey.generate(2048)
+    key_file = workdir / "id_rsa"
+    key.write_private_key_file(str(key_file))
+    pub = workdir / "authorized_keys"
+    pub.write_text(f"{key.get_name()} {key.get_base64()} undertow-bench\n")
+    spec = build_spec({"backend": "docker", "node_count": count,
+                       "broker": {"replication_factor": min(3, count)}})
+    (workdir / "hosts").mkdir(exist_ok=True)
+    run = Run(spec=spec, nodes=spec.nodes, paths=RunPaths(workdir / "hosts"),
+              log=logging.getLogger("sshd-hosts"))
+    hosts = DockerBackend(image=images.sshd.tag)
+    try:
+        hosts.provision(run)
+        assert run.remote is not None
+        for n in run.nodes:
+            run.remote.upload(n, pub, "/root/.ssh/authorized_keys")
+        deadline = time.monotonic() + 30
+        for ip in hosts.ips.values():
+            while True:
+                try:
+                    socket.create_connection((ip, 22), timeout=1).close()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"sshd on {ip} did not come up") from None
+                    time.sleep(0.1)
+        cluster = workdir / "cluster.json"
+        cluster.write_text(json.dumps({"nodes": [
+            {"externally_routable_ip": ip,
+             "ssh_config": {"host": n, "hostname": ip, "user": "root", "port": 22,
+                            "identityfile": str(key_file)}}
+            for n, ip in sorted(hosts.ips.items())]}, indent=1))
+        yield cluster, hosts
+    finally:
+        hosts.down(run)
+
+
+def main() -> None:
+    """Bring the hosts up, print the cluster file, and keep them until Enter."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="undertow-sshd.") as tmp, \
+            sshd_hosts(Path(tmp)) as (cluster, _hosts):
+        print(cluster, flush=True)
+        print("undertow run --backend ssh --cluster-file", cluster, flush=True)
+        input("press Enter to remove the hosts ")
+
+
+if __name__ == "__main__":
+    main()
