@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import os
 import random
 import socket
 import struct
@@ -220,7 +221,6 @@ class _Conn:
         except OSError:
             self.reset()  # dst is down: the dialer sees a refused/reset connection
             return
-        assert isinstance(transport, asyncio.Transport)
         if self.closed:
             transport.abort()
             return
@@ -278,8 +278,7 @@ class _DownSide(_Side):
         self.conn = conn
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.conn.accepted(transport)
+        self.conn.accepted(transport)  # type: ignore[arg-type]  # uvloop's is no subclass
 
 
 class _Link:
@@ -299,6 +298,19 @@ class _Link:
             c.reshaped()
 
 
+def _new_loop() -> asyncio.AbstractEventLoop:
+    """uvloop when installed (several times less CPU per forwarded chunk), else asyncio's."""
+    if os.environ.get("UNDERTOW_PROXY_LOOP", "uvloop") == "uvloop":
+        try:
+            import uvloop
+
+            loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+            return loop
+        except ImportError:
+            pass
+    return asyncio.new_event_loop()
+
+
 class LinkProxy:
     """All of a run's links, served by one event loop in one thread.
 
@@ -309,7 +321,7 @@ class LinkProxy:
     def __init__(self, host: str = "127.0.0.1") -> None:
         self.host = host
         self._links: dict[tuple[str, str], _Link] = {}
-        self._loop = asyncio.new_event_loop()
+        self._loop = _new_loop()
         self._thread = threading.Thread(target=self._serve, name="undertow-link-proxy",
                                         daemon=True)
         self._stopped = False

@@ -25,6 +25,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -57,6 +58,20 @@ def _die_with_parent(parent_pid: int) -> Callable[[], None]:
             os._exit(1)
 
     return preexec
+
+
+def _wait_state(pid: int, *, stopped: bool, timeout_s: float = 2.0) -> None:
+    """Return once /proc says the process is (not) stopped: signals are delivered async."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return
+        state = stat[stat.rindex(")") + 2]
+        if state in "ZX" or (state in "Tt") == stopped:
+            return
+        time.sleep(0.002)
 
 
 def free_port(host: str = HOST) -> int:
@@ -229,12 +244,14 @@ class LocalBrokerDB:
             if n.running and n.proc is not None:
                 n.proc.send_signal(signal.SIGSTOP)
                 n.paused = True
+                _wait_state(n.proc.pid, stopped=True)
 
     def resume(self, run: Run | None, node: str) -> None:
         n = self.node(node)
         with self._lock:
             if n.running and n.proc is not None:
                 n.proc.send_signal(signal.SIGCONT)
+                _wait_state(n.proc.pid, stopped=False)
             n.paused = False
 
     def is_paused(self, node: str) -> bool:
