@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import socket
 import struct
 import subprocess
@@ -198,6 +199,23 @@ def test_bad_input_gets_errors_and_never_takes_the_node_down(
     s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     s.sendall(frame(b'{"id": 1, "type": "metadata"'))
     s.close()
+    # random frames: garbage bytes and mutated valid requests, on one connection
+    rng = random.Random(7)
+    valid = [b'{"id": 1, "type": "produce", "partition": 0, "value": 5, "acks": "1", '
+             b'"timeout_ms": 100}', b'{"id": 2, "type": "fetch", "partition": 1, "offset": 0, '
+             b'"max_records": 5}', b'{"id": 3, "type": "replica_fetch", "node": "n1", '
+             b'"partitions": [[0, 1, 0]], "max_wait_ms": 0}', b'{"id": 4, "type": "metadata"}']
+    blobs = []
+    for _ in range(300):
+        if rng.random() < 0.3:
+            blobs.append(rng.randbytes(rng.randint(0, 64)))
+        else:
+            b = bytearray(rng.choice(valid))
+            for _m in range(rng.randint(1, 4)):
+                b[rng.randrange(len(b))] = rng.randrange(256)
+            blobs.append(bytes(b))
+    replies = frames(raw(addr, b"".join(frame(b) for b in blobs), timeout_s=10))
+    assert len(replies) == len(blobs)
     assert request(addr, {"type": "metadata"})["node"] == "n1"
     assert c.procs["n1"].poll() is None
 
