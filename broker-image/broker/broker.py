@@ -39,6 +39,7 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._bg: set[asyncio.Task[None]] = set()
         self.registered = False
+        self._changed: set[int] = set()
         for topic, pid, _d in list_partition_dirs(cfg.data_dir):
             if topic == cfg.topic.name:
                 self.partition(pid)
@@ -83,22 +84,26 @@ class Broker:
                     log.warning("heartbeat to %s: %s %s", ctrl, resp["error"], resp.get("message"))
                 else:
                     self.registered = True
-                    self.apply_metadata(resp["records"])
+                    self.apply_metadata(resp["records"], int(resp["committed"]))
             except RpcError as e:
                 log.debug("heartbeat: %s", e)
             await asyncio.sleep(interval_s)
 
-    def apply_metadata(self, records: list[list[Any]]) -> None:
-        """Apply a batch of records, then act once on each partition's final state."""
-        changed: set[int] = set()
+    def apply_metadata(self, records: list[list[Any]], committed: int) -> None:
+        """Apply records; once caught up with `committed`, act on each changed partition's
+        final state (never on an intermediate one, e.g. an old leadership after a restart)."""
+        changed = self._changed
         for off, rec in records:
-            if off < self.meta.offset:
+            if off != self.meta.offset:
                 continue
             pid = self.meta.apply(int(off), rec)
             if rec.get("type") == "topic":
                 changed.update(self.meta.partitions)
             elif pid is not None:
                 changed.add(pid)
+        if self.meta.offset < committed:
+            return
+        self._changed = set()
         for pid in sorted(changed):
             self._on_partition(pid)
 

@@ -31,6 +31,7 @@ class Controller:
         self.state = MetadataState()
         self.last_seen_ms: dict[str, int] = {}
         self.started_ms = clock.now_ms()
+        self.last_expire_ms = self.started_ms
         self._catch_up()
         if self.state.topic is None:
             t = cfg.topic
@@ -51,7 +52,7 @@ class Controller:
             self.log.append(records)
             self._catch_up()
 
-    def records_since(self, offset: int, limit: int = 1000) -> list[tuple[int, MetadataRecord]]:
+    def records_since(self, offset: int, limit: int = 100_000) -> list[tuple[int, MetadataRecord]]:
         return self.log.read(offset, limit)
 
     # -- elections -------------------------------------------------------------
@@ -151,6 +152,11 @@ class Controller:
         """Fence brokers whose session timed out (and never-seen ones still in an ISR)."""
         now = self.clock.now_ms()
         timeout = self.cfg.settings.session_timeout_ms
+        if now - self.last_expire_ms > timeout / 2:
+            # we were stalled (paused, clock jump): heartbeats could not be heard; grace
+            for node in self.cfg.brokers:
+                self.last_seen_ms[node] = max(self.last_seen_ms.get(node, now), now - timeout // 2)
+        self.last_expire_ms = now
         for node in self.cfg.brokers:
             if now - self.last_seen_ms.get(node, self.started_ms) <= timeout:
                 continue
