@@ -48,9 +48,9 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "records the new leader rewrote, and the replicas diverge.",
         ("replica-divergence", "inconsistent-offsets"),
         {"replication_factor": 2, "truncation": "hw", "min_insync_replicas": 1, "acks": "all",
-         "flush": "page-cache", "unclean_leader_election": False},
-        nemesis=("kip101-divergence",), node_count=3, time_limit_s=90.0,
-        nemesis_interval_s=16.0),
+         "flush": "page-cache", "unclean_leader_election": False, "session_timeout_ms": 8000},
+        nemesis=("kip101-divergence",), node_count=3, time_limit_s=100.0,
+        nemesis_interval_s=22.0),
     _scenario(
         "isr-shrink-2013",
         "Kafka 2013: with min ISR 1 the leader cut off from its followers shrinks the ISR to "

@@ -53,13 +53,15 @@ def kip101_loss(t: float, rng: random.Random) -> list[Step]:
 def kip101_divergence(t: float, rng: random.Random) -> list[Step]:
     """KIP-101 case 2: both replicas crash; the one with the shorter log (the lower HW
     checkpoint) restarts first, is elected and takes writes past the other's HW; the
-    other restarts, truncates only to its own HW and keeps records the leader rewrote."""
+    other restarts, truncates only to its own HW and keeps records the leader rewrote.
+    The scenario's session timeout (8 s) leaves time to read both HW checkpoints from
+    disk and restart the shorter log before the controller fences it out of the ISR."""
     steps = [
         Step(t, "kill", {"target": "followers", "key": "auto", "as": "B", "leader_as": "A"}),
         Step(t + 0.05, "kill", {"role": "A"}),
         Step(t + 0.1, "start", {"shorter_of": ["B", "A"], "key_of": "B"}),
-        Step(t + 9.0, "start", {"role": "A"}),
-        Step(t + 9.05, "start", {"role": "B"}),
+        Step(t + 15.0, "start", {"role": "A"}),
+        Step(t + 15.05, "start", {"role": "B"}),
     ]
     return steps
 
@@ -105,7 +107,7 @@ def last_replica(t: float, rng: random.Random) -> list[Step]:
 
 SEQUENCES: dict[str, Fault] = {
     "kip101-loss": Fault("kip101-loss", (Kill,), _cycles(12.0, kip101_loss)),
-    "kip101-divergence": Fault("kip101-divergence", (Kill,), _cycles(16.0, kip101_divergence)),
+    "kip101-divergence": Fault("kip101-divergence", (Kill,), _cycles(22.0, kip101_divergence)),
     "isr-shrink": Fault("isr-shrink", (Kill, Partition), _cycles(15.0, isr_shrink)),
     "unclean": Fault("unclean", (Kill, Partition), _cycles(15.0, unclean)),
     "last-replica": Fault("last-replica", (Kill, Partition, LoseUnflushed),

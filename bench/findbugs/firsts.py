@@ -3,8 +3,11 @@
 An example names operations (`index`, `indices`, `ops`) or values (`value`,
 `values`); it is evidence from the latest of those moments (a value counts from
 its send's completion). The first anomaly is the earliest such moment over all
-examples of the bad types. Only the examples results.json keeps (up to 32 per
-type) are seen, so this is an upper bound.
+examples of the bad types, but never before the first fault was injected: a
+lost write's evidence is its acknowledgement, which may precede the crash that
+loses it (the write was fine when acknowledged; the fault is what broke it).
+Only the examples results.json keeps (up to 32 per type) are seen, so this is
+an upper bound.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 NS = 1_000_000_000
+HEALS = frozenset({"start", "resume", "heal", "fast", "clock-reset"})
 
 
 def _ints(x: Any) -> Iterable[int]:
@@ -39,11 +43,16 @@ def first_anomaly_s(run_dir: Path, results: Mapping[str, Any]) -> float | None:
     times: dict[int, int] = {}
     sent_at: dict[int, int] = {}  # value -> when its send completed
     pending: dict[Any, list[int]] = {}
+    first_fault: int | None = None
     with open(run_dir / "history.jsonl", "rb") as fh:
         for line in fh:
             op = json.loads(line)
             times[op["index"]] = op["time"]
-            if op["process"] == "nemesis" or op["f"] not in ("send", "txn"):
+            if op["process"] == "nemesis":
+                if first_fault is None and op["type"] == "invoke" and op["f"] not in HEALS:
+                    first_fault = op["time"]
+                continue
+            if op["f"] not in ("send", "txn"):
                 continue
             if op["type"] == "invoke":
                 pending[op["process"]] = [int(m[2]) for m in op.get("value") or []
@@ -61,4 +70,6 @@ def first_anomaly_s(run_dir: Path, results: Mapping[str, Any]) -> float | None:
         if moments:
             t = max(moments)
             best = t if best is None else min(best, t)
-    return None if best is None else best / NS
+    if best is None:
+        return None
+    return max(best, first_fault or 0) / NS

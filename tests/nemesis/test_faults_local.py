@@ -1,0 +1,210 @@
+"""Every fault against the real local backend: it really happens, and its heal really heals.
+
+Real broker processes, the real link proxy: kill leaves no process, pause leaves a
+stopped one, a partition makes the controller fence the cut node, and teardown
+(or the final heal) leaves nothing in force. Then Ctrl-C in the middle of a
+partition: the harness exits and leaves no process and no state behind.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from harness import leftovers
+from harness.control.local import LocalBackend, LocalBrokerDB
+from harness.history import NEMESIS, Op
+from harness.net import ProxyNet
+from harness.protocols import Run, RunPaths
+from harness.spec import build_spec
+from nemesis.compose import Composed, compose
+from nemesis.faults import Clock, Kill, LoseUnflushed, Pause
+from nemesis.netfaults import Links, Partition
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    d = tmp_path / "state"
+    monkeypatch.setenv(leftovers.STATE_ENV, str(d))
+    monkeypatch.setenv("UNDERTOW_PROXY_LOOP", "asyncio")
+    yield d
+    leftovers.heal_all(force=True)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Run, Composed]]:
+    root = tmp_path_factory.mktemp("nemesis-local")
+    os.environ.setdefault("UNDERTOW_PROXY_LOOP", "asyncio")
+    spec = build_spec({"keys": 4})
+    run = Run(spec=spec, nodes=spec.nodes, paths=RunPaths(root / "run"),
+              log=logging.getLogger("test"))
+    backend = LocalBackend(ready_timeout_s=30)
+    backend.up(run)
+    nem = compose(Kill(1), Pause(1), Partition(1), Links(1), Clock(1), LoseUnflushed(1))
+    nem.setup(run)
+    try:
+        yield run, nem
+    finally:
+        nem.teardown(run)
+        backend.down(run)
+
+
+def wait_for(what: str, pred: Callable[[], bool], timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def proc_state(db: LocalBrokerDB, node: str) -> str:
+    proc = db.nodes[node].proc
+    assert proc is not None
+    stat = Path(f"/proc/{proc.pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2]
+
+
+def invoke(run: Run, nem: Composed, f: str, value: object) -> Op:
+    out = nem.invoke(run, Op(type="invoke", process=NEMESIS, f=f, value=value))
+    assert out.type == "info" and out.process == NEMESIS and out.f == f
+    assert out.error is None, out.error
+    return out
+
+
+def db_net(run: Run) -> tuple[LocalBrokerDB, ProxyNet]:
+    assert isinstance(run.db, LocalBrokerDB) and isinstance(run.net, ProxyNet)
+    return run.db, run.net
+
+
+def test_kill_of_the_leader_really_kills_and_start_really_starts(
+        cluster: tuple[Run, Composed]) -> None:
+    run, nem = cluster
+    db, _ = db_net(run)
+    leader = db.leader_of(run, 2)
+    out = invoke(run, nem, "kill", {"target": "leader", "key": 2})
+    assert out.value["nodes"] == [leader] and out.value["key"] == 2
+    assert not db.is_running(str(leader))
+    back = invoke(run, nem, "start", {})
+    assert back.value["nodes"] == [leader]
+    assert all(db.is_running(n) for n in run.nodes)
+    wait_for("the cluster to serve again", lambda: db.leader_of(run, 2) is not None)
+
+
+def test_pause_really_stops_and_resume_really_continues(cluster: tuple[Run, Composed]) -> None:
+    run, nem = cluster
+    db, _ = db_net(run)
+    out = invoke(run, nem, "pause", {"nodes": ["n3"]})
+    assert out.value["nodes"] == ["n3"] and proc_state(db, "n3") == "T"
+    invoke(run, nem, "resume", {})
+    assert proc_state(db, "n3") != "T"
+
+
+def test_partition_really_cuts_and_heal_really_heals(cluster: tuple[Run, Composed]) -> None:
+    from workloads.client import admin_metadata
+
+    run, nem = cluster
+    db, net = db_net(run)
+    ctrl = db.nodes["n1"].listen
+    out = invoke(run, nem, "partition", {"kind": "one", "grudge": {"n3": ["n1", "n2"],
+                                                                    "n1": ["n3"], "n2": ["n3"]}})
+    assert out.value["nodes"] == ["n1", "n2", "n3"] and net.in_force()
+    wait_for("the controller to fence n3",
+             lambda: admin_metadata(ctrl, timeout_s=1)["brokers"]["n3"]["alive"] is False)
+    invoke(run, nem, "heal", {})
+    assert net.in_force() == []
+    wait_for("n3 alive again",
+             lambda: admin_metadata(ctrl, timeout_s=1)["brokers"]["n3"]["alive"] is True)
+
+
+def test_followers_partition_cuts_leader_from_followers_only(
+        cluster: tuple[Run, Composed]) -> None:
+    run, nem = cluster
+    db, net = db_net(run)
+    leader = db.leader_of(run, 1)
+    out = invoke(run, nem, "partition", {"kind": "followers", "key": 1, "as": "F",
+                                         "leader_as": "L"})
+    grudge = out.value["grudge"]
+    assert sorted(grudge[leader]) == sorted(n for n in run.nodes if n != leader)
+    assert run.extra["nemesis_roles"]["L"] == (leader,)
+    invoke(run, nem, "heal", {})
+    assert net.in_force() == []
+
+
+def test_links_clock_and_lose_unflushed_and_their_heals(cluster: tuple[Run, Composed]) -> None:
+    run, nem = cluster
+    db, net = db_net(run)
+    invoke(run, nem, "slow", {"nodes": ["n2"], "delay_ms": 50, "jitter_ms": 0})
+    invoke(run, nem, "lossy", {"nodes": ["n3"], "drop_probability": 0.1})
+    assert any("slow n2" in x for x in net.in_force())
+    assert any("lossy n3" in x for x in net.in_force())
+    invoke(run, nem, "fast", {})
+    assert net.in_force() == []
+    invoke(run, nem, "clock-bump", {"nodes": ["n2"], "delta_ns": 3_000_000_000})
+    assert db.clock_offset_ns("n2") == 3_000_000_000
+    skew = invoke(run, nem, "clock-skew", {})
+    assert set(skew.value["offsets_ns"]) == set(run.nodes)
+    invoke(run, nem, "clock-reset", {})
+    assert all(db.clock_offset_ns(n) == 0 for n in run.nodes)
+    out = invoke(run, nem, "lose-unflushed", {"nodes": ["n3"]})
+    assert out.value["nodes"] == ["n3"] and db.is_running("n3")
+
+
+def test_teardown_heals_every_fault_at_once(cluster: tuple[Run, Composed]) -> None:
+    run, nem = cluster
+    db, net = db_net(run)
+    invoke(run, nem, "kill", {"nodes": ["n2"]})
+    invoke(run, nem, "pause", {"nodes": ["n3"]})
+    invoke(run, nem, "partition", {"kind": "halves"})
+    invoke(run, nem, "slow", {"nodes": ["n1"]})
+    invoke(run, nem, "clock-bump", {"nodes": ["n1"], "delta_ns": -10**9})
+    assert not db.is_running("n2") and proc_state(db, "n3") == "T" and net.in_force()
+    nem.teardown(run)
+    assert all(db.is_running(n) for n in run.nodes)
+    assert proc_state(db, "n3") != "T"
+    assert net.in_force() == []
+    assert all(db.clock_offset_ns(n) == 0 for n in run.nodes)
+    wait_for("every partition to have a leader",
+             lambda: all(db.leader_of(run, k) for k in range(run.spec.keys)))
+
+
+def test_ctrl_c_in_the_middle_of_a_partition_leaves_nothing(tmp_path: Path, state: Path) -> None:
+    results = tmp_path / "results"
+    env = {**os.environ, leftovers.STATE_ENV: str(state), "UNDERTOW_PROXY_LOOP": "asyncio"}
+    cmd = [sys.executable, "-m", "harness.cli", "run", "--nemesis", "partition",
+           "--nemesis-interval", "1", "--time-limit", "60", "--keys", "2", "--concurrency", "2",
+           "--seed", "5", "--results-dir", str(results)]
+    harness = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        def partitioned() -> bool:
+            hist = list(results.glob("*/*/history.jsonl"))
+            if not hist:
+                return False
+            ops = [json.loads(x) for x in hist[0].read_text().splitlines() if x.strip()]
+            nem = [o for o in ops if o["process"] == NEMESIS and o["type"] == "info"]
+            return bool(nem) and nem[-1]["f"] == "partition"
+
+        wait_for("a partition in force", partitioned, timeout_s=90)
+        pids = [json.loads(p.read_text()).get("pid") for p in state.glob("*/process-*.json")]
+        assert pids
+        harness.send_signal(signal.SIGINT)
+        harness.wait(timeout=120)
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+            harness.wait()
+    for pid in pids:
+        assert not Path(f"/proc/{pid}").exists() or \
+            Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    assert not any(state.glob("*/*.json")), "the run left state behind"
+    assert leftovers.heal_all(force=True) == []
