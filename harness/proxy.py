@@ -13,9 +13,10 @@ Faults act on directions, modelled on what the kernel does to packets:
   direction and holds what it has already read. Nothing is discarded: a TCP
   stream cannot lose bytes in the middle, and a real dropped packet is
   retransmitted, so after a heal the held bytes flow again (if the endpoints
-  still wait for them). Peers see silence and time out, as with DROP; a new
-  connection is accepted by the kernel but never reaches `dst` until the heal
-  (a SYN that goes nowhere).
+  still wait for them). Peers see silence and time out, as with DROP. A new
+  connection while either direction is blocked is accepted by the proxy's
+  kernel but never reaches `dst` until the heal (the SYN, or the SYN-ACK, goes
+  nowhere); an established connection keeps flowing in its open direction.
 - delay_ms / jitter_ms (netem delay): every chunk is delivered after
   delay + uniform(-jitter, +jitter) ms, never before an earlier chunk (TCP does
   not reorder).
@@ -205,10 +206,11 @@ class _Conn:
         self.maybe_connect()
 
     def maybe_connect(self) -> None:
-        """Dial dst, unless fwd is blocked: then the SYN 'goes nowhere' until the heal."""
+        """Dial dst, unless either direction is blocked (a handshake needs both): the SYN
+        or the SYN-ACK 'goes nowhere' until the heal."""
         if self.closed or self.connecting or self.up is not None:
             return
-        if self.link.shape("fwd").blocked:
+        if self.link.shape("fwd").blocked or self.link.shape("bwd").blocked:
             return
         self.connecting = True
         self.link.loop.create_task(self._connect())

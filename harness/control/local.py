@@ -19,6 +19,7 @@ import contextlib
 import ctypes
 import hashlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -74,11 +75,39 @@ def _wait_state(pid: int, *, stopped: bool, timeout_s: float = 2.0) -> None:
         time.sleep(0.002)
 
 
+_handed_out: set[int] = set()
+_port_lock = threading.Lock()
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(host: str = HOST) -> int:
-    """A port the kernel says is free now (bind to 0, read it, close)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+    """A port free now, below the ephemeral range when possible.
+
+    A broker binds its port only when it starts (and again after each restart), so
+    the port must not be taken meanwhile: outgoing connections of every process on
+    the machine draw from the ephemeral range, so a port below it stays free.
+    """
+    low = _ephemeral_low()
+    with _port_lock:
+        for _ in range(200):
+            port = random.randrange(10_000, low) if low > 11_000 else 0
+            if port in _handed_out:
+                continue
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind((host, port))
+                except OSError:
+                    continue
+                port = int(s.getsockname()[1])
+            _handed_out.add(port)
+            return port
+    raise RuntimeError(f"no free port found on {host}")
 
 
 def run_id_for(run: Run) -> str:

@@ -145,6 +145,19 @@ def test_new_connection_during_partition_never_reaches_dst(echo: EchoServer,
     assert echo.accepted == 1
 
 
+def test_no_handshake_while_answers_are_dropped(echo: EchoServer, proxy: LinkProxy) -> None:
+    link = proxy.add_link("n1", "n2", echo.addr)
+    proxy.set_shapes([("n1", "n2", CLEAN, Shape(blocked=True))])
+    with dial(link.listen, timeout_s=0.3) as s:
+        s.sendall(b"ping")
+        with pytest.raises(TimeoutError):
+            s.recv(10)
+        assert echo.accepted == 0 and echo.received == 0
+        proxy.set_shapes([("n1", "n2", CLEAN, CLEAN)])
+        s.settimeout(2.0)
+        assert recv_exactly(s, 4) == b"ping"
+
+
 def test_delay_and_jitter_keep_order(echo: EchoServer, proxy: LinkProxy) -> None:
     link = proxy.add_link("n1", "n2", echo.addr)
     proxy.set_shapes([("n1", "n2", Shape(delay_ms=50, jitter_ms=20), CLEAN)])
