@@ -1,0 +1,70 @@
+"""Image content hashes, and `undertow image build` skipping what is current."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from harness import image
+from harness.image_cli import image as image_cmd
+
+
+def _copy_image_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "broker-image"
+    shutil.copytree(image.IMAGE_DIR, d, ignore=shutil.ignore_patterns("broker"))
+    return d
+
+
+def test_hashes_follow_content_only(tmp_path: Path) -> None:
+    d = _copy_image_dir(tmp_path)
+    base = image.base_hash(d)
+    assert base == image.base_hash(image.IMAGE_DIR)  # same files, same hash, any location
+    broker = image.broker_hash(base, d)
+    (d / "Dockerfile").write_text((d / "Dockerfile").read_text() + "# changed\n")
+    assert image.broker_hash(base, d) != broker
+    assert image.base_hash(d) == base  # the broker's Dockerfile is not the base's
+    (d / "base" / "packages.txt").write_text("python3\n")
+    assert image.base_hash(d) != base
+    assert image.broker_hash(image.base_hash(d), d) != image.broker_hash(base, d)
+    assert image.tag_for("undertow/base", "ab" * 32) == "undertow/base:abababababab"
+
+
+def test_packages_are_what_the_nemesis_needs() -> None:
+    pkgs = (image.IMAGE_DIR / "base" / "packages.txt").read_text().split()
+    for p in ("python3", "iproute2", "iptables", "procps"):
+        assert p in pkgs
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_build_skips_what_is_current_and_rebuilds_what_changed(tmp_path: Path) -> None:
+    try:
+        client = image.docker_client()
+    except image.ImageError as e:
+        pytest.skip(str(e))
+    first = image.ensure_images(sshd=True)  # builds whatever a fresh machine lacks
+    again = image.ensure_images(sshd=True)
+    assert not (again.base.built or again.broker.built or (again.sshd and again.sshd.built))
+    assert again.broker.tag == first.broker.tag
+    labels = client.images.get(again.broker.tag).labels
+    assert labels[image.HASH_LABEL] == again.broker.content_hash
+
+    d = _copy_image_dir(tmp_path)
+    (d / "Dockerfile").write_text((d / "Dockerfile").read_text() + "LABEL undertow.test=1\n")
+    changed = image.ensure_images(image_dir=d)
+    try:
+        assert not changed.base.built and changed.broker.built
+        assert changed.broker.tag != again.broker.tag
+        out = client.containers.run(changed.broker.tag, ["python3", "-c", "import broker"],
+                                    remove=True)
+        assert out == b""
+    finally:
+        client.images.get(again.broker.tag).tag(image.BROKER_REPO, "latest")
+        client.images.remove(changed.broker.tag)  # its last tag: the image goes too
+
+    result = CliRunner().invoke(image_cmd, ["build"])
+    assert result.exit_code == 0, result.output
+    assert "cached" in result.output and "built" not in result.output
