@@ -189,6 +189,23 @@ def build_from(client: Any, repo: str, content_hash: str, base_tag: str,
     image.tag(repo, "latest")
 
 
+def prune_old(client: Any, repo: str, keep: str) -> list[str]:
+    """Remove the repo's other hash tags (older builds); images in use are left alone."""
+    import docker.errors
+
+    removed: list[str] = []
+    for img in client.images.list(name=repo):
+        for tag in img.tags:
+            if tag in (keep, f"{repo}:latest") or not tag.startswith(f"{repo}:"):
+                continue
+            try:
+                client.images.remove(tag)
+                removed.append(tag)
+            except docker.errors.APIError:
+                pass  # a container still uses it (another run): the next build tries again
+    return removed
+
+
 def _broker_context(tmp: Path, image_dir: Path) -> Path:
     shutil.copy(image_dir / "Dockerfile", tmp / "Dockerfile")
     shutil.copytree(broker_source(), tmp / "broker",
@@ -226,4 +243,7 @@ def ensure_images(*, sshd: bool = False, force: bool = False,
             if built_sshd:
                 build_from(client, SSHD_REPO, sh, base.tag, image_dir / "base" / "sshd", say)
             sshd_built = Built(tag_for(SSHD_REPO, sh), sh, built_sshd, time.monotonic() - t0)
+        for b, repo in ((base, BASE_REPO), (broker, BROKER_REPO), (sshd_built, SSHD_REPO)):
+            if b is not None and b.built:
+                prune_old(client, repo, b.tag)
     return Images(base, broker, sshd_built)
