@@ -103,9 +103,10 @@ def test_clean_link_forwards_both_ways(echo: EchoServer, proxy: LinkProxy) -> No
 
 def test_blocked_forward_holds_bytes_until_heal(echo: EchoServer, proxy: LinkProxy) -> None:
     link = proxy.add_link("n1", "n2", echo.addr)
-    with dial(link.listen, timeout_s=0.3) as s:
+    with dial(link.listen) as s:
         assert roundtrip(s, b"before") == b"before"
         proxy.set_shapes([("n1", "n2", Shape(blocked=True), CLEAN)])
+        s.settimeout(0.3)
         s.sendall(b"during")
         with pytest.raises(TimeoutError):
             s.recv(100)
@@ -118,9 +119,10 @@ def test_blocked_forward_holds_bytes_until_heal(echo: EchoServer, proxy: LinkPro
 
 def test_blocked_backward_is_one_way(echo: EchoServer, proxy: LinkProxy) -> None:
     link = proxy.add_link("n1", "n2", echo.addr)
-    with dial(link.listen, timeout_s=0.3) as s:
+    with dial(link.listen) as s:
         assert roundtrip(s, b"x") == b"x"
         proxy.set_shapes([("n1", "n2", CLEAN, Shape(blocked=True))])
+        s.settimeout(0.3)
         s.sendall(b"request")
         deadline = time.monotonic() + 2
         while echo.received < 8 and time.monotonic() < deadline:
@@ -160,20 +162,23 @@ def test_no_handshake_while_answers_are_dropped(echo: EchoServer, proxy: LinkPro
 
 def test_delay_and_jitter_keep_order(echo: EchoServer, proxy: LinkProxy) -> None:
     link = proxy.add_link("n1", "n2", echo.addr)
-    proxy.set_shapes([("n1", "n2", Shape(delay_ms=50, jitter_ms=20), CLEAN)])
+    proxy.set_shapes([("n1", "n2", Shape(delay_ms=100, jitter_ms=20), CLEAN)])
     with dial(link.listen) as s:
         t0 = time.monotonic()
         assert roundtrip(s, b"a") == b"a"
-        assert time.monotonic() - t0 >= 0.029
+        assert time.monotonic() - t0 >= 0.079
         payload = b"".join(f"{i:05d}".encode() for i in range(300))
         for i in range(300):  # separate chunks, each with its own jittered delay
             s.sendall(payload[i * 5:(i + 1) * 5])
         assert recv_exactly(s, len(payload)) == payload
     proxy.set_shapes([("n1", "n2", CLEAN, CLEAN)])
     with dial(link.listen) as s:
-        t0 = time.monotonic()
-        roundtrip(s, b"b")
-        assert time.monotonic() - t0 < 0.03
+        rtts = []
+        for _ in range(5):
+            t0 = time.monotonic()
+            roundtrip(s, b"b")
+            rtts.append(time.monotonic() - t0)
+        assert min(rtts) < 0.06  # clean again (generous: the machine is loaded)
 
 
 def test_loss_stalls_like_retransmission(echo: EchoServer, proxy: LinkProxy) -> None:
