@@ -133,7 +133,15 @@ def test_kill_start_pause_resume_are_real(cluster: tuple[Run, LocalBackend]) -> 
     with pytest.raises(Exception):  # noqa: B017 - any failure to answer
         admin_metadata(node.listen, timeout_s=0.5)
     db.resume(run, "n3")
-    assert admin_metadata(node.listen, timeout_s=2)["node"] == "n3"
+    assert proc_state(pid) != "T"
+
+    def answers() -> bool:
+        try:
+            return bool(admin_metadata(node.listen, timeout_s=2)["node"] == "n3")
+        except Exception:
+            return False
+
+    wait_for("n3 to answer after resume", answers)
 
     client = BrokerClient(run.client_addrs, timeout_s=5)
     try:
