@@ -76,13 +76,11 @@ def write_results(run_dir: Path, results: dict[str, Any]) -> None:
     os.replace(tmp, run_dir / "results.json")
 
 
-def check_with(spark: Any, run_dir: Path, *, local: bool = True) -> dict[str, Any]:
-    """Check one folder in an open session; HistoryError for bad input, else a verdict."""
+def check_tables(spark: Any, run_dir: Path, t: Tables, *, local: bool = True,
+                 read_s: float = 0.0) -> dict[str, Any]:
+    """Check loaded tables in an open session; write and return results.json."""
     from checkers.spark import log_checks_spark
 
-    run_dir = Path(run_dir)
-    t0 = time.monotonic()
-    t = load_tables(run_dir, workers=parse_workers())
     t1 = time.monotonic()
     try:
         log = log_checks_spark(spark, t, local=local)
@@ -91,10 +89,17 @@ def check_with(spark: Any, run_dir: Path, *, local: bool = True) -> dict[str, An
         results = {"valid": "unknown", "anomaly_types": [], "bad_anomaly_types": [],
                    "counts": {}, "anomalies": {}, "error": f"{type(e).__name__}: {e}",
                    "stats": {"ops": len(t.op)}}
-    results["stats"]["read_s"] = round(t1 - t0, 3)
+    results["stats"]["read_s"] = round(read_s, 3)
     results["stats"]["check_s"] = round(time.monotonic() - t1, 3)
-    write_results(run_dir, results)
+    write_results(Path(run_dir), results)
     return results
+
+
+def check_with(spark: Any, run_dir: Path, *, local: bool = True) -> dict[str, Any]:
+    """Check one folder in an open session; HistoryError for bad input, else a verdict."""
+    t0 = time.monotonic()
+    t = load_tables(Path(run_dir), workers=parse_workers())
+    return check_tables(spark, run_dir, t, local=local, read_s=time.monotonic() - t0)
 
 
 def check_runs(dirs: Sequence[Path], spark_master: str = "local[*]",

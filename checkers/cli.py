@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,8 @@ def summary_line(run_dir: Path, results: dict[str, Any]) -> str:
     v = results["valid"]
     verdict = {True: "valid", False: "INVALID"}.get(v, "unknown")
     counts = " ".join(f"{k}={n}" for k, n in results["counts"].items())
-    err = f" error: {results['error']}" if "error" in results else ""
+    last = str(results.get("error", "")).strip().splitlines()[-1:] or [""]
+    err = f" error: {last[0]}" if "error" in results else ""
     return f"{run_dir}: {verdict}" + (f" ({counts})" if counts else "") + err
 
 
@@ -31,28 +33,38 @@ def check(run_dirs: tuple[Path, ...], spark_master: str, spark_remote: str | Non
 
     Exit 0 valid, 1 invalid, 3 unknown, 2 bad usage or unreadable input (worst of all).
     """
-    from checkers.api import check_with
+    from contextlib import ExitStack
+
+    from checkers.api import check_tables, parse_workers
     from checkers.spark import spark_session
+    from checkers.tables import load_tables
     from harness.history import HistoryError
 
     codes: list[int] = []
-    todo: list[Path] = []
-    for d in run_dirs:
-        if not (d / "history.jsonl").is_file():
-            click.echo(f"{d}: error: no history.jsonl in this folder", err=True)
-            codes.append(2)
-        else:
-            todo.append(d)
-    if todo:
-        local = spark_remote is None and spark_master.startswith("local")
-        with spark_session(spark_master, spark_remote) as spark:
-            for d in todo:
-                try:
-                    results = check_with(spark, d, local=local)
-                except HistoryError as e:
-                    click.echo(f"{d}: error: {e}", err=True)
-                    codes.append(2)
-                    continue
-                click.echo(summary_line(d, results))
-                codes.append(EXIT.get(results["valid"], 3))
-    raise SystemExit(max(codes, key=lambda c: SEVERITY[c]))
+    local = spark_remote is None and spark_master.startswith("local")
+    with ExitStack() as stack:
+        spark: Any = None
+        for d in run_dirs:
+            if not (d / "history.jsonl").is_file():
+                click.echo(f"{d}: error: no history.jsonl in this folder", err=True)
+                codes.append(2)
+                continue
+            t0 = time.monotonic()
+            try:
+                tables = load_tables(d, workers=parse_workers())
+            except HistoryError as e:
+                click.echo(f"{d}: error: {e}", err=True)
+                codes.append(2)
+                continue
+            if spark is None:  # started only once some input is readable
+                spark = stack.enter_context(spark_session(spark_master, spark_remote))
+            results = check_tables(spark, d, tables, local=local,
+                                   read_s=time.monotonic() - t0)
+            click.echo(summary_line(d, results))
+            codes.append(EXIT.get(results["valid"], 3))
+    raise SystemExit(worst(codes))
+
+
+def worst(codes: list[int]) -> int:
+    """The exit code of several runs: the worst in the order 2, 1, 3, 0."""
+    return max(codes, key=lambda c: SEVERITY[c]) if codes else 2

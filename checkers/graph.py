@@ -80,9 +80,12 @@ def find_cycles(t: Tables, ww: tuple[Any, Any], wr: tuple[Any, Any]) -> list[Cyc
                          shape=(total, total)).tocsr()
         _, labels = connected_components(mat, directed=True, connection="strong")
         real = labels[:n]
-        lp = np.unique(np.stack([real, prev], axis=1), axis=0)
-        comp, joined = np.unique(lp[:, 0], return_counts=True)
-        new = comp[joined >= 2]
+        # a component is new when its ops came from two or more components before
+        lo = np.full(total, n, dtype=np.int64)
+        hi = np.full(total, -1, dtype=np.int64)
+        np.minimum.at(lo, real, prev)
+        np.maximum.at(hi, real, prev)
+        new = np.flatnonzero(hi > lo)
         if len(new):
             ls = labels[s_all]
             em = m & (ls == labels[d_all]) & np.isin(ls, new)

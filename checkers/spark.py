@@ -99,6 +99,9 @@ def out_frame(key: int, out: Out) -> dict[str, Any]:
         details += [""] * len(a)
         src.append(a)
         dst.append(b)
+    if not tags:  # Arrow cannot type an empty frame of Python objects: one no-op row
+        tags, types, ns, details = ["-"], ["-"], [0], [""]
+        src, dst = [np.zeros(1, np.int64)], [np.zeros(1, np.int64)]
     return {"tag": tags, "type": types, "n": ns, "detail": details,
             "src": np.concatenate(src), "dst": np.concatenate(dst)}
 

@@ -1,0 +1,1 @@
+"""Checker benchmark: `python -m bench.checker` (see __main__)."""

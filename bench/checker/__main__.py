@@ -1,0 +1,137 @@
+"""`python -m bench.checker`: time `undertow check` on 1M and 10M-op histories.
+
+Beside it, in the same run, the single-process floor: the strict reader in one
+process, then the same per-key numpy log checks in a plain loop (no Spark).
+Peak memory is the largest sum of RSS over the checker's process tree (Python
+driver, JVM, Python workers), sampled every 0.2 s. Histories are generated once
+into bench/out/ and reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from bench.checker.gen import PLANTED, generate
+
+OUT = Path(__file__).resolve().parents[1] / "out"
+
+
+def tree_rss_bytes(root: int) -> int:
+    """Sum of RSS of root and all its descendants (from /proc)."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as fh:
+                parts = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(d)
+        children.setdefault(int(parts[1]), []).append(pid)
+        rss[pid] = int(parts[21]) * os.sysconf("SC_PAGE_SIZE")
+    total, todo = 0, [root]
+    while todo:
+        p = todo.pop()
+        total += rss.get(p, 0)
+        todo += children.get(p, [])
+    return total
+
+
+def timed_check(run_dir: Path, master: str) -> tuple[float, int, int]:
+    """Wall seconds, peak tree RSS and exit code of `undertow check`."""
+    exe = Path(sys.executable).with_name("undertow")
+    t0 = time.monotonic()
+    proc = subprocess.Popen([str(exe), "check", "--spark-master", master, str(run_dir)])
+    peak = 0
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, tree_rss_bytes(proc.pid))
+            done.wait(0.2)
+
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    code = proc.wait(timeout=3600)
+    wall = time.monotonic() - t0
+    done.set()
+    th.join()
+    return wall, peak, code
+
+
+def floor(run_dir: Path) -> dict[str, Any]:
+    from checkers.api import verdict  # noqa: F401  (same package the CLI uses)
+    from checkers.spark import log_checks_local
+    from checkers.tables import build_tables
+    from harness.history import scan_history
+
+    t0 = time.monotonic()
+    scan = scan_history(run_dir / "history.jsonl", workers=1)
+    t1 = time.monotonic()
+    t = build_tables(scan, None)
+    t2 = time.monotonic()
+    log = log_checks_local(t)
+    t3 = time.monotonic()
+    counts: dict[str, int] = {}
+    for tag, typ, n in zip(log["tag"], log["type"], log["n"], strict=True):
+        if tag == "c":
+            counts[str(typ)] = counts.get(str(typ), 0) + int(n)
+    return {"parse_s": round(t1 - t0, 2), "tables_s": round(t2 - t1, 2),
+            "log_checks_s": round(t3 - t2, 2), "counts": counts}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--sizes", default="1000000,10000000", help="ops (history lines)")
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--no-floor", action="store_true")
+    args = ap.parse_args()
+    OUT.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for size in (int(s) for s in args.sizes.split(",")):
+        run_dir = OUT / f"h{size // 1_000_000}m" if size >= 1_000_000 else OUT / f"h{size}"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        hist = run_dir / "history.jsonl"
+        if not hist.exists():
+            t = time.monotonic()
+            generate(hist.with_suffix(".tmp"), size)
+            hist.with_suffix(".tmp").rename(hist)
+            print(f"generated {hist} in {time.monotonic() - t:.0f} s", flush=True)
+        load_before = os.getloadavg()[0]
+        wall, peak, code = timed_check(run_dir, args.master)
+        results = orjson.loads((run_dir / "results.json").read_bytes())
+        row: dict[str, Any] = {
+            "ops": size, "lines": results["stats"].get("lines"), "check_wall_s": round(wall, 1),
+            "peak_rss_gb": round(peak / 2**30, 2), "exit": code,
+            "read_s": results["stats"].get("read_s"), "spark_and_graph_s":
+            results["stats"].get("check_s"), "counts": results["counts"],
+            "planted_found": all(p in results["counts"] for p in PLANTED),
+            "load_1m": [round(load_before, 1), round(os.getloadavg()[0], 1)]}
+        if not args.no_floor:
+            row["floor"] = floor(run_dir)
+            log_types = {k: v for k, v in results["counts"].items() if not k.startswith("G")
+                         or k == "G1a"}
+            row["floor_agrees"] = row["floor"]["counts"] == log_types
+        rows.append(row)
+        print(orjson.dumps(row).decode(), flush=True)
+    if len(rows) == 2:
+        print(f"scaling {rows[0]['ops']}->{rows[1]['ops']}: "
+              f"{rows[1]['check_wall_s'] / rows[0]['check_wall_s']:.1f}x wall")
+    (OUT / "checker.json").write_bytes(orjson.dumps(rows, option=orjson.OPT_INDENT_2))
+    print(f"cpus={os.cpu_count()} results in {OUT / 'checker.json'}")
+
+
+if __name__ == "__main__":
+    main()
