@@ -34,7 +34,7 @@ class ClientError(Exception):
     """code: e.g. NOT_LEADER, NOT_ENOUGH_REPLICAS, TIMEOUT, CONNECTION; definite: see module doc."""
 
     def __init__(self, code: str, message: str, *, definite: bool) -> None:
-        super().__init__(f"{code}: {message}")
+        super().__init__(message)
         self.code = code
         self.definite = definite
 

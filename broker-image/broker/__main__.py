@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -48,6 +49,14 @@ async def run_node(cfg: NodeConfig) -> None:
         broker.shutdown()
 
 
+def _has_uvloop() -> bool:
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m broker", description=__doc__)
     ap.add_argument("--config", required=True, type=Path, help="the node's NODE.json")
@@ -61,7 +70,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"broker: {e}", file=sys.stderr)
         return 2
     try:
-        asyncio.run(run_node(cfg))
+        if os.environ.get("BROKER_EVENT_LOOP", "auto") == "asyncio" or not _has_uvloop():
+            asyncio.run(run_node(cfg))
+        else:  # about twice as fast when present; the image may not have it
+            import uvloop
+
+            uvloop.run(run_node(cfg))
     except OSError as e:
         print(f"broker: {cfg.node_id}: {e}", file=sys.stderr)
         return 1

@@ -25,8 +25,11 @@ SAFE = {"min.insync.replicas": 2, "truncation": "leader-epoch",
         "broker.session.timeout.ms": 1500}
 
 
+@pytest.mark.parametrize("event_loop", ["auto", "asyncio"])
 def test_three_nodes_take_acks_all_writes_and_serve_them_back(
-        make_cluster: Callable[..., LocalCluster]) -> None:
+        make_cluster: Callable[..., LocalCluster], event_loop: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BROKER_EVENT_LOOP", event_loop)  # uvloop when installed, and without
     c = make_cluster(settings=SAFE)
     c.start_all()
     c.wait_ready(15)
