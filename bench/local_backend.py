@@ -113,12 +113,12 @@ def proxy_echo(threads: int, seconds: float) -> dict[str, float]:
         server.server_close()
 
 
-def produce(threads: int, seconds: float) -> dict[str, float]:
+def produce(threads: int, seconds: float, proxy_mode: str) -> dict[str, float]:
     from workloads.client import BrokerClient
 
     with tempfile.TemporaryDirectory() as d:
         run = _run(Path(d) / "produce")
-        b = LocalBackend()
+        b = LocalBackend(proxy_mode=proxy_mode)
         try:
             b.up(run)
 
@@ -148,7 +148,8 @@ def main() -> None:
     out: dict[str, Any] = {"load_before": _load(), "cpus": os.cpu_count()}
     out["start_to_ready"] = start_to_ready(args.rounds)
     out["proxy_echo"] = proxy_echo(args.threads, args.seconds)
-    out["produce_acks_all"] = produce(args.threads, args.seconds)
+    out["produce_acks_all"] = {m: produce(args.threads, args.seconds, m)
+                               for m in ("process", "thread")}
     out["load_after"] = _load()
     OUT.mkdir(exist_ok=True)
     (OUT / "local_backend.json").write_text(json.dumps(out, indent=1) + "\n")
@@ -157,8 +158,9 @@ def main() -> None:
           f"({s['rounds']} rounds; target <= 5 s)")
     print(f"echo round trips, {args.threads} threads: direct {e['direct_ops_s']:.0f}/s, "
           f"through the proxy {e['proxied_ops_s']:.0f}/s")
-    print(f"produce acks=all, {args.threads} threads: direct {p['direct_ops_s']:.0f}/s, "
-          f"through the proxy {p['proxied_ops_s']:.0f}/s")
+    for mode, r in p.items():
+        print(f"produce acks=all, {args.threads} threads, proxy in a {mode}: "
+              f"direct {r['direct_ops_s']:.0f}/s, through the proxy {r['proxied_ops_s']:.0f}/s")
     print(f"load average before/after: {out['load_before']} / {out['load_after']} "
           f"on {out['cpus']} cpus")
 

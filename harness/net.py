@@ -25,7 +25,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import replace
 
 from harness.protocols import Grudge, Run
-from harness.proxy import CLEAN, LinkProxy, Shape
+from harness.proxy import CLEAN, Links, Shape
 
 CLIENT = "client"
 
@@ -37,7 +37,7 @@ def _fmt_ms(x: float) -> str:
 class ProxyNet:
     """harness.protocols.Net for the local backend; thread-safe."""
 
-    def __init__(self, proxy: LinkProxy, nodes: Iterable[str]) -> None:
+    def __init__(self, proxy: Links, nodes: Iterable[str]) -> None:
         self.proxy = proxy
         self.nodes = tuple(nodes)
         self._lock = threading.Lock()

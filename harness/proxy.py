@@ -42,7 +42,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
 
@@ -311,6 +311,18 @@ def _new_loop() -> asyncio.AbstractEventLoop:
         except ImportError:
             pass
     return asyncio.new_event_loop()
+
+
+class Links(Protocol):
+    """What ProxyNet and the backend need of a proxy: LinkProxy or ProxyProcess."""
+
+    def add_link(self, src: str, dst: str, target: str) -> LinkInfo: ...
+    def links(self) -> list[LinkInfo]: ...
+    def link(self, src: str, dst: str) -> LinkInfo: ...
+    def shape(self, src: str, dst: str) -> tuple[Shape, Shape]: ...
+    def set_shapes(self, shapes: Iterable[tuple[str, str, Shape, Shape]]) -> None: ...
+    def connection_count(self) -> int: ...
+    def stop(self) -> None: ...
 
 
 class LinkProxy:

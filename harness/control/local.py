@@ -37,9 +37,11 @@ from harness import db as brokerdb
 from harness import leftovers
 from harness.net import CLIENT, ProxyNet
 from harness.protocols import Exec, Run
-from harness.proxy import LinkProxy
+from harness.proxy import LinkProxy, Links
+from harness.proxy_process import ProxyProcess
 
 HOST = "127.0.0.1"
+PROXY_ENV = "UNDERTOW_PROXY"
 READY_TIMEOUT_S = 30.0
 KILL_WAIT_S = 10.0
 _PR_SET_PDEATHSIG = 1
@@ -221,15 +223,39 @@ class LocalBrokerDB:
 
     # -- Killable --------------------------------------------------------------
 
-    def _spawn(self, n: LocalNode) -> subprocess.Popen[bytes]:
+    def _popen(self, cmd: Sequence[str], cwd: Path, log_path: Path,
+               pipes: bool) -> subprocess.Popen[bytes]:
         """Runs on the launcher thread, so PDEATHSIG is tied to a thread that lives on."""
-        n.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(n.log_path, "ab") as log:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as log:
             return subprocess.Popen(
-                brokerdb.broker_command(self.python, str(n.config)), cwd=n.dir, env=self.env,
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                list(cmd), cwd=cwd, env=self.env,
+                stdin=subprocess.PIPE if pipes else subprocess.DEVNULL,
+                stdout=subprocess.PIPE if pipes else log,
+                stderr=log if pipes else subprocess.STDOUT,
                 start_new_session=True,  # Ctrl-C goes to the harness, which tears down
                 preexec_fn=_die_with_parent(os.getpid()))
+
+    def launch(self, name: str, cmd: Sequence[str], cwd: Path, log_path: Path, *,
+               pipes: bool = False) -> tuple[subprocess.Popen[bytes], str]:
+        """Start a process that dies with the harness and is known to `undertow heal`.
+
+        Returns the process and its leftovers item (release it once the process is gone).
+        """
+        if self._closed:
+            raise RuntimeError("the local backend is down")
+        item = leftovers.register(self.run_id, "process", name=name, cmd=" ".join(cmd))
+        try:
+            proc = self._launcher.submit(self._popen, cmd, cwd, log_path, pipes).result()
+        except BaseException:
+            leftovers.release(self.run_id, item)
+            raise
+        leftovers.update(self.run_id, item, pid=proc.pid,
+                         start_time=leftovers.proc_start_time(proc.pid))
+        return proc, item
+
+    def release(self, item: str) -> None:
+        leftovers.release(self.run_id, item)
 
     def start(self, run: Run | None, node: str) -> None:
         n = self.node(node)
@@ -239,10 +265,8 @@ class LocalBrokerDB:
             if n.running:
                 return
             self._forget(n)
-            item = leftovers.register(self.run_id, "process", name=node, cmd="broker")
-            proc = self._launcher.submit(self._spawn, n).result()
-            leftovers.update(self.run_id, item, pid=proc.pid,
-                             start_time=leftovers.proc_start_time(proc.pid))
+            cmd = brokerdb.broker_command(self.python, str(n.config))
+            proc, item = self.launch(node, cmd, n.dir, n.log_path)
             n.proc, n.item, n.paused = proc, item, False
 
     def kill(self, run: Run | None, node: str) -> None:
@@ -381,8 +405,8 @@ class LocalBrokerDB:
 
     # -- teardown --------------------------------------------------------------
 
-    def close(self) -> list[str]:
-        """Resume and kill every broker, end the launcher thread. Returns problems."""
+    def kill_all(self) -> list[str]:
+        """Resume and kill every broker; no more starts. Returns problems."""
         problems: list[str] = []
         with self._lock:
             self._closed = True
@@ -392,6 +416,11 @@ class LocalBrokerDB:
                     self.kill(None, name)
                 except Exception as e:
                     problems.append(f"killing {name}: {e}")
+        return problems
+
+    def close(self) -> list[str]:
+        """kill_all, then end the launcher thread (children left would get PDEATHSIG)."""
+        problems = self.kill_all()
         self._launcher.shutdown(wait=True)
         return problems
 
@@ -402,10 +431,13 @@ class LocalBackend:
     name = "local"
 
     def __init__(self, *, python: str = sys.executable,
-                 ready_timeout_s: float = READY_TIMEOUT_S) -> None:
+                 ready_timeout_s: float = READY_TIMEOUT_S, proxy_mode: str | None = None) -> None:
         self.python = python
         self.ready_timeout_s = ready_timeout_s
-        self.proxy: LinkProxy | None = None
+        # "process": the proxy in a child with its own GIL (default); "thread": in the harness.
+        self.proxy_mode = proxy_mode or os.environ.get(PROXY_ENV, "process")
+        self._proxy_item: str | None = None
+        self.proxy: Links | None = None
         self.db: LocalBrokerDB | None = None
         self.net: ProxyNet | None = None
         self.run_id: str | None = None
@@ -424,7 +456,8 @@ class LocalBackend:
         run.extra["run_id"] = self.run_id
         local = {n: LocalNode(n, run.paths.node_dir(n).resolve(), f"{HOST}:{free_port()}")
                  for n in nodes}
-        proxy = self.proxy = LinkProxy(HOST)
+        db = self.db = LocalBrokerDB(self.run_id, local, python=self.python)
+        proxy = self.proxy = self._start_proxy(run, db)
         for src in nodes:
             for dst in nodes:
                 if src != dst:
@@ -439,7 +472,6 @@ class LocalBackend:
             peers = {m: (ln.listen if m == n else proxy.link(n, m).listen) for m in nodes}
             cfg = brokerdb.node_config(spec, n, ln.listen, peers, ln.data_dir, ln.clock_file)
             brokerdb.write_node_json(ln.config, cfg)
-        db = self.db = LocalBrokerDB(self.run_id, local, python=self.python)
         self.net = ProxyNet(proxy, nodes)
         run.remote = LocalRemote({n: local[n].dir for n in nodes}, db.env)
         run.db = db
@@ -464,6 +496,19 @@ class LocalBackend:
         run.log.info("local cluster ready: %s", ", ".join(
             f"{n}={local[n].listen}" for n in nodes))
 
+    def _start_proxy(self, run: Run, db: LocalBrokerDB) -> Links:
+        if self.proxy_mode == "thread":
+            return LinkProxy(HOST)
+        if self.proxy_mode != "process":
+            raise ValueError(f"{PROXY_ENV}={self.proxy_mode!r}: expected process or thread")
+
+        def spawn(cmd: Sequence[str]) -> subprocess.Popen[bytes]:
+            proc, self._proxy_item = db.launch("proxy", cmd, run.paths.root,
+                                               run.paths.root / "proxy.log", pipes=True)
+            return proc
+
+        return ProxyProcess(HOST, spawn=spawn, python=self.python)
+
     def wait_ready(self, run: Run, timeout_s: float) -> None:
         """Every node answers and sees a leader per partition (e.g. after a final heal)."""
         assert self.db is not None
@@ -482,7 +527,7 @@ class LocalBackend:
         problems: list[str] = []
         if self.db is not None:
             try:
-                problems += self.db.close()
+                problems += self.db.kill_all()
             except Exception as e:
                 problems.append(f"brokers: {e}")
         if self.net is not None:
@@ -492,8 +537,16 @@ class LocalBackend:
         if self.proxy is not None:
             try:
                 self.proxy.stop()
+                if self._proxy_item is not None and self.db is not None:
+                    self.db.release(self._proxy_item)
+                    self._proxy_item = None
             except Exception as e:
                 problems.append(f"proxy: {e}")
+        if self.db is not None:
+            try:
+                problems += self.db.close()
+            except Exception as e:
+                problems.append(f"launcher: {e}")
         if self.run_id is not None and not problems:
             with contextlib.suppress(Exception):
                 leftovers.end_run(self.run_id)

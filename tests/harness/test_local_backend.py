@@ -206,7 +206,8 @@ def test_down_leaves_no_process_port_thread_or_state(tmp_path: Path, state: Path
     starts = {n: leftovers.proc_start_time(p) for n, p in pids.items()}
     assert backend.proxy is not None
     addrs = [li.listen for li in backend.proxy.links()] + list(run.extra["admin_addrs"].values())
-    assert len(list((state / run.extra["run_id"]).glob("process-*.json"))) == 3
+    items = list((state / run.extra["run_id"]).glob("process-*.json"))
+    assert len(items) == 4  # 3 brokers + the proxy
     db.pause(run, "n2")  # down resumes before it kills
     backend.down(run)
     backend.down(run)  # idempotent, never raises
@@ -272,6 +273,6 @@ def test_sigkill_of_the_harness_leaves_nothing_after_heal(tmp_path: Path, state:
     assert all(refused(a) for a in proxied)
     # ... and heal finds their records and clears them.
     done = leftovers.heal_all()
-    assert sum("already gone" in x for x in done) == 3, done
+    assert sum("already gone" in x for x in done) == 4, done  # + the proxy
     assert not any(state.iterdir())
     assert leftovers.heal_all() == []
