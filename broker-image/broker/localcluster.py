@@ -172,16 +172,21 @@ def main(argv: list[str] | None = None) -> int:
         k, _, v = s.partition("=")
         settings[k] = json.loads(v)
     nodes = [f"n{i + 1}" for i in range(args.nodes)]
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     with LocalCluster(args.dir, nodes, settings=settings, partitions=args.partitions,
                       replication_factor=min(args.replication_factor, args.nodes)) as c:
         c.start_all()
         c.wait_ready()
-        print(json.dumps({"ready": True, "addrs": c.addrs}), flush=True)
+        print(json.dumps({"ready": True, "addrs": c.addrs,
+                          "pids": {n: p.pid for n, p in c.procs.items()}}), flush=True)
         try:
-            while all(p.poll() is None for p in c.procs.values()):
-                time.sleep(0.5)
+            while not stop and all(p.poll() is None for p in c.procs.values()):
+                time.sleep(0.2)
         except KeyboardInterrupt:
             pass
+        for n in list(c.procs):
+            c.stop(n)  # SIGTERM: a clean stop (flush, checkpoint)
     return 0
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import random
+import signal
 import socket
 import struct
 import subprocess
@@ -11,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -57,6 +60,38 @@ def test_three_nodes_take_acks_all_writes_and_serve_them_back(
     for key, recs in sent.items():
         for n in c.nodes:
             assert logs[(n, key)] == dict(recs)
+
+
+def test_localcluster_command_starts_three_nodes(tmp_path: Path) -> None:
+    """The documented one-command start: python -m broker.localcluster --nodes 3."""
+    proc = subprocess.Popen([sys.executable, "-m", "broker.localcluster", "--nodes", "3",
+                             "--dir", str(tmp_path / "c3"), "--setting",
+                             "min.insync.replicas=2"], stdout=subprocess.PIPE, text=True)
+    pids: dict[str, int] = {}
+    try:
+        assert proc.stdout is not None
+        ready = json.loads(proc.stdout.readline())
+        pids = ready["pids"]
+        assert ready["ready"] and set(ready["addrs"]) == {"n1", "n2", "n3"}
+        cl = BrokerClient(ready["addrs"], timeout_s=10)
+        try:
+            assert cl.produce(3, 33, acks="all") == 0
+            assert cl.fetch(3, 0) == [(0, 33)]
+        finally:
+            cl.close()
+        proc.terminate()
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        for pid in pids.values():  # only our own broker processes, should any be left
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(tmp_path).encode() in cmdline:
+                os.kill(pid, signal.SIGKILL)
 
 
 class Producers:
