@@ -316,7 +316,7 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 class Links(Protocol):
     """What ProxyNet and the backend need of a proxy: LinkProxy or ProxyProcess."""
 
-    def add_link(self, src: str, dst: str, target: str) -> LinkInfo: ...
+    def add_link(self, src: str, dst: str, target: str, port: int = 0) -> LinkInfo: ...
     def links(self) -> list[LinkInfo]: ...
     def link(self, src: str, dst: str) -> LinkInfo: ...
     def shape(self, src: str, dst: str) -> tuple[Shape, Shape]: ...
@@ -367,8 +367,9 @@ class LinkProxy:
             raise RuntimeError("the link proxy is stopped")
         return asyncio.run_coroutine_threadsafe(make(), self._loop).result(timeout=timeout_s)
 
-    def add_link(self, src: str, dst: str, target: str) -> LinkInfo:
-        """Open a port that carries src's connections to dst's listener at `target`."""
+    def add_link(self, src: str, dst: str, target: str, port: int = 0) -> LinkInfo:
+        """Open a port (`port`, or one the kernel picks) that carries src's connections
+        to dst's listener at `target`."""
         if (src, dst) in self._links:
             raise ValueError(f"link {src}->{dst} exists already")
         _split(target)
@@ -376,10 +377,10 @@ class LinkProxy:
         async def open_link() -> LinkInfo:
             link = _Link(self._loop, LinkInfo(src, dst, "", target))
             server = await self._loop.create_server(lambda: _DownSide(_Conn(link)),
-                                                    self.host, 0, backlog=256)
-            port = server.sockets[0].getsockname()[1]
+                                                    self.host, port, backlog=256)
+            bound = server.sockets[0].getsockname()[1]
             link.server = server
-            link.info = LinkInfo(src, dst, f"{self.host}:{port}", target)
+            link.info = LinkInfo(src, dst, f"{self.host}:{bound}", target)
             self._links[(src, dst)] = link
             return link.info
 

@@ -72,8 +72,8 @@ class ProxyProcess:
             raise RuntimeError(f"link proxy: {op}: {answer['error']}")
         return answer.get("result")
 
-    def add_link(self, src: str, dst: str, target: str) -> LinkInfo:
-        info = LinkInfo(**self._rpc("add_link", src=src, dst=dst, target=target))
+    def add_link(self, src: str, dst: str, target: str, port: int = 0) -> LinkInfo:
+        info = LinkInfo(**self._rpc("add_link", src=src, dst=dst, target=target, port=port))
         self._links[(src, dst)] = info
         self._shapes[(src, dst)] = (CLEAN, CLEAN)
         return info
@@ -126,7 +126,8 @@ def serve(proxy: LinkProxy, inp: IO[str], out: IO[str]) -> None:
             if op == "ping":
                 result = "pong"
             elif op == "add_link":
-                result = asdict(proxy.add_link(cmd["src"], cmd["dst"], cmd["target"]))
+                result = asdict(proxy.add_link(cmd["src"], cmd["dst"], cmd["target"],
+                                               int(cmd.get("port", 0))))
             elif op == "set_shapes":
                 proxy.set_shapes([(s, d, Shape(**f), Shape(**b)) for s, d, f, b in cmd["shapes"]])
             elif op == "connection_count":

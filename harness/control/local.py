@@ -457,29 +457,28 @@ class LocalBackend:
         local = {n: LocalNode(n, run.paths.node_dir(n).resolve(), f"{HOST}:{free_port()}")
                  for n in nodes}
         db = self.db = LocalBrokerDB(self.run_id, local, python=self.python)
-        proxy = self.proxy = self._start_proxy(run, db)
-        for src in nodes:
-            for dst in nodes:
-                if src != dst:
-                    proxy.add_link(src, dst, local[dst].listen)
-        for dst in nodes:
-            proxy.add_link(CLIENT, dst, local[dst].listen)
+        # Every link's port is chosen first, so the brokers start while the proxy
+        # process starts (each takes ~0.5 s; brokers retry their peers meanwhile).
+        links = [(s, d) for s in nodes for d in nodes if s != d] + [(CLIENT, d) for d in nodes]
+        port = {link: free_port() for link in links}
         for n in nodes:
             ln = local[n]
             ln.data_dir.mkdir(parents=True, exist_ok=True)
             if not ln.clock_file.exists():
                 ln.clock_file.write_text("0\n")
-            peers = {m: (ln.listen if m == n else proxy.link(n, m).listen) for m in nodes}
+            peers = {m: (ln.listen if m == n else f"{HOST}:{port[(n, m)]}") for m in nodes}
             cfg = brokerdb.node_config(spec, n, ln.listen, peers, ln.data_dir, ln.clock_file)
             brokerdb.write_node_json(ln.config, cfg)
-        self.net = ProxyNet(proxy, nodes)
         run.remote = LocalRemote({n: local[n].dir for n in nodes}, db.env)
         run.db = db
-        run.net = self.net
-        run.client_addrs = {n: proxy.link(CLIENT, n).listen for n in nodes}
         run.extra["admin_addrs"] = {n: local[n].listen for n in nodes}
         for n in nodes:
             db.start(run, n)
+        proxy = self.proxy = self._start_proxy(run, db)
+        for src, dst in links:
+            proxy.add_link(src, dst, local[dst].listen, port=port[(src, dst)])
+        self.net = run.net = ProxyNet(proxy, nodes)
+        run.client_addrs = {n: proxy.link(CLIENT, n).listen for n in nodes}
 
         def check() -> None:
             dead = [n for n in nodes if not local[n].running]
