@@ -69,6 +69,7 @@ class RaftDriver:
         self._waiters: dict[int, tuple[int, asyncio.Future[int]]] = {}
         self._task: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()
+        self._stopping = False
 
     # ----- lifecycle ---------------------------------------------------------------------
 
@@ -77,10 +78,12 @@ class RaftDriver:
         self.node = RaftNode(self.node_id, self.voters, persisted, config=self.config,
                              rng=self.rng, now_ms=self.clock_ms())
         await self._handle(self.node.tick(self.clock_ms()))
+        self._stopping = False
         self._task = asyncio.create_task(self._run(), name=f"raft-{self.node_id}")
 
     async def stop(self) -> None:
         """Stop at once, like a crash: whatever was persisted stays, nothing else is sent."""
+        self._stopping = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -103,10 +106,12 @@ class RaftDriver:
         Raises NotLeaderError (with a leader hint), ProposalLost, or TimeoutError (unknown)."""
         placed: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._inbox.put_nowait(("propose", record, placed))
-        offset = await asyncio.wait_for(placed, timeout_s)
+        async with asyncio.timeout(timeout_s):
+            offset = await placed
         committed = self._waiters[offset][1]
         try:
-            return await asyncio.wait_for(asyncio.shield(committed), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                return await asyncio.shield(committed)
         finally:
             self._waiters.pop(offset, None)
 
@@ -139,19 +144,22 @@ class RaftDriver:
             while not pred(self):
                 self._changed.clear()
                 await self._changed.wait()
-        await asyncio.wait_for(loop(), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            await loop()
 
     # ----- the loop ----------------------------------------------------------------------
 
     async def _run(self) -> None:
         node = self.node
         assert node is not None
-        while True:
+        while not self._stopping:
             wait_ms = node.next_timer_ms() - self.clock_ms()
             item: tuple[str, Any, Any] | None = None
             if wait_ms > 0:
+                # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation
                 with contextlib.suppress(TimeoutError):
-                    item = await asyncio.wait_for(self._inbox.get(), wait_ms / 1000)
+                    async with asyncio.timeout(wait_ms / 1000):
+                        item = await self._inbox.get()
             elif not self._inbox.empty():
                 item = self._inbox.get_nowait()
             now = self.clock_ms()

@@ -229,6 +229,13 @@ class Simulation:
             self._crash(self.rng.choice(live))
         elif kind == "crash_leader" and leader is not None:
             self._crash(leader)
+        elif kind == "failover":  # for measuring: restart everything, or else crash the leader
+            if dead:
+                for n in dead:
+                    self._start(n)
+            elif leader is not None:
+                self._crash(leader)
+            return
         elif kind == "restart" and dead:
             self._start(self.rng.choice(dead))
         elif kind == "partition":

@@ -1,0 +1,1 @@
+"""Raft benchmarks: simulator schedules per second, the broken variant's detection, failover."""
