@@ -139,3 +139,13 @@ def test_anomaly_refs_and_marks() -> None:
         "replica-divergence": [{"key": 2, "nodes": ["n1", "n2"], "only_in_first": [5, 6],
                                 "only_in_second": []}]}})
     assert lost == {1: {7}} and div == {2: {5, 6}}
+
+
+@pytest.mark.parametrize("ops", [
+    [],
+    [{"time": 5, "type": "invoke", "process": "nemesis", "f": "kill", "value": {"nodes": ["n1"]}}],
+    [{"time": 5, "type": "invoke", "process": 0, "f": "poll", "value": [["poll"]]}],
+])
+def test_degenerate_histories_still_render(make_run: Any, ops: list[dict[str, Any]]) -> None:
+    html = render_run(make_run("d", ops)).read_text()
+    assert 'id="verdict">not checked' in html
