@@ -213,9 +213,11 @@ def _broker_context(tmp: Path, image_dir: Path) -> Path:
     return tmp
 
 
-def ensure_images(*, sshd: bool = False, force: bool = False,
+def ensure_images(*, sshd: bool = False, force: bool = False, prune: bool = True,
                   progress: Progress | None = None, image_dir: Path = IMAGE_DIR) -> Images:
-    """Build the base and broker images (and the sshd variant) unless already current."""
+    """Build the base and broker images (and the sshd variant) unless already current.
+
+    prune: remove the older hash tags of what was rebuilt (not those in use)."""
     say: Progress = progress or (lambda _msg: None)
     client = docker_client()
     with _build_lock():
@@ -244,6 +246,6 @@ def ensure_images(*, sshd: bool = False, force: bool = False,
                 build_from(client, SSHD_REPO, sh, base.tag, image_dir / "base" / "sshd", say)
             sshd_built = Built(tag_for(SSHD_REPO, sh), sh, built_sshd, time.monotonic() - t0)
         for b, repo in ((base, BASE_REPO), (broker, BROKER_REPO), (sshd_built, SSHD_REPO)):
-            if b is not None and b.built:
+            if prune and b is not None and b.built:
                 prune_old(client, repo, b.tag)
     return Images(base, broker, sshd_built)
