@@ -245,6 +245,7 @@ class DockerBackend:
         self.ips: dict[str, str] = {}
         self.gateway = ""
         self._items: dict[str, str] = {}  # docker name -> leftovers item id
+        self._auto_image = False
 
     # -- up --------------------------------------------------------------------------
 
@@ -261,6 +262,7 @@ class DockerBackend:
         from harness.image import docker_client, ensure_images
 
         if self.image is None:
+            self._auto_image = True
             self.image = ensure_images(progress=lambda m: run.log.info("image: %s", m)).broker.tag
         self.client = docker_client()
         self.key = run_key(run)
@@ -305,15 +307,30 @@ class DockerBackend:
         raise NodeError(f"docker: no free /24 in {SUBNET_POOL} for the run's network ({last})")
 
     def _create_container(self, run: Run, node: str, index: int) -> None:
+        import docker.errors
+
         name = f"{self.key}-{node}"
         self._items[name] = leftovers.register(self.key, "container", name=name, label=self.key)
         endpoint = self.client.api.create_endpoint_config(ipv4_address=self.ips[node])
         networking = self.client.api.create_networking_config({self.network_name: endpoint})
-        cid = self.client.api.create_container(
-            self.image, name=name, hostname=node, labels={LABEL: self.key, "undertow.node": node},
-            host_config=self.client.api.create_host_config(
-                cap_add=["NET_ADMIN"], init=True, network_mode=self.network_name),
-            networking_config=networking)["Id"]
+        def create() -> str:
+            return str(self.client.api.create_container(
+                self.image, name=name, hostname=node,
+                labels={LABEL: self.key, "undertow.node": node},
+                host_config=self.client.api.create_host_config(
+                    cap_add=["NET_ADMIN"], init=True, network_mode=self.network_name),
+                networking_config=networking)["Id"])
+
+        try:
+            cid = create()
+        except docker.errors.ImageNotFound:
+            if not self._auto_image:
+                raise
+            # another run rebuilt the broker (its sources changed) and pruned this tag
+            from harness.image import ensure_images
+
+            self.image = ensure_images(progress=lambda m: run.log.info("image: %s", m)).broker.tag
+            cid = create()
         self.client.api.start(cid)
         self.containers[node] = name
 

@@ -271,3 +271,23 @@ def test_brokers_up_kill_start_pause_partition_collect(tmp_path: Path, state: Pa
     finally:
         backend.down(run)
     assert _ours(client, backend.key) == ([], [])
+
+
+def test_a_broker_image_pruned_by_another_build_is_rebuilt(tmp_path: Path, state: Path) -> None:
+    """Another run rebuilt the broker and pruned our tag between choosing and creating."""
+    from harness.control.docker import DockerBackend
+    from harness.image import ensure_images
+
+    client = _docker()
+    current = ensure_images().broker.tag
+    run = _run(tmp_path, node_count=1, broker={"replication_factor": 1,
+                                               "min_insync_replicas": 1})
+    backend = DockerBackend()
+    backend.image, backend._auto_image = "undertow/broker:000000000000", True
+    try:
+        backend.provision(run)
+        assert backend.image == current
+        assert client.containers.get(backend.containers["n1"]).image.tags
+    finally:
+        backend.down(run)
+    assert _ours(client, backend.key) == ([], [])
