@@ -93,12 +93,18 @@ def same_process(pid: int, start_time: int | None) -> bool:
     return st is not None and st == start_time and _proc_state(pid) not in (None, "Z", "X")
 
 
+# run_id -> its folder, fixed by the run's first register: a run's items all live in
+# one place even if $UNDERTOW_STATE_DIR changes while it runs (as it does between tests).
+_RUN_DIRS: dict[str, Path] = {}
+
+
 def _run_dir(run_id: str) -> Path:
-    return state_dir() / _safe(run_id)
+    return _RUN_DIRS.get(run_id) or state_dir() / _safe(run_id)
 
 
 def _claim(run_id: str) -> Path:
     d = _run_dir(run_id)
+    _RUN_DIRS[run_id] = d
     d.mkdir(parents=True, exist_ok=True)
     owner = d / "run.json"
     if not owner.exists():
@@ -129,9 +135,9 @@ def release(run_id: str, item_id: str) -> None:
         (_run_dir(run_id) / f"{_safe(item_id)}.json").unlink()
 
 
-def end_run(run_id: str) -> None:
+def end_run(run_id: str, run_dir: Path | None = None) -> None:
     """The run is over: remove its folder if nothing is left in it."""
-    d = _run_dir(run_id)
+    d = run_dir or _run_dir(run_id)
     if not d.is_dir():
         return
     if any(p.name != "run.json" and p.suffix == ".json" for p in d.iterdir()):
@@ -141,6 +147,8 @@ def end_run(run_id: str) -> None:
             p.unlink()
     with contextlib.suppress(OSError):
         d.rmdir()
+    if _RUN_DIRS.get(run_id) == d:
+        del _RUN_DIRS[run_id]
 
 
 def kill_process(pid: int, start_time: int | None, *, wait_s: float = 5.0) -> bool:
@@ -200,13 +208,13 @@ def _owner_alive(run_dir: Path) -> bool:
     return same_process(int(owner["pid"]), owner.get("start_time"))
 
 
-def heal_run(run_id: str) -> list[str]:
+def heal_run(run_id: str, run_dir: Path | None = None) -> list[str]:
     """Undo everything recorded for one run, whoever owns it; a line per thing.
 
     Processes go first (they may hold the other things), then the hooks' kinds.
     """
-    d = _run_dir(run_id)
-    done = _heal_processes(run_id)
+    d = run_dir or _run_dir(run_id)
+    done = _heal_processes(run_id, d)
     items: list[tuple[Path, dict[str, Any]]] = []
     for p in sorted(d.glob("*.json")) if d.is_dir() else []:
         if p.name == "run.json":
@@ -242,13 +250,12 @@ def heal_all(*, force: bool = False) -> list[str]:
         run_id = d.name
         if not force and _owner_alive(d):
             continue
-        done.extend(heal_run(run_id))
-        end_run(run_id)
+        done.extend(heal_run(run_id, d))
+        end_run(run_id, d)
     return done
 
 
-def _heal_processes(run_id: str) -> list[str]:
-    d = _run_dir(run_id)
+def _heal_processes(run_id: str, d: Path) -> list[str]:
     done: list[str] = []
     for p in sorted(d.glob("*.json")):
         if p.name == "run.json":

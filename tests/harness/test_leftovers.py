@@ -63,6 +63,19 @@ def test_register_update_release(state: Path) -> None:
     assert not (state / "run-1").exists()
 
 
+def test_a_run_keeps_its_folder_when_the_state_dir_changes(
+        state: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = leftovers.register("run-m", "process", name="a")
+    monkeypatch.setenv(leftovers.STATE_ENV, str(tmp_path / "other"))
+    second = leftovers.register("run-m", "process", name="b")
+    assert {p.stem for p in (state / "run-m").glob("process-*.json")} == {first, second}
+    assert leftovers.heal_all(force=True) == []  # the other dir has nothing of it
+    leftovers.release("run-m", first)
+    leftovers.release("run-m", second)
+    leftovers.end_run("run-m")
+    assert not (state / "run-m").exists()
+
+
 def test_bad_ids_are_refused() -> None:
     with pytest.raises(ValueError, match="not a usable run"):
         leftovers.register("../etc", "process")
