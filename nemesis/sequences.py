@@ -97,11 +97,12 @@ def unclean(t: float, rng: random.Random) -> list[Step]:
 def last_replica(t: float, rng: random.Random) -> list[Step]:
     """The ISR shrinks to the leader L (its followers are cut off from it); L crashes as an
     OS would, losing its unflushed tail; as the last ISR member it is elected again with
-    the shorter log, and the followers truncate to it when the partition heals."""
+    the shorter log, and the followers truncate to it when the partition heals. The crash
+    comes soon after the ISR shrank (lag time 1 s), before readers catch up on its tail."""
     return [
         Step(t, "partition", {"kind": "followers", "key": "auto", "as": "F", "leader_as": "L"}),
-        Step(t + 5.0, "lose-unflushed", {"role": "L"}),
-        Step(t + 9.0, "heal", {}),
+        Step(t + 2.5, "lose-unflushed", {"role": "L"}),
+        Step(t + 7.0, "heal", {}),
     ]
 
 
