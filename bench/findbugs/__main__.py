@@ -99,7 +99,19 @@ def main() -> None:
     ap.add_argument("--first-seed", type=int, default=1)
     ap.add_argument("--budget-s", type=float, default=None,
                     help="stop starting runs after this many seconds")
+    ap.add_argument("--summarize", action="store_true",
+                    help="only print the table of every run recorded in rows.jsonl")
     args = ap.parse_args()
+    if args.summarize:
+        rows = [json.loads(x) for x in (OUT / "rows.jsonl").read_text().splitlines() if x]
+        for r in rows:  # recompute with the current definition
+            if r.get("run_dir") and Path(r["run_dir"], "results.json").exists():
+                res = json.loads(Path(r["run_dir"], "results.json").read_text())
+                r["first_anomaly_s"] = first_anomaly_s(Path(r["run_dir"]), res)
+        md = table(rows, summarize(rows))
+        (OUT / "summary-all.md").write_text(md + "\n")
+        print(md)
+        return
     names = [n for n in args.scenarios.split(",") if n]
     for n in names:
         if n not in SCENARIOS:
