@@ -103,12 +103,12 @@ def main() -> None:
                     help="only print the table of every run recorded in rows.jsonl")
     args = ap.parse_args()
     if args.summarize:
-        rows = [json.loads(x) for x in (OUT / "rows.jsonl").read_text().splitlines() if x]
-        for r in rows:  # recompute with the current definition
+        recorded = [json.loads(x) for x in (OUT / "rows.jsonl").read_text().splitlines() if x]
+        for r in recorded:  # recompute with the current definition
             if r.get("run_dir") and Path(r["run_dir"], "results.json").exists():
                 res = json.loads(Path(r["run_dir"], "results.json").read_text())
                 r["first_anomaly_s"] = first_anomaly_s(Path(r["run_dir"]), res)
-        md = table(rows, summarize(rows))
+        md = table(recorded, summarize(recorded))
         (OUT / "summary-all.md").write_text(md + "\n")
         print(md)
         return
