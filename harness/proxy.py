@@ -223,19 +223,18 @@ class _Conn:
         except OSError:
             self.reset()  # dst is down: the dialer sees a refused/reset connection
             return
-        if self.closed:
-            transport.abort()
-            return
         self.up = transport
+        if self.closed or self.down is None or self.down.is_closing():
+            self.close()  # the dialer gave up while we waited (e.g. during a partition)
+            return
         self.bwd.src_t = transport
         self.fwd.dst_t = transport
         for t in (transport, self.down):
-            assert t is not None
             sock = t.get_extra_info("socket")
-            if sock is not None:
-                with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, RuntimeError):
+                if sock is not None:
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            t.set_write_buffer_limits(high=HIGH_WATER_BYTES)
+                t.set_write_buffer_limits(high=HIGH_WATER_BYTES)
         self.bwd.reading = True
         self.bwd.update_reading()
         self.fwd.update_reading()

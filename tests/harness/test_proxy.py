@@ -218,6 +218,24 @@ def test_close_propagates_and_conns_are_forgotten(echo: EchoServer, proxy: LinkP
     assert proxy.connection_count() == 0
 
 
+def test_connections_abandoned_during_a_partition_are_forgotten_after_it(
+        echo: EchoServer, proxy: LinkProxy) -> None:
+    link = proxy.add_link("n1", "n2", echo.addr)
+    old = dial(link.listen)
+    assert roundtrip(old, b"x") == b"x"
+    proxy.set_shapes([("n1", "n2", Shape(blocked=True), Shape(blocked=True))])
+    socks = [dial(link.listen) for _ in range(5)]
+    for s in socks:
+        s.sendall(b"hi")
+        s.close()  # the dialer gives up, as a timed-out peer does
+    old.close()
+    proxy.set_shapes([("n1", "n2", CLEAN, CLEAN)])
+    deadline = time.monotonic() + 5
+    while proxy.connection_count() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert proxy.connection_count() == 0
+
+
 def test_stop_frees_ports_and_thread(echo: EchoServer) -> None:
     threads_before = threading.active_count()
     fds_before = len(os.listdir("/proc/self/fd"))
