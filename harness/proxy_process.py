@@ -16,9 +16,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
+import select
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict
 from typing import IO, Any
@@ -48,7 +51,9 @@ class ProxyProcess:
         self._links: dict[tuple[str, str], LinkInfo] = {}
         self._shapes: dict[tuple[str, str], tuple[Shape, Shape]] = {}
         self._stopped = False
-        self._rpc("ping")
+        self._buf = b""
+        self._seq = 0
+        self._rpc("ping", timeout_s=60.0)  # the child's start: imports, under load
 
     @property
     def pid(self) -> int:
@@ -59,18 +64,38 @@ class ProxyProcess:
             if self._stopped:
                 raise RuntimeError("the link proxy is stopped")
             try:
-                self._in.write(json.dumps({"op": op, **args}).encode() + b"\n")
+                self._seq += 1
+                self._in.write(json.dumps({"op": op, "id": self._seq, **args}).encode() + b"\n")
                 self._in.flush()
-                line = self._out.readline()
+                deadline = time.monotonic() + timeout_s
+                while True:  # skip a late answer to an earlier request that timed out
+                    line = self._readline(deadline - time.monotonic())
+                    if not line:
+                        raise RuntimeError(f"link proxy process (pid {self.pid}) exited "
+                                           f"with code {self.proc.poll()}")
+                    answer = json.loads(line)
+                    if answer.get("id") == self._seq:
+                        break
             except (OSError, ValueError) as e:
-                raise RuntimeError(f"link proxy process (pid {self.pid}): {e}") from e
-        if not line:
-            raise RuntimeError(f"link proxy process (pid {self.pid}) exited "
-                               f"with code {self.proc.poll()}")
-        answer = json.loads(line)
+                raise RuntimeError(f"link proxy process (pid {self.pid}): {op}: {e}") from e
         if "error" in answer:
             raise RuntimeError(f"link proxy: {op}: {answer['error']}")
         return answer.get("result")
+
+    def _readline(self, timeout_s: float) -> bytes:
+        """One answer line, read from the raw pipe with a deadline (b"" at EOF)."""
+        deadline = time.monotonic() + timeout_s
+        fd = self._out.fileno()
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise TimeoutError(f"no answer within {timeout_s:g} s")
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return b""
+            self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        return line
 
     def add_link(self, src: str, dst: str, target: str, port: int = 0) -> LinkInfo:
         info = LinkInfo(**self._rpc("add_link", src=src, dst=dst, target=target, port=port))
@@ -119,6 +144,7 @@ class ProxyProcess:
 def serve(proxy: LinkProxy, inp: IO[str], out: IO[str]) -> None:
     """Answer commands until stdin closes."""
     for line in inp:
+        cmd: Any = None
         try:
             cmd = json.loads(line)
             op = cmd.get("op")
@@ -134,9 +160,10 @@ def serve(proxy: LinkProxy, inp: IO[str], out: IO[str]) -> None:
                 result = proxy.connection_count()
             else:
                 raise ValueError(f"unknown op {op!r}")
-            out.write(json.dumps({"result": result}) + "\n")
+            out.write(json.dumps({"id": cmd.get("id"), "result": result}) + "\n")
         except Exception as e:
-            out.write(json.dumps({"error": f"{type(e).__name__}: {e}"}) + "\n")
+            out.write(json.dumps({"id": cmd.get("id") if isinstance(cmd, dict) else None,
+                                  "error": f"{type(e).__name__}: {e}"}) + "\n")
         out.flush()
 
 

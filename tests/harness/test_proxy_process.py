@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 from collections.abc import Iterator
 
@@ -60,3 +62,18 @@ def test_the_child_exits_when_its_stdin_closes(echo: EchoServer) -> None:
     p.proc.stdin.close()  # as when the harness dies
     assert p.proc.wait(timeout=10) == 0
     assert not leftovers.same_process(p.pid, start)
+
+
+def test_a_stuck_child_times_out_and_a_late_answer_is_skipped(echo: EchoServer) -> None:
+    p = ProxyProcess()
+    try:
+        p.add_link("n1", "n2", echo.addr)
+        os.kill(p.pid, signal.SIGSTOP)
+        with pytest.raises(RuntimeError, match="no answer within"):
+            p._rpc("connection_count", timeout_s=0.3)
+        os.kill(p.pid, signal.SIGCONT)
+        assert p.connection_count() == 0  # the late answer to the first call is skipped
+        p.set_shapes([("n1", "n2", Shape(blocked=True), CLEAN)])
+    finally:
+        os.kill(p.pid, signal.SIGCONT)
+        p.stop()
