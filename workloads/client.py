@@ -164,7 +164,7 @@ class BrokerClient:
             time.sleep(BACKOFF_S)
 
     def _learn(self, meta: dict[str, Any]) -> None:
-        """Adopt leaders from a metadata reply, keeping the highest epoch seen per partition."""
+        """Adopt leaders from a metadata reply."""
         self._meta = meta
         for p, info in meta.get("partitions", {}).items():
             if info.get("leader") in self.addrs:
@@ -172,12 +172,35 @@ class BrokerClient:
             else:
                 self._leaders.pop(int(p), None)
 
+    def _refresh_leaders(self, deadline: float) -> None:
+        """Ask every node; per partition, trust the answer with the highest leader epoch
+        (a node cut off from the controller serves stale metadata)."""
+        best: dict[int, tuple[int, str | None]] = {}
+        for node in self.addrs:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                reply = self._call(node, {"type": "metadata"},
+                                   time.monotonic() + min(left, 0.5))
+            except (_Unsent, ClientError):
+                continue
+            if reply.get("error"):
+                continue
+            self._meta = reply
+            for p, info in reply.get("partitions", {}).items():
+                epoch = int(info.get("leader_epoch", -1))
+                if int(p) not in best or epoch > best[int(p)][0]:
+                    best[int(p)] = (epoch, info.get("leader"))
+        for p, (_e, leader) in best.items():
+            if leader in self.addrs:
+                self._leaders[p] = leader
+            else:
+                self._leaders.pop(p, None)
+
     def _leader(self, key: int, deadline: float) -> str:
         if key not in self._leaders:
-            try:
-                self.metadata()
-            except ClientError:
-                pass
+            self._refresh_leaders(deadline)
         leader = self._leaders.get(key)
         if leader is None:
             raise _Unsent(f"partition {key} has no leader")

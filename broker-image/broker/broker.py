@@ -54,26 +54,42 @@ class Broker:
             self.partitions[pid] = p
         return p
 
-    def peer(self, node: str) -> Peer:
-        if node not in self.peers:
-            self.peers[node] = Peer(self.cfg.peers[node])
-        return self.peers[node]
+    def peer(self, node: str, channel: str = "control") -> Peer:
+        """One connection per (node, channel): replica fetches never share one with
+        heartbeats, so a slow long poll or a reset cannot starve the other."""
+        key = f"{node}/{channel}"
+        if key not in self.peers:
+            self.peers[key] = Peer(self.cfg.peers[node])
+        return self.peers[key]
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        """A fire-and-forget task, kept referenced until it ends."""
+        """A fire-and-forget task, kept referenced until it ends; its failure is logged."""
         t = asyncio.create_task(coro)
         self._bg.add(t)
-        t.add_done_callback(self._bg.discard)
+        t.add_done_callback(self._task_done)
+
+    def _task_done(self, t: asyncio.Task[None]) -> None:
+        self._bg.discard(t)
+        if not t.cancelled() and t.exception() is not None:
+            log.error("background task failed", exc_info=t.exception())
 
     def start(self) -> None:
         for coro in (self._heartbeat_loop(), self._isr_loop(), self._checkpoint_loop(),
                      self._flush_loop(), self._expire_loop()):
-            self._tasks.append(asyncio.create_task(coro))
+            t = asyncio.create_task(coro)
+            t.add_done_callback(self._loop_done)
+            self._tasks.append(t)
+
+    def _loop_done(self, t: asyncio.Task[None]) -> None:
+        if not t.cancelled() and t.exception() is not None:
+            log.critical("a broker loop died", exc_info=t.exception())
 
     # -- metadata ------------------------------------------------------------------
     async def _heartbeat_loop(self) -> None:
         interval_s = self.settings.heartbeat_interval_ms / 1000
         ctrl = self.cfg.controller
+        last_ok = asyncio.get_running_loop().time()
+        last_warn = 0.0
         while True:
             try:
                 resp = await self.peer(ctrl).call(
@@ -84,9 +100,16 @@ class Broker:
                     log.warning("heartbeat to %s: %s %s", ctrl, resp["error"], resp.get("message"))
                 else:
                     self.registered = True
+                    last_ok = asyncio.get_running_loop().time()
                     self.apply_metadata(resp["records"], int(resp["committed"]))
             except RpcError as e:
-                log.debug("heartbeat: %s", e)
+                now = asyncio.get_running_loop().time()
+                if now - last_ok > 1.0 and now - last_warn > 1.0:
+                    last_warn = now
+                    log.warning("no heartbeat reply from controller %s for %.1fs: %s",
+                                ctrl, now - last_ok, e)
+            except Exception:  # never let metadata handling stop the heartbeats
+                log.exception("heartbeat: applying metadata failed")
             await asyncio.sleep(interval_s)
 
     def apply_metadata(self, records: list[list[Any]], committed: int) -> None:
@@ -140,6 +163,7 @@ class Broker:
                 f = self.fetchers[leader] = Fetcher(self, leader)
             if f.task is None or f.task.done():
                 f.task = asyncio.create_task(f.run())
+                f.task.add_done_callback(self._loop_done)
 
     def fetcher_for(self, leader: str) -> Fetcher:
         if leader not in self.fetchers:

@@ -8,6 +8,7 @@ broker's. That keeps the door open for a Raft-replicated log (broker/raft/).
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import replace
 from typing import Any
 
@@ -15,6 +16,8 @@ from .clock import Clock
 from .config import NodeConfig
 from .metadata import MetadataLog, MetadataRecord, MetadataState, PartitionMeta
 from .protocol import INVALID_REQUEST, NOT_CONTROLLER, STALE_STATE, ProtocolError
+
+log = logging.getLogger("broker.controller")
 
 
 def assignment(brokers: tuple[str, ...], partitions: int, rf: int) -> dict[str, list[str]]:
@@ -30,6 +33,7 @@ class Controller:
         self.clock = clock
         self.state = MetadataState()
         self.last_seen_ms: dict[str, int] = {}
+        self._logged_leaders: dict[int, str | None] = {}
         self.started_ms = clock.now_ms()
         self.last_expire_ms = self.started_ms
         self._catch_up()
@@ -51,6 +55,13 @@ class Controller:
         if records:
             self.log.append(records)
             self._catch_up()
+            for r in records:
+                if r["type"] != "partition":
+                    log.info("controller: %s", r)
+                elif r["leader"] != self._logged_leaders.get(r["partition"]):
+                    self._logged_leaders[r["partition"]] = r["leader"]
+                    log.info("controller: p%d leader %s epoch %d isr %s", r["partition"],
+                             r["leader"], r["leader_epoch"], r["isr"])
 
     def records_since(self, offset: int, limit: int = 100_000) -> list[tuple[int, MetadataRecord]]:
         return self.log.read(offset, limit)

@@ -51,6 +51,10 @@ class Fetcher:
                 log.debug("fetch from %s: %s", self.leader, e)
                 await asyncio.sleep(backoff_s)
                 backoff_s = min(1.0, backoff_s * 2)
+            except Exception:  # a bad reply must not stop replication
+                log.exception("fetch from %s failed", self.leader)
+                await asyncio.sleep(backoff_s)
+                backoff_s = min(1.0, backoff_s * 2)
 
     async def _truncate_by_epoch(self, p: Any) -> None:
         b = self.broker
@@ -58,7 +62,7 @@ class Fetcher:
         if epoch < 0:
             p.needs_epoch_truncation = False
             return
-        resp = await b.peer(self.leader).call(
+        resp = await b.peer(self.leader, "fetch").call(
             {"type": "offsets_for_leader_epoch", "node": b.node, "partition": p.pid,
              "epoch": epoch, "leader_epoch": p.leader_epoch}, timeout_s=5.0)
         if resp.get("error"):
@@ -88,7 +92,7 @@ class Fetcher:
             return {}
         req = {"type": "replica_fetch", "node": b.node, "max_wait_ms": max_wait_ms,
                "partitions": [[p.pid, p.leader_epoch, p.log.leo] for p in parts]}
-        resp = await b.peer(self.leader).call(req, timeout_s=max_wait_ms / 1000 + 5.0)
+        resp = await b.peer(self.leader, "fetch").call(req, timeout_s=max_wait_ms / 1000 + 5.0)
         if resp.get("error"):
             self.errors += 1
         out: dict[str, Any] = {}

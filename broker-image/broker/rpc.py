@@ -78,7 +78,9 @@ class Peer:
             await writer.drain()
             return await asyncio.wait_for(fut, timeout_s)
         except (OSError, TimeoutError) as e:
-            self.close()
+            writer.close()  # this connection only: a newer one may already be in use
+            if self._writer is writer:
+                self._writer = None
             raise RpcError(f"{msg.get('type')} to {self.host}:{self.port}: {e!r}") from None
         finally:
             self._waiting.pop(rid, None)
