@@ -22,7 +22,7 @@ def test_1000_seeded_schedules_hold_every_invariant() -> None:
 
 @pytest.mark.slow
 def test_10000_seeded_schedules_hold_every_invariant() -> None:
-    s = run_seeds(1000, 10_000, workers=WORKERS)
+    s = run_seeds(0, 10_000, workers=WORKERS)
     assert s.schedules == 10_000
     assert not s.violations, [(r.seed, r.violation) for r in s.violations[:5]]
 
