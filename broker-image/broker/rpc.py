@@ -39,8 +39,8 @@ class Peer:
             try:
                 reader, writer = await asyncio.wait_for(
                     asyncio.open_connection(self.host, self.port), self.connect_timeout_s)
-            except (OSError, TimeoutError) as e:
-                raise RpcError(f"connect {self.host}:{self.port}: {e}") from None
+            except (OSError, TimeoutError, RuntimeError) as e:
+                raise RpcError(f"connect {self.host}:{self.port}: {e!r}") from None
             self._writer = writer
             self._reader_task = asyncio.create_task(self._read(reader, writer))
             return writer
@@ -77,7 +77,8 @@ class Peer:
             writer.write(encode_frame({**msg, "id": rid}))
             await writer.drain()
             return await asyncio.wait_for(fut, timeout_s)
-        except (OSError, TimeoutError) as e:
+        except (OSError, TimeoutError, RuntimeError) as e:
+            # RuntimeError: uvloop refuses writes on a handle that closed under us
             writer.close()  # this connection only: a newer one may already be in use
             if self._writer is writer:
                 self._writer = None

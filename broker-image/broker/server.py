@@ -45,7 +45,10 @@ class Conn:
     def flush(self) -> None:
         out, self._out = self._out, []
         if out and not self.writer.is_closing():
-            self.writer.write(b"".join(out))
+            try:
+                self.writer.write(b"".join(out))
+            except RuntimeError:  # uvloop: the handle closed under us; the peer is gone
+                self.writer.close()
 
 
 class Server:
@@ -112,7 +115,7 @@ class Server:
                     await writer.drain()
             if tasks:  # the peer stopped sending: let short requests finish and reply
                 await asyncio.wait(tasks, timeout=1.0)
-        except (OSError, asyncio.IncompleteReadError):
+        except (OSError, RuntimeError, asyncio.IncompleteReadError):
             pass
         finally:
             for t in tasks:
