@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import orjson
 
 from checkers.graph import cycle_results, find_cycles
@@ -27,22 +26,22 @@ def parse_workers() -> int:
 
 def verdict(t: Tables, log: dict[str, Any]) -> dict[str, Any]:
     """results.json from the log job's answer (see checkers.logcheck.OUT_COLUMNS)."""
-    tag, typ, n, detail = log["tag"], log["type"], log["n"], log["detail"]
+    t0 = time.monotonic()
+    from checkers.spark import edges
+
     counts: dict[str, int] = {}
     anomalies: dict[str, list[Any]] = {}
-    for i in np.flatnonzero(tag == "c"):
-        counts[str(typ[i])] = counts.get(str(typ[i]), 0) + int(n[i])
-    for i in np.flatnonzero(tag == "x"):
-        ex = anomalies.setdefault(str(typ[i]), [])
-        if len(ex) < EXAMPLES:
-            ex.append(orjson.loads(detail[i]))
+    for tag, typ, n, detail in zip(log["tag"], log["type"], log["n"], log["detail"],
+                                   strict=True):
+        if tag == "c":
+            counts[typ] = counts.get(typ, 0) + int(n)
+        elif tag == "x":
+            ex = anomalies.setdefault(typ, [])
+            if len(ex) < EXAMPLES:
+                ex.append(orjson.loads(detail))
     for ex_list in anomalies.values():
         ex_list.sort(key=lambda x: (x.get("key", 0), x.get("offset") or 0, str(x)))
-    edge = tag == "e"
-    ww = edge & (typ == "ww")
-    wr = edge & (typ == "wr")
-    cycles = find_cycles(t, (log["src"][ww].astype(np.int64), log["dst"][ww].astype(np.int64)),
-                         (log["src"][wr].astype(np.int64), log["dst"][wr].astype(np.int64)))
+    cycles = find_cycles(t, edges(log, "ww"), edges(log, "wr"))
     c_counts, c_examples, c_bad = cycle_results(cycles)
     counts.update(c_counts)
     anomalies.update(c_examples)
@@ -66,7 +65,7 @@ def verdict(t: Tables, log: dict[str, Any]) -> dict[str, Any]:
                   "sends_ok": int(t.op_n_sends[t.op_status == OK].sum()),
                   "send_ops": int(send_ops.sum()),
                   "polls_ok": int((poll_f & (t.op_status == OK)).sum()),
-                  "lines": t.lines},
+                  "lines": t.lines, "graph_s": round(time.monotonic() - t0, 3)},
     }
 
 
@@ -84,7 +83,9 @@ def check_tables(spark: Any, run_dir: Path, t: Tables, *, local: bool = True,
     t1 = time.monotonic()
     try:
         log = log_checks_spark(spark, t, local=local)
+        spark_job_s = time.monotonic() - t1
         results = verdict(t, log)
+        results["stats"]["spark_job_s"] = round(spark_job_s, 3)
     except Exception as e:  # a checker that cannot decide answers unknown
         results = {"valid": "unknown", "anomaly_types": [], "bad_anomaly_types": [],
                    "counts": {}, "anomalies": {}, "error": f"{type(e).__name__}: {e}",

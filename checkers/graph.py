@@ -55,7 +55,8 @@ def find_cycles(t: Tables, ww: tuple[Any, Any], wr: tuple[Any, Any]) -> list[Cyc
     kinds.append(np.full(int(same.sum()), PR, np.int8))
     # real time through barriers
     ok = np.flatnonzero(t.op_status[g] == OK)
-    times = np.unique(t.op_cmp_time[g][ok])
+    times = np.sort(t.op_cmp_time[g][ok])
+    times = times[np.r_[True, times[1:] != times[:-1]]] if len(times) else times
     nb = len(times)
     src.append(ok)
     dst.append(n + np.searchsorted(times, t.op_cmp_time[g][ok]))

@@ -34,7 +34,7 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 logger.repl.name = org.apache.spark.repl.Main
 logger.repl.level = error
 """
-OUT_SCHEMA = "tag string, type string, n long, detail string, src long, dst long"
+OUT_SCHEMA = "tag string, type string, n long, detail string, src binary, dst binary"
 
 
 @contextmanager
@@ -52,7 +52,9 @@ def spark_session(master: str = "local[*]", remote: str | None = None,
     if remote:
         builder = builder.remote(remote)
     else:
-        java_opts = f"-Dlog4j.configurationFile=file:{log4j} -Dlog4j2.level=error"
+        # C1 only and the serial GC: less JIT and GC work at start, which is most of ours
+        java_opts = (f"-Dlog4j.configurationFile=file:{log4j} -Dlog4j2.level=error "
+                     "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
         builder = (builder.master(master)
                    .config("spark.ui.enabled", "false")
                    .config("spark.ui.showConsoleProgress", "false")
@@ -60,7 +62,7 @@ def spark_session(master: str = "local[*]", remote: str | None = None,
                    .config("spark.driver.extraJavaOptions", java_opts)
                    .config("spark.executor.extraJavaOptions", java_opts)
                    .config("spark.local.dir", conf_dir))
-    builder = (builder.config("spark.sql.shuffle.partitions", "4")
+    builder = (builder.config("spark.sql.shuffle.partitions", str(_cores(master)))
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
                .config("spark.sql.execution.arrow.maxRecordsPerBatch", "200000"))
     # The JVM inherits fd 2 at launch: point it at a log file meanwhile, so the
@@ -84,41 +86,61 @@ def spark_session(master: str = "local[*]", remote: str | None = None,
         shutil.rmtree(conf_dir, ignore_errors=True)
 
 
-def out_frame(key: int, out: Out) -> dict[str, Any]:
-    """check_key's answer as columns (anomaly rows, then edges)."""
+def _cores(master: str) -> int:
+    """Shuffle partitions: one per local core (few big groups beat many small ones)."""
+    if master.startswith("local"):
+        n = master[6:-1] if master.startswith("local[") else "1"
+        return max(1, os.cpu_count() or 1) if n == "*" else max(1, int(n.split(",")[0]))
+    return 8
+
+
+def out_frame(key: int, out: Out) -> dict[str, list[Any]]:
+    """check_key's answer as columns: anomaly rows, then one row per edge kind whose
+    src/dst hold the int64 edge ends as bytes (a few rows per key, not one per edge)."""
     tags = [r[0] for r in out.rows]
     types = [r[1] for r in out.rows]
     ns = [r[2] for r in out.rows]
     details = [r[3] for r in out.rows]
-    src: list[Any] = [np.zeros(len(out.rows), np.int64)]
-    dst: list[Any] = [np.zeros(len(out.rows), np.int64)]
+    src = [b""] * len(out.rows)
+    dst = [b""] * len(out.rows)
     for kind, a, b in out.edges:
-        tags += ["e"] * len(a)
-        types += [kind] * len(a)
-        ns += [0] * len(a)
-        details += [""] * len(a)
-        src.append(a)
-        dst.append(b)
-    if not tags:  # Arrow cannot type an empty frame of Python objects: one no-op row
-        tags, types, ns, details = ["-"], ["-"], [0], [""]
-        src, dst = [np.zeros(1, np.int64)], [np.zeros(1, np.int64)]
-    return {"tag": tags, "type": types, "n": ns, "detail": details,
-            "src": np.concatenate(src), "dst": np.concatenate(dst)}
+        tags.append("e")
+        types.append(kind)
+        ns.append(len(a))
+        details.append("")
+        src.append(np.ascontiguousarray(a, dtype=np.int64).tobytes())
+        dst.append(np.ascontiguousarray(b, dtype=np.int64).tobytes())
+    return {"tag": tags, "type": types, "n": ns, "detail": details, "src": src, "dst": dst}
+
+
+def edges(log: dict[str, Any], kind: str) -> tuple[Any, Any]:
+    """The (src, dst) op ids of one edge kind from the job's answer."""
+    rows = [i for i, (t, k) in enumerate(zip(log["tag"], log["type"], strict=True))
+            if t == "e" and k == kind]
+    if not rows:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return (np.concatenate([np.frombuffer(log["src"][i], np.int64) for i in rows]),
+            np.concatenate([np.frombuffer(log["dst"][i], np.int64) for i in rows]))
 
 
 def log_checks_spark(spark: Any, t: Tables, *, local: bool) -> dict[str, Any]:
     """Run the per-key job; return its answer as numpy/list columns (OUT_COLUMNS)."""
-    import pandas as pd
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     has_replicas, nodes = t.has_replicas, list(t.nodes)
     table = pa.table({c: t.entries[c] for c in ENTRY_COLUMNS})
 
-    def per_key(pdf: pd.DataFrame) -> pd.DataFrame:
-        cols = {c: pdf[c].to_numpy() for c in ENTRY_COLUMNS}
+    def per_key(group: pa.Table) -> pa.Table:
+        cols = {c: group.column(c).to_numpy() for c in ENTRY_COLUMNS}
         key = int(cols["key"][0])
-        return pd.DataFrame(out_frame(key, check_key(key, cols, has_replicas, nodes)))
+        out = out_frame(key, check_key(key, cols, has_replicas, nodes))
+        return pa.table({"tag": pa.array(out["tag"], pa.string()),
+                         "type": pa.array(out["type"], pa.string()),
+                         "n": pa.array(out["n"], pa.int64()),
+                         "detail": pa.array(out["detail"], pa.string()),
+                         "src": pa.array(out["src"], pa.binary()),
+                         "dst": pa.array(out["dst"], pa.binary())})
 
     tmp = None
     try:
@@ -128,11 +150,11 @@ def log_checks_spark(spark: Any, t: Tables, *, local: bool) -> dict[str, Any]:
             df = spark.read.parquet(f"{tmp}/entries.parquet")
         else:
             df = spark.createDataFrame(table)
-        res = df.groupBy("key").applyInPandas(per_key, OUT_SCHEMA).toArrow()
+        res = df.groupBy("key").applyInArrow(per_key, OUT_SCHEMA).toArrow()
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
-    return {c: res.column(c).to_numpy(zero_copy_only=False) for c in OUT_COLUMNS}
+    return {c: res.column(c).to_pylist() for c in OUT_COLUMNS}
 
 
 def log_checks_local(t: Tables) -> dict[str, Any]:
@@ -143,14 +165,57 @@ def log_checks_local(t: Tables) -> dict[str, Any]:
     starts: list[int] = (np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]).tolist()
                          if len(keys) else [])
     bounds = [*starts, len(keys)]
-    parts: list[dict[str, Any]] = []
+    out: dict[str, list[Any]] = {c: [] for c in OUT_COLUMNS}
     for a, b in itertools.pairwise(bounds):
         idx = order[a:b]
         cols = {c: e[c][idx] for c in ENTRY_COLUMNS}
         key = int(keys[a])
-        parts.append(out_frame(key, check_key(key, cols, t.has_replicas, t.nodes)))
-    if not parts:
-        return {c: np.zeros(0, np.int64) if c in ("n", "src", "dst") else np.array([], object)
-                for c in OUT_COLUMNS}
-    return {c: np.concatenate([np.asarray(p[c], dtype=object if c in ("tag", "type", "detail")
-                                          else np.int64) for p in parts]) for c in OUT_COLUMNS}
+        part = out_frame(key, check_key(key, cols, t.has_replicas, t.nodes))
+        for c in OUT_COLUMNS:
+            out[c] += part[c]
+    return out
+
+
+def _warm(group: Any) -> Any:
+    """A no-op group function that imports what the real one needs (warms workers)."""
+    import checkers.logcheck  # noqa: F401
+
+    return group
+
+
+class SessionStarter:
+    """Starts the Spark session (and warms its Python workers) in a background
+    thread, so that the JVM starts while the driver parses the history."""
+
+    def __init__(self, master: str, remote: str | None) -> None:
+        import threading
+
+        self._cm = spark_session(master, remote)
+        self._spark: Any = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._start, args=(remote is None,),
+                                        name="spark-start", daemon=True)
+        self._thread.start()
+
+    def _start(self, warm: bool) -> None:
+        try:
+            self._spark = self._cm.__enter__()
+            if warm:
+                (self._spark.range(64).selectExpr("id as key").groupBy("key")
+                 .applyInArrow(_warm, "key long").collect())
+        except BaseException as e:  # handed to the caller of get()
+            self._error = e
+
+    def wait(self) -> None:
+        self._thread.join()
+
+    def get(self) -> Any:
+        self.wait()
+        if self._error is not None:
+            raise self._error
+        return self._spark
+
+    def close(self) -> None:
+        self.wait()
+        if self._spark is not None:
+            self._cm.__exit__(None, None, None)
