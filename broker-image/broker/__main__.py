@@ -25,6 +25,7 @@ async def run_node(cfg: NodeConfig) -> None:
     if cfg.is_controller:
         mlog = FileMetadataLog(cfg.data_dir / "__cluster_metadata" / "metadata.log")
         controller = Controller(cfg, mlog, clock)
+        await controller.start()
     broker = Broker(cfg, clock) if cfg.is_broker else None
     server = Server(cfg, clock, broker, controller)
     await server.start()

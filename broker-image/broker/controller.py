@@ -36,14 +36,20 @@ class Controller:
         self._logged_leaders: dict[int, str | None] = {}
         self.started_ms = clock.now_ms()
         self.last_expire_ms = self.started_ms
+        self._lock = asyncio.Lock()  # one decision at a time: each reads the state it changes
         self._catch_up()
-        if self.state.topic is None:
-            t = cfg.topic
-            self._commit([{"type": "topic", "name": t.name,
-                           "assignment": assignment(cfg.brokers, t.partitions,
-                                                    t.replication_factor)}])
         for b in cfg.brokers:
             self.last_seen_ms[b] = self.started_ms
+
+    async def start(self) -> None:
+        """Create the topic on first start (a record, like everything else)."""
+        async with self._lock:
+            self._catch_up()
+            if self.state.topic is None:
+                t = self.cfg.topic
+                await self._commit([{"type": "topic", "name": t.name,
+                                     "assignment": assignment(self.cfg.brokers, t.partitions,
+                                                              t.replication_factor)}])
 
     # -- the log ---------------------------------------------------------------
     def _catch_up(self) -> None:
@@ -51,9 +57,9 @@ class Controller:
             for off, rec in self.log.read(self.state.offset):
                 self.state.apply(off, rec)
 
-    def _commit(self, records: list[MetadataRecord]) -> None:
+    async def _commit(self, records: list[MetadataRecord]) -> None:
         if records:
-            self.log.append(records)
+            await self.log.append(records)
             self._catch_up()
             for r in records:
                 if r["type"] != "partition":
@@ -97,14 +103,21 @@ class Controller:
         return out
 
     # -- requests --------------------------------------------------------------
-    def heartbeat(self, node: str, incarnation: str, metadata_offset: int) -> dict[str, Any]:
+    async def heartbeat(self, node: str, incarnation: str,
+                        metadata_offset: int) -> dict[str, Any]:
         if node not in self.cfg.brokers:
             raise ProtocolError(INVALID_REQUEST, f"{node!r} is not a broker of this cluster")
         self.last_seen_ms[node] = self.clock.now_ms()
+        async with self._lock:
+            await self._heartbeat(node, incarnation)
+        return {"records": [[o, r] for o, r in self.records_since(metadata_offset)],
+                "committed": self.log.committed_offset}
+
+    async def _heartbeat(self, node: str, incarnation: str) -> None:
         b = self.state.brokers.get(node)
         if b is None or not b.alive or b.incarnation != incarnation:
             restarted = b is not None and b.alive and b.incarnation != incarnation
-            self._commit([{"type": "register", "node": node, "incarnation": incarnation}])
+            await self._commit([{"type": "register", "node": node, "incarnation": incarnation}])
             recs: list[MetadataRecord] = []
             if restarted:  # a restarted leader gives up its partitions (new epoch)
                 for p in self.state.partitions.values():
@@ -114,17 +127,19 @@ class Controller:
                             q = replace(p, leader_epoch=p.leader_epoch + 1,
                                         partition_epoch=p.partition_epoch + 1)
                         recs.append(q.record())
-            self._commit(recs)
-        self._commit(self._elect_leaderless())
-        return {"records": [[o, r] for o, r in self.records_since(metadata_offset)],
-                "committed": self.log.committed_offset}
+            await self._commit(recs)
+        await self._commit(self._elect_leaderless())
 
-    def fence(self, node: str) -> None:
+    async def fence(self, node: str) -> None:
         """The broker's session ended: drop it from ISRs (never the last one), move its leaders."""
+        async with self._lock:
+            await self._fence(node)
+
+    async def _fence(self, node: str) -> None:
         recs: list[MetadataRecord] = []
         if self.state.alive(node):
             recs.append({"type": "fence", "node": node})
-        self._commit(recs)
+        await self._commit(recs)
         recs = []
         for p in self.state.partitions.values():
             isr = p.isr
@@ -139,10 +154,16 @@ class Controller:
                     q = replace(q, leader_epoch=p.leader_epoch + 1)
             if q != p:
                 recs.append(replace(q, partition_epoch=p.partition_epoch + 1).record())
-        self._commit(recs)
+        await self._commit(recs)
 
-    def alter_partition(self, node: str, partition: int, leader_epoch: int,
-                        partition_epoch: int, isr: list[str]) -> dict[str, Any]:
+    async def alter_partition(self, node: str, partition: int, leader_epoch: int,
+                              partition_epoch: int, isr: list[str]) -> dict[str, Any]:
+        async with self._lock:
+            return await self._alter_partition(node, partition, leader_epoch, partition_epoch,
+                                               isr)
+
+    async def _alter_partition(self, node: str, partition: int, leader_epoch: int,
+                               partition_epoch: int, isr: list[str]) -> dict[str, Any]:
         p = self.state.partitions.get(partition)
         if p is None:
             raise ProtocolError(INVALID_REQUEST, f"no partition {partition}")
@@ -156,11 +177,15 @@ class Controller:
         if any(not self.state.alive(r) for r in added):
             raise ProtocolError(STALE_STATE, f"cannot add fenced brokers {sorted(added)} to isr")
         q = replace(p, isr=new_isr, partition_epoch=p.partition_epoch + 1)
-        self._commit([q.record()])
+        await self._commit([q.record()])
         return self.state.partitions[partition].view()
 
-    def expire(self) -> None:
+    async def expire(self) -> None:
         """Fence brokers whose session timed out (and never-seen ones still in an ISR)."""
+        async with self._lock:
+            await self._expire()
+
+    async def _expire(self) -> None:
         now = self.clock.now_ms()
         timeout = self.cfg.settings.session_timeout_ms
         if now - self.last_expire_ms > timeout / 2:
@@ -174,14 +199,14 @@ class Controller:
             in_isr = any((node in p.isr and len(p.isr) > 1) or p.leader == node
                          for p in self.state.partitions.values())
             if self.state.alive(node) or in_isr:
-                self.fence(node)
-        self._commit(self._elect_leaderless())
+                await self._fence(node)
+        await self._commit(self._elect_leaderless())
 
     async def run(self) -> None:
         interval_s = max(0.02, self.cfg.settings.heartbeat_interval_ms / 2000)
         while True:
             await asyncio.sleep(interval_s)
-            self.expire()
+            await self.expire()
 
     def view(self) -> dict[str, Any]:
         return self.state.view()

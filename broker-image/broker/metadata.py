@@ -27,8 +27,9 @@ MetadataRecord = dict[str, Any]
 class MetadataLog(Protocol):
     """An append-only, replicated (or not) log of metadata records."""
 
-    def append(self, records: list[MetadataRecord]) -> int:
-        """Append records; returns the offset after the last one once they are committed."""
+    async def append(self, records: list[MetadataRecord]) -> int:
+        """Append records; returns the offset after the last one once they are committed
+        (raises if that cannot be known, e.g. a Raft log that lost its leadership)."""
         ...
 
     def read(self, from_offset: int, limit: int = 1000) -> list[tuple[int, MetadataRecord]]:
@@ -65,7 +66,7 @@ class FileMetadataLog:
                     f.truncate(good)
         self._fh = open(path, "ab")  # noqa: SIM115 - held open for appends
 
-    def append(self, records: list[MetadataRecord]) -> int:
+    async def append(self, records: list[MetadataRecord]) -> int:
         if records:
             self._fh.write(b"".join(json.dumps(r).encode() + b"\n" for r in records))
             self._fh.flush()

@@ -279,13 +279,13 @@ class Server:
 
     # -- controller --------------------------------------------------------------------
     async def heartbeat(self, req: dict[str, Any]) -> dict[str, Any]:
-        return self._controller().heartbeat(req["node"], req["incarnation"],
-                                            req["metadata_offset"])
+        return await self._controller().heartbeat(req["node"], req["incarnation"],
+                                                  req["metadata_offset"])
 
     async def alter_partition(self, req: dict[str, Any]) -> dict[str, Any]:
-        return self._controller().alter_partition(req["node"], req["partition"],
-                                                  req["leader_epoch"], req["partition_epoch"],
-                                                  req["isr"])
+        return await self._controller().alter_partition(
+            req["node"], req["partition"], req["leader_epoch"], req["partition_epoch"],
+            req["isr"])
 
     # -- test controls (off unless settings.test.controls.enable) ----------------------
     async def test_fetcher(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -328,6 +328,6 @@ class Server:
         c = self._controller()
         if req["node"] not in self.cfg.brokers:
             raise ProtocolError(INVALID_REQUEST, f"test_fence: no broker {req['node']!r}")
-        c.fence(req["node"])
+        await c.fence(req["node"])
         c.last_seen_ms[req["node"]] = self.clock.now_ms()
         return {"metadata": c.view()}
