@@ -113,9 +113,12 @@ def majorities_ring(nodes: Sequence[str], rng: random.Random) -> Grudge:
     return out
 
 
+CLIENT = "client"  # the clients' pseudo-node: {"client": ["n1"]} cuts clients off n1
+
+
 def validate(grudge: Mapping[str, Collection[str]], nodes: Sequence[str]) -> Grudge:
-    """A grudge over known nodes, as frozensets; raises GrudgeError naming the problem."""
-    known = set(nodes)
+    """A grudge over known nodes (and "client"), as frozensets; GrudgeError names the problem."""
+    known = {*nodes, CLIENT}
     out: Grudge = {}
     for node, peers in grudge.items():
         if node not in known:
@@ -142,4 +145,4 @@ def cut_nodes(grudge: Mapping[str, Collection[str]]) -> list[str]:
     touched = set(grudge)
     for peers in grudge.values():
         touched |= set(peers)
-    return sorted(touched)
+    return sorted(touched - {CLIENT})

@@ -24,7 +24,8 @@ def grudge_for(kind: str, run: Run, rng: random.Random, value: dict[str, Any]) -
     """The grudge of a partition kind, resolved now (leader kinds ask the cluster).
 
     `followers` cuts a key's leader off from its followers only: both still reach
-    the controller and everyone else, so the leader can shrink its ISR to itself.
+    the controller and everyone else, so the leader can shrink its ISR to itself;
+    with `"cut_clients": true` clients lose the leader too (nobody reads its tail).
     """
     nodes = list(run.nodes)
     if kind == "one":
@@ -55,7 +56,10 @@ def grudge_for(kind: str, run: Run, rng: random.Random, value: dict[str, Any]) -
             roles[str(value["as"])] = followers
         if "leader_as" in value:
             roles[str(value["leader_as"])] = (leader,)
-        return g.cut_between([leader], followers)
+        grudge = g.cut_between([leader], followers)
+        if value.get("cut_clients"):  # clients neither write to nor read from the leader
+            grudge[g.CLIENT] = frozenset({leader})
+        return grudge
     raise NemesisError(f"partition kind {kind!r} is not one of {', '.join(g.KINDS)}")
 
 

@@ -97,10 +97,12 @@ def unclean(t: float, rng: random.Random) -> list[Step]:
 def last_replica(t: float, rng: random.Random) -> list[Step]:
     """The ISR shrinks to the leader L (its followers are cut off from it); L crashes as an
     OS would, losing its unflushed tail; as the last ISR member it is elected again with
-    the shorter log, and the followers truncate to it when the partition heals. The crash
-    comes soon after the ISR shrank (lag time 1 s), before readers catch up on its tail."""
+    the shorter log, and the followers truncate to it when the partition heals. Clients
+    lose L at the same moment, so the writes it acknowledged last are still unread when
+    the crash loses them (which is what makes them `lost-write`, not only rewritten)."""
     return [
-        Step(t, "partition", {"kind": "followers", "key": "auto", "as": "F", "leader_as": "L"}),
+        Step(t, "partition", {"kind": "followers", "key": "auto", "as": "F", "leader_as": "L",
+                              "cut_clients": True}),
         Step(t + 2.5, "lose-unflushed", {"role": "L"}),
         Step(t + 7.0, "heal", {}),
     ]
