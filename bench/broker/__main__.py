@@ -141,7 +141,11 @@ def main() -> int:
             for run in args.producers.split(","):
                 p, _, d = run.partition("x")
                 cpu0 = broker_cpu_s(c)
+                t = os.times()
                 r = run_producers(c.addrs, int(p), args.seconds, int(d or 1))
+                t2 = os.times()
+                client_cpu = (t2.user - t.user) + (t2.system - t.system)
+                r["client_cpu_us_per_record"] = round(client_cpu / max(1, r["acked"]) * 1e6, 1)
                 r["load"] = os.getloadavg()
                 cpu = broker_cpu_s(c) - cpu0
                 r["broker_cpu_s"] = round(cpu, 2)
@@ -149,8 +153,9 @@ def main() -> int:
                 results["runs"].append(r)
                 print(f"producers={run:>5}  acked/s={r['acked_per_s']:9.1f}  "
                       f"p50={r['p50_ms']:7.2f} ms  p99={r['p99_ms']:7.2f} ms  "
-                      f"errors={r['errors']}  broker cpu/record="
-                      f"{r['broker_cpu_us_per_record']} us  load={r['load'][0]:.2f}", flush=True)
+                      f"errors={r['errors']}  cpu/record: brokers "
+                      f"{r['broker_cpu_us_per_record']} us, client "
+                      f"{r['client_cpu_us_per_record']} us  load={r['load'][0]:.2f}", flush=True)
         finally:
             c.close()
     results["cpus"] = os.cpu_count()
