@@ -229,6 +229,7 @@ class Server:
         now = self.clock.now_ms()
         limit = b.settings.fetch_max_records
         wanted: list[tuple[Any, int]] = []
+        epochs: dict[int, int] = {}
         out: list[dict[str, Any]] = []
         for item in req["partitions"]:
             if (not isinstance(item, list) or len(item) != 3
@@ -248,6 +249,7 @@ class Server:
             if want == "expand":
                 b.spawn(b.alter_isr(p, [*p.isr, follower]))
             wanted.append((p, off))
+            epochs[pid] = epoch
             out.append({"partition": pid, "error": None, "records": recs})
         if wanted and not any(o.get("records") for o in out) and not any(
                 o.get("error") for o in out) and req["max_wait_ms"] > 0:
@@ -261,7 +263,11 @@ class Server:
             by_pid = {p.pid: (p, off) for p, off in wanted}
             for o in out:
                 p, off = by_pid[o["partition"]]
-                o["records"] = p.log.read(off, limit) if p.role == "leader" else []
+                if p.role == "leader" and p.leader_epoch == epochs[p.pid]:
+                    o["records"] = p.log.read(off, limit)
+                else:  # demoted while we waited: nothing of ours is authoritative now
+                    del o["records"]
+                    o.update(error=NOT_LEADER, message="leadership changed during the fetch")
         for o in out:
             if "records" in o:
                 p = b.partitions[o["partition"]]
