@@ -45,7 +45,7 @@ class SimConfig:
     fault_interval_ms: int = 250
     propose_interval_ms: int = 40
     faults: tuple[str, ...] = ("crash", "crash_leader", "restart", "partition", "isolate_leader",
-                               "one_way", "heal", "loss")
+                               "one_way", "heal", "loss", "pause_leader")
     raft: RaftConfig = field(default_factory=lambda: SIM_RAFT)
     unsafe_skip_log_up_to_date_check: bool = False
     check_liveness: bool = True
@@ -87,6 +87,7 @@ class Simulation:
         self.gen = dict.fromkeys(self.ids, 0)
         self.restarts = dict.fromkeys(self.ids, 0)
         self.blocked: set[tuple[str, str]] = set()
+        self.paused_until: dict[str, int] = {}  # SIGSTOP: events wait, state is kept
         self.drop_p = cfg.drop_p
         self.dup_p = cfg.dup_p
         self.queue: list[tuple[int, int, str, object]] = []
@@ -121,6 +122,7 @@ class Simulation:
         if node.role is Role.LEADER and node.epoch == max(self.g.leaders, default=0):
             self.failover_start = (self.now, node.epoch)
         self.nodes[n] = None
+        self.paused_until.pop(n, None)
         self.gen[n] += 1
 
     def _send(self, src: str, dest: str, msg: Message) -> None:
@@ -229,6 +231,9 @@ class Simulation:
             self._crash(self.rng.choice(live))
         elif kind == "crash_leader" and leader is not None:
             self._crash(leader)
+        elif kind == "pause_leader" and leader is not None:
+            self.paused_until[leader] = self.now + self.rng.randint(
+                1, 4 * self.cfg.raft.election_timeout_ms)
         elif kind == "failover":  # for measuring: restart everything, or else crash the leader
             if dead:
                 for n in dead:
@@ -261,7 +266,7 @@ class Simulation:
 
     def _propose(self) -> None:
         leader = self._leader()
-        if leader is not None:
+        if leader is not None and self.paused_until.get(leader, 0) <= self.now:
             node = self.nodes[leader]
             assert node is not None
             _, ready = node.propose(self.now, self.next_record)
@@ -272,6 +277,12 @@ class Simulation:
 
     def _step(self, kind: str, payload: object) -> None:
         self.steps += 1
+        if kind in ("tick", "deliver"):
+            target = cast(tuple[str, ...], payload)[0 if kind == "tick" else 1]
+            until = self.paused_until.get(target, 0)
+            if until > self.now:  # a paused process handles nothing until it resumes
+                self._push(until, kind, payload)
+                return
         if kind == "tick":
             n, gen = cast(tuple[str, int], payload)
             node = self.nodes[n]
@@ -294,6 +305,7 @@ class Simulation:
                            "propose", None)
         elif kind == "heal_all":
             self.blocked, self.drop_p, self.dup_p = set(), 0.0, 0.0
+            self.paused_until.clear()
             for n in self.ids:
                 if self.nodes[n] is None:
                     self._start(n)
