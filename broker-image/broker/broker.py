@@ -75,7 +75,7 @@ class Broker:
 
     def start(self) -> None:
         for coro in (self._heartbeat_loop(), self._isr_loop(), self._checkpoint_loop(),
-                     self._flush_loop(), self._expire_loop()):
+                     self._flush_loop(), self._expire_loop(), self._writeback_loop()):
             t = asyncio.create_task(coro)
             t.add_done_callback(self._loop_done)
             self._tasks.append(t)
@@ -267,6 +267,27 @@ class Broker:
                 if p.log.unflushed and now - last.get(p.pid, 0) >= flush_ms:
                     p.log.flush()
                     last[p.pid] = now
+
+    async def _writeback_loop(self) -> None:
+        """Emulate the OS writing dirty pages back once they are os.dirty.expire.ms old
+        (Linux: vm.dirty_expire_centisecs): what an OS crash can lose is then only the
+        recent tail. Off (null) by default: only fsyncs make data durable."""
+        expire_ms = self.settings.os_dirty_expire_ms
+        if expire_ms is None:
+            return
+        samples: dict[int, list[tuple[int, int]]] = {}
+        period_s = max(0.05, min(1.0, expire_ms / 10_000))
+        while True:
+            await asyncio.sleep(period_s)
+            now = self.clock.now_ms()
+            for p in self.partitions.values():
+                hist = samples.setdefault(p.pid, [])
+                hist.append((now, p.log.leo))
+                durable = None
+                while hist and now - hist[0][0] >= expire_ms:
+                    durable = hist.pop(0)[1]
+                if durable is not None:
+                    p.log.mark_written_back(durable)
 
     def shutdown(self) -> None:
         """A clean stop: flush and checkpoint, as Kafka's controlled shutdown does."""

@@ -20,6 +20,7 @@ DEFAULTS: dict[str, Any] = {
     "truncation": "leader-epoch",
     "flush.messages": None,
     "flush.ms": None,
+    "os.dirty.expire.ms": None,
     "replica.lag.time.max.ms": 2000,
     "broker.session.timeout.ms": 2000,
     "broker.heartbeat.interval.ms": 100,
@@ -49,6 +50,7 @@ class Settings:
     truncation: str = "leader-epoch"
     flush_messages: int | None = None
     flush_ms: int | None = None
+    os_dirty_expire_ms: int | None = None
     replica_lag_time_max_ms: int = 2000
     session_timeout_ms: int = 2000
     heartbeat_interval_ms: int = 100
@@ -129,6 +131,7 @@ def parse_settings(raw: Mapping[str, Any]) -> Settings:
         truncation=s["truncation"],
         flush_messages=_int(s, "flush.messages", 1, none_ok=True),
         flush_ms=_int(s, "flush.ms", 0, none_ok=True),
+        os_dirty_expire_ms=_int(s, "os.dirty.expire.ms", 1, none_ok=True),
         replica_lag_time_max_ms=_int(s, "replica.lag.time.max.ms", 1),
         session_timeout_ms=_int(s, "broker.session.timeout.ms", 1),
         heartbeat_interval_ms=_int(s, "broker.heartbeat.interval.ms", 1),

@@ -233,6 +233,14 @@ class PartitionLog:
             write_atomic(self.dir / "flushed", f"{self.leo}\n")
         self.unflushed = 0
 
+    def mark_written_back(self, offset: int) -> None:
+        """The OS wrote the log back up to `offset` (emulated page-cache writeback)."""
+        offset = min(offset, self.leo)
+        if offset > self.flushed:
+            self.flushed = offset
+            write_atomic(self.dir / "flushed", f"{offset}\n")
+            self.unflushed = self.leo - self.flushed
+
     def checkpoint_hw(self) -> None:
         write_atomic(self.dir / "hw", f"{self.hw}\n")
 

@@ -311,3 +311,23 @@ def test_isr_shrinks_when_followers_lag_and_grows_back(
         assert cl.produce(0, 3, acks="all") == 1
     finally:
         cl.close()
+
+
+def test_emulated_os_writeback_limits_lose_unflushed_to_the_recent_tail(
+        make_cluster: Callable[..., LocalCluster]) -> None:
+    c = make_cluster(nodes=("n1",), replication_factor=1, partitions=1,
+                     settings={"os.dirty.expire.ms": 2000})
+    c.start_all()
+    c.wait_ready(15)
+    cl = BrokerClient(c.addrs, timeout_s=5)
+    for v in range(5):
+        cl.produce(0, v, acks="1")
+    time.sleep(3.0)                      # older than os.dirty.expire.ms: written back
+    for v in range(5, 7):
+        cl.produce(0, v, acks="1")
+    cl.close()
+    c.kill("n1")                         # the last two are still dirty
+    out = subprocess.run([sys.executable, "-m", "broker.tools", "lose-unflushed", "--data-dir",
+                          str(c.data_dir("n1"))], capture_output=True, text=True, check=True,
+                         timeout=30).stdout
+    assert json.loads(out) == {"dropped": 2}
