@@ -147,6 +147,7 @@ F_CODES: dict[str, int] = {f: i for i, f in enumerate(CLIENT_FS)}
 F_NEMESIS = len(CLIENT_FS)  # the f code of every nemesis op
 NEMESIS_CODE = -1  # the process code of "nemesis"
 NO_OFFSET = -1  # a send whose completion gave no offset
+_I64 = 2**63
 
 
 @dataclass
@@ -203,14 +204,9 @@ class _Cols:
     """Column buffers one parser fills (plain lists: fastest to append)."""
 
     def __init__(self) -> None:
-        self.index: list[int] = []
-        self.time: list[int] = []
-        self.type: list[int] = []
-        self.process: list[int] = []
-        self.f: list[int] = []
-        self.flags: list[int] = []
-        self.send: list[tuple[int, int, int, int, int]] = []  # line, key, value, offset, seq
-        self.read: list[tuple[int, int, int, int, int]] = []  # line, key, offset, value, seq
+        self.head: list[int] = []  # flat: index, time, type, process, f, flags
+        self.send: list[int] = []  # flat: line, key, value, offset, seq
+        self.read: list[int] = []  # flat: line, key, offset, value, seq
         self.has_poll = False  # the line being parsed holds a poll micro-op
 
 
@@ -229,7 +225,9 @@ def _micro_ops(value: Any, line: int, completion: bool, cols: _Cols) -> None:
         if kind == "send":
             if len(m) != 3:
                 raise _LineError("send micro-op must be [\"send\", key, value]")
-            key = _int(m[1], "send key", nonneg=True)
+            key = m[1]
+            if not (type(key) is int and 0 <= key < _I64):
+                _int(key, "send key", nonneg=True)
             v = m[2]
             offset = NO_OFFSET
             if type(v) is list:
@@ -240,7 +238,9 @@ def _micro_ops(value: Any, line: int, completion: bool, cols: _Cols) -> None:
                 if v[0] is not None:
                     offset = _int(v[0], "send offset", nonneg=True)
                 v = v[1]
-            cols.send.append((line, key, _int(v, "sent value"), offset, seq))
+            if not (type(v) is int and -_I64 <= v < _I64):
+                _int(v, "sent value")
+            cols.send.extend((line, key, v, offset, seq))
             seq += 1
         elif kind == "poll":
             cols.has_poll = True
@@ -256,12 +256,19 @@ def _micro_ops(value: Any, line: int, completion: bool, cols: _Cols) -> None:
                 key = int(ks)
                 if type(recs) is not list:
                     raise _LineError(f"poll records of key {ks} must be a list")
+                append = cols.read.extend
                 for r in recs:
+                    if type(r) is list and len(r) == 2:
+                        o, v = r
+                        if type(o) is int and type(v) is int and 0 <= o < _I64 \
+                                and -_I64 <= v < _I64:
+                            append((line, key, o, v, rseq))
+                            rseq += 1
+                            continue
                     if type(r) is not list or len(r) != 2:
                         raise _LineError(f"poll record of key {ks} must be [offset, value]")
-                    cols.read.append((line, key, _int(r[0], "read offset", nonneg=True),
-                                      _int(r[1], "read value"), rseq))
-                    rseq += 1
+                    _int(r[0], "read offset", nonneg=True)
+                    _int(r[1], "read value")
         else:
             raise _LineError(f"unknown micro-op {orjson.dumps(kind).decode()[:40]}")
 
@@ -273,26 +280,27 @@ def _parse_line(raw: bytes, line: int, cols: _Cols) -> None:
         raise _LineError(f"invalid JSON (truncated line?): {e}") from None
     if type(obj) is not dict:
         raise _LineError("not a JSON object")
-    for name in ("index", "time", "type", "process", "f", "value"):
-        if name not in obj:
-            raise _LineError(f"missing field {name!r}")
-    index = _int(obj["index"], "index", nonneg=True)
-    time = _int(obj["time"], "time", nonneg=True)
-    t = TYPE_CODES.get(obj["type"]) if type(obj["type"]) is str else None
+    try:
+        index, time, typ, p, f, value = (obj["index"], obj["time"], obj["type"],
+                                         obj["process"], obj["f"], obj["value"])
+    except KeyError as e:
+        raise _LineError(f"missing field {e.args[0]!r}") from None
+    if not (type(index) is int and 0 <= index < _I64):
+        _int(index, "index", nonneg=True)
+    if not (type(time) is int and 0 <= time < _I64):
+        _int(time, "time", nonneg=True)
+    t = TYPE_CODES.get(typ) if type(typ) is str else None
     if t is None:
-        raise _LineError(f"unknown type {orjson.dumps(obj['type']).decode()[:40]}")
-    p = obj["process"]
-    f = obj["f"]
+        raise _LineError(f"unknown type {orjson.dumps(typ).decode()[:40]}")
     if type(f) is not str:
         raise _LineError("f must be a string")
-    value = obj["value"]
     flags = 1 if obj.get("seek_to_beginning") is True else 0
     if p == NEMESIS:
         pc, fc = NEMESIS_CODE, F_NEMESIS
         if type(value) is not dict and not (t != 0 and value is None):
             raise _LineError("a nemesis value must be an object")
     else:
-        pc = _int(p, "process", nonneg=True)
+        pc = p if type(p) is int and 0 <= p < _I64 else _int(p, "process", nonneg=True)
         fc = F_CODES.get(f, -1)
         if fc < 0:
             raise _LineError(f"unknown client f {f!r}")
@@ -308,12 +316,7 @@ def _parse_line(raw: bytes, line: int, cols: _Cols) -> None:
                     _int(k, f"{f} key", nonneg=True)
         elif value is not None:
             raise _LineError("crash value must be null")
-    cols.index.append(index)
-    cols.time.append(time)
-    cols.type.append(t)
-    cols.process.append(pc)
-    cols.f.append(fc)
-    cols.flags.append(flags)
+    cols.head.extend((index, time, t, pc, fc, flags))
 
 
 def _parse_chunk(path: str, start: int, end: int, first_line: int) -> tuple[Any, ...]:
@@ -341,10 +344,11 @@ def _parse_chunk(path: str, start: int, end: int, first_line: int) -> tuple[Any,
         line += 1
     i64 = np.int64
     send = np.array(cols.send, dtype=i64).reshape(-1, 5)
-    read = np.array(cols.read, dtype=i64).reshape(-1, 5)
-    return (err, np.array(cols.index, dtype=i64), np.array(cols.time, dtype=i64),
-            np.array(cols.type, dtype=np.int8), np.array(cols.process, dtype=i64),
-            np.array(cols.f, dtype=np.int8), np.array(cols.flags, dtype=np.int8), send, read)
+    read = np.fromiter(cols.read, dtype=i64, count=len(cols.read)).reshape(-1, 5)
+    head = np.fromiter(cols.head, dtype=i64, count=len(cols.head)).reshape(-1, 6)
+    return (err, head[:, 0].copy(), head[:, 1].copy(), head[:, 2].astype(np.int8),
+            head[:, 3].copy(), head[:, 4].astype(np.int8), head[:, 5].astype(np.int8), send,
+            read)
 
 
 def _chunks(path: str, parts: int) -> list[tuple[int, int, int]]:
