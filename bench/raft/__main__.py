@@ -104,11 +104,12 @@ def main() -> None:
         "sim_timings": SimConfig(faults=("failover",), drop_p=0.0, dup_p=0.0),
         "broker_default_timings": SimConfig(
             faults=("failover",), drop_p=0.0, dup_p=0.0, delay_max_ms=5,
-            raft=RaftConfig(), duration_ms=60_000, fault_interval_ms=3000, settle_ms=10_000),
+            raft=RaftConfig(), duration_ms=60_000, fault_interval_ms=3000, settle_ms=5_000),
     }
     report["sim_failover_ms"] = {}
     for name, cfg in crash_only.items():
-        ms = [m for seed in range(100) for m in run_seed(seed, cfg, vary=False).failovers_ms]
+        seeds = 100 if cfg.raft.election_timeout_ms < 500 else 15
+        ms = [m for seed in range(seeds) for m in run_seed(seed, cfg, vary=False).failovers_ms]
         d = dist(ms)
         report["sim_failover_ms"][name] = {"election_timeout_ms": cfg.raft.election_timeout_ms,
                                            **d}
