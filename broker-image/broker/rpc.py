@@ -85,6 +85,8 @@ class Peer:
             raise RpcError(f"{msg.get('type')} to {self.host}:{self.port}: {e!r}") from None
         finally:
             self._waiting.pop(rid, None)
+            if fut.done() and not fut.cancelled():
+                fut.exception()  # retrieved: the caller already got an RpcError
 
     def close(self) -> None:
         if self._writer is not None:
