@@ -133,9 +133,11 @@ def test_followers_partition_cuts_leader_from_followers_only(
     db, net = db_net(run)
     leader = db.leader_of(run, 1)
     out = invoke(run, nem, "partition", {"kind": "followers", "key": 1, "as": "F",
-                                         "leader_as": "L"})
+                                         "leader_as": "L", "cut_clients": True})
     grudge = out.value["grudge"]
     assert sorted(grudge[leader]) == sorted(n for n in run.nodes if n != leader)
+    assert grudge["client"] == [leader] and "client" not in out.value["nodes"]
+    assert any("client" in x for x in net.in_force())
     assert run.extra["nemesis_roles"]["L"] == (leader,)
     invoke(run, nem, "heal", {})
     assert net.in_force() == []

@@ -70,3 +70,9 @@ def test_validate_and_to_json() -> None:
     with pytest.raises(g.GrudgeError, match="list of nodes"):
         g.validate({"n1": "n2"}, NODES3)
     assert g.cut_nodes({"n1": ["n3"]}) == ["n1", "n3"]
+
+
+def test_clients_are_a_pseudo_node_that_is_never_shaded() -> None:
+    gr = g.validate({"client": ["n1"], "n2": ["n1"]}, NODES3)
+    assert gr["client"] == frozenset({"n1"})
+    assert g.cut_nodes(gr) == ["n1", "n2"]
