@@ -131,6 +131,14 @@ def test_client_against_real_brokers(tmp_path: Path) -> None:
             if len(got) == 10:
                 break
         assert got == offsets
+        # a position past the log's end (the log was cut under us): the poll fails, and
+        # the key starts over from the beginning, as auto.offset.reset=earliest does
+        c.positions[0] = 10_000
+        p = c.invoke(run, Op("invoke", 0, "poll", [["poll"]]))
+        assert p.type == "fail" and "OFFSET_OUT_OF_RANGE" in (p.error or "")
+        assert c.positions[0] == 0
+        p = c.invoke(run, Op("invoke", 0, "poll", [["poll"]]))
+        assert p.type == "ok" and p.value[0][1]["0"][0][0] == 0
         c.close(run)
         # with every broker down, a send cannot be acknowledged: fail or info, never ok
         for n in spec.nodes:
