@@ -106,9 +106,13 @@ def render_run(run_dir: Path) -> Path:
     with no_gc():
         run = load_run(run_dir)
         html = _ENV.get_template("report.html.j2").render(**report_context(run))
+        results, test = run.results, run.test
+        # free the history while the GC is still off: once it is on again, a million
+        # live dicts would make its first collection cost seconds
+        del run
     out = run_dir / "report.html"
     _write(out, html)
-    write_junit(run_dir, run.results, run.test)
+    write_junit(run_dir, results, test)
     return out
 
 
