@@ -21,18 +21,31 @@ TOPIC = "queue"
 READY_POLL_S = 0.05
 
 
-def controller_voters(spec: TestSpec) -> list[str]:
-    """The controller quorum: spec.extra["controller_voters"], else the first node.
+def default_voter_count(nodes: int) -> int:
+    """KRaft-style quorum size: 3 voters (5 from 5 nodes on), never more than the nodes,
+    always odd (an even quorum tolerates no more failures than the odd one below it)."""
+    n = 5 if nodes >= 5 else min(3, nodes)
+    return n if n % 2 else n - 1
 
-    (A single voter until the broker's Raft quorum is in; then all nodes, up to 3.)
-    """
+
+def controller_voters(spec: TestSpec) -> list[str]:
+    """The controller quorum: spec.extra["controller_voters"] (a list of nodes, or a count),
+    else the first default_voter_count(len(nodes)) nodes."""
     voters = spec.extra.get("controller_voters")
+    if isinstance(voters, int) and not isinstance(voters, bool):
+        if not 1 <= voters <= len(spec.nodes):
+            raise ValueError(f"extra.controller_voters: {voters} is not between 1 and the "
+                             f"{len(spec.nodes)} nodes")
+        return list(spec.nodes[:voters])
     if voters:
+        if isinstance(voters, str) or not isinstance(voters, Sequence):
+            raise ValueError(f"extra.controller_voters: expected a list of nodes or a count, "
+                             f"got {voters!r}")
         bad = [v for v in voters if v not in spec.nodes]
         if bad:
             raise ValueError(f"extra.controller_voters: {bad} are not nodes of {spec.nodes}")
         return [str(v) for v in voters]
-    return [spec.nodes[0]]
+    return list(spec.nodes[:default_voter_count(len(spec.nodes))])
 
 
 def node_config(spec: TestSpec, node: str, listen: str, peers: Mapping[str, str],
@@ -147,14 +160,34 @@ def wait_ready(addrs: Mapping[str, str], timeout_s: float, *, partitions: int | 
         time.sleep(READY_POLL_S)
 
 
+def answer_rank(answer: Any) -> tuple[int, int, int]:
+    """How current a metadata answer is: knows a controller, its quorum epoch, its metadata
+    offset. A deposed or cut-off controller answers with an older epoch (or none)."""
+    if not isinstance(answer, Mapping):
+        return (0, -1, -1)
+    quorum = answer.get("quorum")
+    epoch = quorum.get("epoch") if isinstance(quorum, Mapping) else None
+    offset = answer.get("metadata_offset")
+    return (1 if answer.get("controller") else 0,
+            epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else -1,
+            offset if isinstance(offset, int) and not isinstance(offset, bool) else -1)
+
+
 def first_answer(addrs: Iterable[tuple[str, str]], ask: Callable[[str], Any]) -> Any:
-    """Ask each node in turn; the first answer wins (None if none answers)."""
+    """The most current answer (answer_rank) among the nodes that answer (None if none).
+
+    With a controller quorum any single node may be stale (an isolated old controller still
+    calls itself one until check-quorum deposes it), so every node is asked and the answer
+    with the highest quorum epoch that names a controller wins."""
+    best: Any = None
     for _node, addr in addrs:
         try:
-            return ask(addr)
+            answer = ask(addr)
         except Exception:
             continue
-    return None
+        if best is None or answer_rank(answer) > answer_rank(best):
+            best = answer
+    return best
 
 
 def leader_from(meta: Mapping[str, Any] | None, key: int) -> str | None:

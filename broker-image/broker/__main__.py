@@ -14,7 +14,7 @@ from .broker import Broker
 from .clock import Clock
 from .config import ConfigError, NodeConfig, load_config
 from .controller import Controller
-from .metadata import FileMetadataLog
+from .quorum import make_metadata_log
 from .server import Server
 
 
@@ -22,16 +22,18 @@ async def run_node(cfg: NodeConfig) -> None:
     cfg.data_dir.mkdir(parents=True, exist_ok=True)
     clock = Clock(cfg.clock_file)
     controller = None
-    if cfg.is_controller:
-        mlog = FileMetadataLog(cfg.data_dir / "__cluster_metadata" / "metadata.log")
+    mlog = transport = None
+    if cfg.is_controller:  # a voter of the controller quorum (Raft over the metadata log)
+        mlog, transport = make_metadata_log(cfg)
+        await mlog.start()
         controller = Controller(cfg, mlog, clock)
         await controller.start()
     broker = Broker(cfg, clock) if cfg.is_broker else None
     server = Server(cfg, clock, broker, controller)
     await server.start()
-    logging.getLogger("broker").info("%s listening on %s (roles %s, controller %s)",
+    logging.getLogger("broker").info("%s listening on %s (roles %s, quorum voters %s)",
                                      cfg.node_id, cfg.listen, ",".join(cfg.process_roles),
-                                     cfg.controller)
+                                     ",".join(cfg.controller_quorum_voters))
     tasks = []
     if controller is not None:
         tasks.append(asyncio.create_task(controller.run()))
@@ -48,6 +50,10 @@ async def run_node(cfg: NodeConfig) -> None:
         t.cancel()
     if broker is not None:
         broker.shutdown()
+    if mlog is not None:
+        await mlog.stop()
+    if transport is not None:
+        transport.close()
 
 
 def _has_uvloop() -> bool:

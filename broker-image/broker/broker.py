@@ -39,6 +39,11 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._bg: set[asyncio.Task[None]] = set()
         self.registered = False
+        # the active controller: where heartbeats go now (a guess, corrected by NOT_CONTROLLER
+        # hints and by falling through the voters), and the one that last answered
+        self.controller_guess = cfg.controller
+        self.controller_known: str | None = None
+        self.controller_epoch: int | None = None
         self._changed: set[int] = set()
         for topic, pid, _d in list_partition_dirs(cfg.data_dir):
             if topic == cfg.topic.name:
@@ -85,32 +90,63 @@ class Broker:
             log.critical("a broker loop died", exc_info=t.exception())
 
     # -- metadata ------------------------------------------------------------------
+    def _next_voter(self, after: str) -> str:
+        voters = self.cfg.controller_quorum_voters
+        i = voters.index(after) if after in voters else -1
+        return voters[(i + 1) % len(voters)]
+
+    def _controller_moved(self, tried: str, resp: dict[str, Any] | None) -> bool:
+        """`tried` is not the active controller: follow its hint, else the next voter.
+        True when the hint names another node (worth asking at once)."""
+        hint = (resp or {}).get("controller")
+        if isinstance(hint, str) and hint != tried and hint in self.cfg.peers:
+            self.controller_guess = hint
+            return True
+        self.controller_guess = self._next_voter(tried)
+        if self.controller_known == tried:
+            self.controller_known = None
+        return False
+
     async def _heartbeat_loop(self) -> None:
         interval_s = self.settings.heartbeat_interval_ms / 1000
-        ctrl = self.cfg.controller
-        last_ok = asyncio.get_running_loop().time()
+        loop = asyncio.get_running_loop()
+        last_ok = loop.time()
         last_warn = 0.0
+        hops = 0  # hints followed without sleeping; bounded so stale hints cannot spin
         while True:
+            ctrl = self.controller_guess
+            at_once = False
             try:
                 resp = await self.peer(ctrl).call(
                     {"type": "heartbeat", "node": self.node, "incarnation": self.incarnation,
                      "metadata_offset": self.meta.offset},
                     timeout_s=max(1.0, 4 * interval_s))
-                if resp.get("error"):
+                if resp.get("error") == "NOT_CONTROLLER":
+                    at_once = self._controller_moved(ctrl, resp)
+                elif resp.get("error"):
                     log.warning("heartbeat to %s: %s %s", ctrl, resp["error"], resp.get("message"))
                 else:
                     self.registered = True
-                    last_ok = asyncio.get_running_loop().time()
+                    last_ok = loop.time()
+                    if self.controller_known != ctrl:
+                        log.info("controller is %s (epoch %s)", ctrl, resp.get("epoch"))
+                    self.controller_known = ctrl
+                    if isinstance(resp.get("epoch"), int):
+                        self.controller_epoch = resp["epoch"]
                     self.apply_metadata(resp["records"], int(resp["committed"]))
             except RpcError as e:
-                now = asyncio.get_running_loop().time()
+                self._controller_moved(ctrl, None)
+                now = loop.time()
                 if now - last_ok > 1.0 and now - last_warn > 1.0:
                     last_warn = now
-                    log.warning("no heartbeat reply from controller %s for %.1fs: %s",
-                                ctrl, now - last_ok, e)
+                    log.warning("no heartbeat reply from a controller for %.1fs (%s: %s)",
+                                now - last_ok, ctrl, e)
             except Exception:  # never let metadata handling stop the heartbeats
                 log.exception("heartbeat: applying metadata failed")
-            await asyncio.sleep(interval_s)
+            hops = hops + 1 if at_once else 0
+            if not at_once or hops > len(self.cfg.controller_quorum_voters):
+                hops = 0
+                await asyncio.sleep(interval_s)
 
     def apply_metadata(self, records: list[list[Any]], committed: int) -> None:
         """Apply records; once caught up with `committed`, act on each changed partition's
@@ -199,12 +235,16 @@ class Broker:
             return
         p.isr_change_inflight = True
         m = p.meta
+        ctrl = self.controller_guess
         try:
-            resp = await self.peer(self.cfg.controller).call(
+            resp = await self.peer(ctrl).call(
                 {"type": "alter_partition", "node": self.node, "partition": p.pid,
                  "leader_epoch": m.leader_epoch, "partition_epoch": m.partition_epoch,
                  "isr": isr}, timeout_s=2.0)
-            if resp.get("error"):
+            if resp.get("error") == "NOT_CONTROLLER":
+                self._controller_moved(ctrl, resp)
+                log.info("p%d: isr change to %s: %s", p.pid, isr, resp.get("message"))
+            elif resp.get("error"):
                 log.info("p%d: isr change to %s refused: %s", p.pid, isr, resp.get("message"))
             else:
                 new = PartitionMeta(p.pid, tuple(resp["replicas"]), resp["leader"],

@@ -31,6 +31,9 @@ DEFAULTS: dict[str, Any] = {
     "segment.bytes": 1 << 20,
     "socket.request.max.bytes": 1 << 20,
     "leader.election.grace.ms": 1000,
+    "controller.quorum.election.timeout.ms": 1000,
+    "controller.quorum.fetch.timeout.ms": 2000,
+    "controller.quorum.fetch.interval.ms": 100,
     "default.replication.factor": None,
     "test.controls.enable": False,
     "test.fetcher.start.paused": False,
@@ -61,6 +64,9 @@ class Settings:
     segment_bytes: int = 1 << 20
     max_request_bytes: int = 1 << 20
     election_grace_ms: int = 1000
+    quorum_election_timeout_ms: int = 1000
+    quorum_fetch_timeout_ms: int = 2000
+    quorum_fetch_interval_ms: int = 100
     test_controls: bool = False
     fetcher_start_paused: bool = False
 
@@ -95,6 +101,7 @@ class NodeConfig:
 
     @property
     def controller(self) -> str:
+        """The first voter: where a broker looks for the active controller first."""
         return self.controller_quorum_voters[0]
 
 
@@ -142,6 +149,9 @@ def parse_settings(raw: Mapping[str, Any]) -> Settings:
         segment_bytes=_int(s, "segment.bytes", 64),
         max_request_bytes=_int(s, "socket.request.max.bytes", 1024),
         election_grace_ms=_int(s, "leader.election.grace.ms", 0),
+        quorum_election_timeout_ms=_int(s, "controller.quorum.election.timeout.ms", 1),
+        quorum_fetch_timeout_ms=_int(s, "controller.quorum.fetch.timeout.ms", 1),
+        quorum_fetch_interval_ms=_int(s, "controller.quorum.fetch.interval.ms", 1),
         test_controls=s["test.controls.enable"],
         fetcher_start_paused=s["test.fetcher.start.paused"],
     )
@@ -177,6 +187,11 @@ def parse_config(raw: Mapping[str, Any], where: str = "NODE.json") -> NodeConfig
                    f"{where}: controller_quorum_voters")
     if not voters or any(v not in peers for v in voters):
         raise ConfigError(f"{where}: controller_quorum_voters must name nodes of peers")
+    if len(set(voters)) != len(voters):
+        raise ConfigError(f"{where}: controller_quorum_voters {list(voters)} has a duplicate")
+    if node in voters and "controller" not in roles:
+        raise ConfigError(f"{where}: {node!r} is in controller_quorum_voters but its "
+                          f"process_roles {list(roles)} lack 'controller'")
     t = raw.get("topic", {})
     if not isinstance(t, Mapping):
         raise ConfigError(f"{where}: topic must be an object")

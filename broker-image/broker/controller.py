@@ -2,7 +2,9 @@
 
 Every decision is a record appended to the MetadataLog; the controller's own
 view is a MetadataState fed only from committed records, exactly like a
-broker's. That keeps the door open for a Raft-replicated log (broker/raft/).
+broker's. With the Raft log (broker/raft/, KRaft's shape) every voter runs a
+Controller that keeps catching up; only the active one (the Raft leader with its
+own epoch committed) decides, the others answer NOT_CONTROLLER with a hint.
 """
 
 from __future__ import annotations
@@ -15,7 +17,15 @@ from typing import Any
 from .clock import Clock
 from .config import NodeConfig
 from .metadata import MetadataLog, MetadataRecord, MetadataState, PartitionMeta
-from .protocol import INVALID_REQUEST, NOT_CONTROLLER, STALE_STATE, ProtocolError
+from .protocol import (
+    INVALID_REQUEST,
+    NOT_CONTROLLER,
+    REQUEST_TIMED_OUT,
+    STALE_STATE,
+    ProtocolError,
+)
+from .raft.core import NotLeaderError
+from .raft.driver import ProposalLost
 
 log = logging.getLogger("broker.controller")
 
@@ -37,19 +47,83 @@ class Controller:
         self.started_ms = clock.now_ms()
         self.last_expire_ms = self.started_ms
         self._lock = asyncio.Lock()  # one decision at a time: each reads the state it changes
+        self.active = False  # acting as the active controller (activation done)
+        self.activations = 0
         self._catch_up()
         for b in cfg.brokers:
             self.last_seen_ms[b] = self.started_ms
 
+    # -- the quorum ------------------------------------------------------------
+    @property
+    def log_active(self) -> bool:
+        """The log lets this node decide: Raft leader with its own epoch committed (a
+        single-voter file log always does)."""
+        return bool(getattr(self.log, "is_active", True))
+
+    @property
+    def leader(self) -> str | None:
+        """The active controller as far as this node knows (None while electing)."""
+        if not hasattr(self.log, "leader"):
+            return self.cfg.node_id
+        leader = self.log.leader
+        return None if leader is None else str(leader)
+
+    @property
+    def epoch(self) -> int:
+        return int(getattr(self.log, "epoch", 0))
+
+    def quorum_view(self) -> dict[str, Any]:
+        qv = getattr(self.log, "quorum_view", None)
+        if qv is None:
+            return {"leader": self.cfg.node_id, "epoch": 0, "role": "leader",
+                    "voters": list(self.cfg.controller_quorum_voters),
+                    "metadata_offset": self.log.committed_offset}
+        view: dict[str, Any] = qv()
+        return view
+
+    def not_controller(self) -> ProtocolError:
+        hint = self.leader
+        return ProtocolError(NOT_CONTROLLER, f"{self.cfg.node_id} is not the active controller"
+                             f" (epoch {self.epoch}); ask {hint or 'another voter'}",
+                             extra={"controller": hint, "epoch": self.epoch})
+
     async def start(self) -> None:
-        """Create the topic on first start (a record, like everything else)."""
+        """Become active at once if the log allows (a single voter); else run() will."""
         async with self._lock:
             self._catch_up()
-            if self.state.topic is None:
-                t = self.cfg.topic
-                await self._commit([{"type": "topic", "name": t.name,
-                                     "assignment": assignment(self.cfg.brokers, t.partitions,
-                                                              t.replication_factor)}])
+            if self.log_active:
+                await self._activate()
+
+    async def _ensure_active(self) -> None:
+        """Under the lock: refuse unless active; on the first call after winning, activate."""
+        if not self.log_active:
+            if self.active:
+                log.info("controller: %s no longer active (epoch %d, leader %s)",
+                         self.cfg.node_id, self.epoch, self.leader)
+            self.active = False
+            raise self.not_controller()
+        if not self.active:
+            await self._activate()
+
+    async def _activate(self) -> None:
+        """Take over: every committed record is applied (Raft's own-epoch rule), brokers get a
+        full session from now (this controller has heard no heartbeats yet and must not fence
+        everyone), and the topic is created on a new cluster."""
+        self._catch_up()
+        now = self.clock.now_ms()
+        for b in self.cfg.brokers:
+            self.last_seen_ms[b] = now
+        self.last_expire_ms = now
+        self.started_ms = now  # first elections wait leader.election.grace.ms from here
+        self.active = True
+        self.activations += 1
+        log.info("controller: %s is the active controller (epoch %d, metadata offset %d)",
+                 self.cfg.node_id, self.epoch, self.state.offset)
+        if self.state.topic is None:
+            t = self.cfg.topic
+            await self._commit([{"type": "topic", "name": t.name,
+                                 "assignment": assignment(self.cfg.brokers, t.partitions,
+                                                          t.replication_factor)}])
 
     # -- the log ---------------------------------------------------------------
     def _catch_up(self) -> None:
@@ -59,7 +133,16 @@ class Controller:
 
     async def _commit(self, records: list[MetadataRecord]) -> None:
         if records:
-            await self.log.append(records)
+            try:
+                await self.log.append(records)
+            except (NotLeaderError, ProposalLost) as e:  # certainly not committed
+                self.active = False
+                self._catch_up()
+                raise self.not_controller() from e
+            except TimeoutError as e:  # unknown: it may still commit; the log will tell
+                self._catch_up()
+                raise ProtocolError(REQUEST_TIMED_OUT, "metadata commit timed out "
+                                    f"(epoch {self.epoch})") from e
             self._catch_up()
             for r in records:
                 if r["type"] != "partition":
@@ -109,9 +192,11 @@ class Controller:
             raise ProtocolError(INVALID_REQUEST, f"{node!r} is not a broker of this cluster")
         self.last_seen_ms[node] = self.clock.now_ms()
         async with self._lock:
+            await self._ensure_active()
             await self._heartbeat(node, incarnation)
         return {"records": [[o, r] for o, r in self.records_since(metadata_offset)],
-                "committed": self.log.committed_offset}
+                "committed": self.log.committed_offset, "controller": self.cfg.node_id,
+                "epoch": self.epoch}
 
     async def _heartbeat(self, node: str, incarnation: str) -> None:
         b = self.state.brokers.get(node)
@@ -133,6 +218,7 @@ class Controller:
     async def fence(self, node: str) -> None:
         """The broker's session ended: drop it from ISRs (never the last one), move its leaders."""
         async with self._lock:
+            await self._ensure_active()
             await self._fence(node)
 
     async def _fence(self, node: str) -> None:
@@ -159,6 +245,7 @@ class Controller:
     async def alter_partition(self, node: str, partition: int, leader_epoch: int,
                               partition_epoch: int, isr: list[str]) -> dict[str, Any]:
         async with self._lock:
+            await self._ensure_active()
             return await self._alter_partition(node, partition, leader_epoch, partition_epoch,
                                                isr)
 
@@ -183,6 +270,7 @@ class Controller:
     async def expire(self) -> None:
         """Fence brokers whose session timed out (and never-seen ones still in an ISR)."""
         async with self._lock:
+            await self._ensure_active()
             await self._expire()
 
     async def _expire(self) -> None:
@@ -203,14 +291,24 @@ class Controller:
         await self._commit(self._elect_leaderless())
 
     async def run(self) -> None:
+        """Every voter: keep applying committed records; the active one also expires sessions
+        and elects leaders. Errors are logged and survived."""
         interval_s = max(0.02, self.cfg.settings.heartbeat_interval_ms / 2000)
         while True:
             await asyncio.sleep(interval_s)
-            await self.expire()
+            try:
+                self._catch_up()
+                if self.log_active or self.active:
+                    await self.expire()
+            except ProtocolError:
+                pass  # lost the leadership or a commit timed out: try again next round
+            except Exception:
+                log.exception("controller round failed")
 
     def view(self) -> dict[str, Any]:
         return self.state.view()
 
 
-def not_controller(node: str, controller: str) -> ProtocolError:
-    return ProtocolError(NOT_CONTROLLER, f"{node} is not the controller; ask {controller}")
+def not_controller(node: str, controller: str | None) -> ProtocolError:
+    return ProtocolError(NOT_CONTROLLER, f"{node} is not a controller; ask {controller}",
+                         extra={"controller": controller})

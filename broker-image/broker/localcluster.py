@@ -59,12 +59,16 @@ class LocalCluster:
                  settings: Mapping[str, Any] | None = None, partitions: int = 8,
                  replication_factor: int = 3, controller: str | None = None,
                  roles: Mapping[str, list[str]] | None = None,
-                 brokers: Sequence[str] | None = None) -> None:
+                 brokers: Sequence[str] | None = None,
+                 voters: Sequence[str] | None = None) -> None:
+        """`voters`: the controller quorum (default: just `controller`, else the first node);
+        voters get the controller role unless `roles` says otherwise."""
         self.base = base
         self.nodes = list(nodes)
         ports = free_ports(len(self.nodes))
         self.addrs = {n: f"127.0.0.1:{p}" for n, p in zip(self.nodes, ports, strict=True)}
         self.controller = controller or self.nodes[0]
+        self.voters = list(voters or [self.controller])
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         base.mkdir(parents=True, exist_ok=True)
         roles = roles or {}
@@ -73,8 +77,8 @@ class LocalCluster:
                 "node_id": n, "listen": self.addrs[n], "data_dir": str(base / n / "data"),
                 "peers": self.addrs,
                 "process_roles": roles.get(n, ["broker", "controller"]
-                                           if n == self.controller else ["broker"]),
-                "controller_quorum_voters": [self.controller],
+                                           if n in self.voters else ["broker"]),
+                "controller_quorum_voters": self.voters,
                 "topic": {"name": "queue", "partitions": partitions,
                           "replication_factor": replication_factor},
                 "settings": dict(settings or {}),
@@ -147,6 +151,28 @@ class LocalCluster:
             if not parts or any(p.get("leader") is None for p in parts.values()):
                 return False
         return True
+
+    def pause(self, node: str) -> None:
+        """SIGSTOP: the process keeps its sockets and state but does nothing."""
+        self.procs[node].send_signal(signal.SIGSTOP)
+
+    def resume(self, node: str) -> None:
+        self.procs[node].send_signal(signal.SIGCONT)
+
+    def active_controller(self, nodes: Sequence[str] | None = None,
+                          timeout_s: float = 1.0) -> tuple[str | None, int]:
+        """(the controller, its quorum epoch) per the answer with the highest epoch among
+        `nodes` (default: all running) that names one; (None, -1) when none does."""
+        best: tuple[str | None, int] = (None, -1)
+        for n in nodes or list(self.procs):
+            try:
+                m = self.metadata(n, timeout_s)
+            except (OSError, ValueError):
+                continue
+            epoch = (m.get("quorum") or {}).get("epoch")
+            if m.get("controller") and isinstance(epoch, int) and epoch > best[1]:
+                best = (str(m["controller"]), epoch)
+        return best
 
     def wait_ready(self, timeout_s: float = 15.0, nodes: Sequence[str] | None = None) -> None:
         self.wait(lambda: self.ready(nodes), timeout_s, "cluster ready")

@@ -31,6 +31,7 @@ class FollowerState:
     caught_up_ms: int = 0          # last time it was known to be at the leader's LEO
     last_fetch_ms: int = 0
     leo_at_last_fetch: int = 0     # the leader's LEO when it last fetched
+    parked_at: int | None = None   # fetch offset of its long poll waiting here, if any
 
 
 # Completion callback of a produce: (offset, None) or (None, error).
@@ -204,6 +205,13 @@ class Partition:
             want = "expand"
         return self.log.read(fetch_offset, limit), want
 
+    def park(self, follower: str, fetch_offset: int | None) -> None:
+        """A follower's fetch at `fetch_offset` waits here (None: it returned). While it waits
+        at our LEO the follower is caught up, however long the poll (lag checks see that)."""
+        f = self.followers.get(follower)
+        if f is not None:
+            f.parked_at = fetch_offset
+
     def still_caught_up(self, follower: str, fetch_offset: int, now_ms: int) -> None:
         """After a long poll that found nothing new: the follower was at our LEO all along."""
         f = self.followers.get(follower)
@@ -218,8 +226,16 @@ class Partition:
 
     def lagging(self, now_ms: int) -> list[str]:
         lag = self.settings.replica_lag_time_max_ms
-        return [r for r in self.isr if r != self.node and r in self.followers
-                and now_ms - self.followers[r].caught_up_ms > lag]
+        leo = self.log.leo
+        out = []
+        for r in self.isr:
+            f = self.followers.get(r)
+            if r == self.node or f is None or now_ms - f.caught_up_ms <= lag:
+                continue
+            if f.parked_at is not None and f.parked_at >= leo:
+                continue  # its long poll waits at our LEO: caught up now
+            out.append(r)
+        return out
 
     # -- follower ----------------------------------------------------------------
     def apply_fetched(self, records: list[list[int]], leader_hw: int) -> int:

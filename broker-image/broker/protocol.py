@@ -78,6 +78,7 @@ SCHEMAS: dict[str, dict[str, str]] = {
     "test_checkpoint": {},
     "test_flush": {},
     "test_fence": {"node": "str"},
+    "raft": {"from": "str", "message": "dict"},
 }
 ACKS = ("0", "1", "all")
 
@@ -85,10 +86,12 @@ ACKS = ("0", "1", "all")
 class ProtocolError(ValueError):
     """A request that cannot be served; `code` goes into the error reply."""
 
-    def __init__(self, code: str, message: str, request_id: int | None = None) -> None:
+    def __init__(self, code: str, message: str, request_id: int | None = None,
+                 extra: Mapping[str, Any] | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.request_id = request_id
+        self.extra = dict(extra or {})  # more reply fields, e.g. NOT_CONTROLLER's hint
 
 
 class FrameTooLarge(ProtocolError):
@@ -134,6 +137,8 @@ def _check(kind: str, v: Any) -> bool:
         return isinstance(v, str)
     if kind == "list":
         return isinstance(v, list)
+    if kind == "dict":
+        return isinstance(v, dict)
     if kind == "strs":
         return isinstance(v, list) and all(isinstance(x, str) for x in v)
     if kind == "acks":

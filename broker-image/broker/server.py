@@ -25,6 +25,7 @@ from .protocol import (
     encode_frame,
     error_reply,
 )
+from .raft.messages import MessageError
 
 log = logging.getLogger("broker.server")
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
@@ -65,6 +66,7 @@ class Server:
             "heartbeat": self.heartbeat, "alter_partition": self.alter_partition,
             "test_fetcher": self.test_fetcher, "test_checkpoint": self.test_checkpoint,
             "test_flush": self.test_flush, "test_fence": self.test_fence,
+            "raft": self.raft,
         }
         self._server: asyncio.AbstractServer | None = None
         self._conn_tasks: set[asyncio.Task[None]] = set()
@@ -131,7 +133,7 @@ class Server:
                 return
             reply = {"id": rid, "error": None, **reply}
         except ProtocolError as e:
-            reply = error_reply(rid, e.code, str(e))
+            reply = {**error_reply(rid, e.code, str(e)), **e.extra}
         except Exception as e:  # a bug must not take the node down: report it
             log.exception("request %s failed", msg.get("type"))
             reply = error_reply(rid, UNKNOWN_SERVER_ERROR, f"{type(e).__name__}: {e}")
@@ -154,7 +156,8 @@ class Server:
 
     def _controller(self) -> Controller:
         if self.controller is None:
-            raise not_controller(self.cfg.node_id, self.cfg.controller)
+            hint = self.broker.controller_guess if self.broker else self.cfg.controller
+            raise not_controller(self.cfg.node_id, hint)
         return self.controller
 
     def _test(self) -> None:
@@ -215,7 +218,15 @@ class Server:
         else:
             view = self._controller().view()
             local = {}
-        return {"node": self.cfg.node_id, "controller": self.cfg.controller,
+        if self.controller is not None:  # a voter: the Raft leader it knows, and the quorum
+            quorum = self.controller.quorum_view()
+            controller = self.controller.leader
+        else:  # a broker only: the controller that last answered its heartbeat
+            b = self._broker()
+            controller = b.controller_known
+            quorum = {"leader": controller, "epoch": b.controller_epoch, "role": "observer",
+                      "voters": list(self.cfg.controller_quorum_voters)}
+        return {"node": self.cfg.node_id, "controller": controller, "quorum": quorum,
                 "topic": self.cfg.topic.name, "roles": list(self.cfg.process_roles),
                 "clock_offset_ns": self.clock.offset_ns, **view, "local": local}
 
@@ -253,10 +264,15 @@ class Server:
             out.append({"partition": pid, "error": None, "records": recs})
         if wanted and not any(o.get("records") for o in out) and not any(
                 o.get("error") for o in out) and req["max_wait_ms"] > 0:
+            for p, off in wanted:
+                p.park(follower, off)
             try:
                 await asyncio.wait_for(b.appended.wait(), min(req["max_wait_ms"], 10_000) / 1000)
             except TimeoutError:
                 pass
+            finally:
+                for p, _off in wanted:
+                    p.park(follower, None)
             now = self.clock.now_ms()
             for p, off in wanted:
                 p.still_caught_up(follower, off, now)
@@ -292,6 +308,17 @@ class Server:
         return await self._controller().alter_partition(
             req["node"], req["partition"], req["leader_epoch"], req["partition_epoch"],
             req["isr"])
+
+    async def raft(self, req: dict[str, Any]) -> dict[str, Any]:
+        """A Raft message from another voter (see broker/quorum.py)."""
+        deliver = getattr(self.controller.log, "deliver", None) if self.controller else None
+        if deliver is None:
+            raise not_controller(self.cfg.node_id, None)
+        try:
+            deliver(req["from"], req["message"])
+        except MessageError as e:
+            raise ProtocolError(INVALID_REQUEST, f"raft: {e}") from None
+        return {}
 
     # -- test controls (off unless settings.test.controls.enable) ----------------------
     async def test_fetcher(self, req: dict[str, Any]) -> dict[str, Any]:

@@ -139,6 +139,8 @@ class RaftNode:
         if self.leader == self.id:  # a restarted leader does not resume leading
             self.leader = None
         self._reset_election_timer()
+        if self.voters == (self.id,):  # KRaft: the only voter stands at once, no timeout
+            self._election_deadline_ms = now_ms
 
     # ----- public API -------------------------------------------------------------------
 

@@ -1,0 +1,1 @@
+"""Controller failover time on a real 3-voter local cluster (python -m bench.failover)."""
