@@ -55,6 +55,7 @@ class RaftConfig:
     check_quorum_timeout_ms: int = 2000
     max_fetch_entries: int = 200
     snapshot_threshold_entries: int = 1000
+    first_election_stagger_ms: int = 0  # fresh quorum: voter i waits i times this longer
 
     def __post_init__(self) -> None:
         for name in ("election_timeout_ms", "fetch_interval_ms", "begin_epoch_resend_ms",
@@ -141,6 +142,10 @@ class RaftNode:
         self._reset_election_timer()
         if self.voters == (self.id,):  # KRaft: the only voter stands at once, no timeout
             self._election_deadline_ms = now_ms
+        elif self.is_voter and self.epoch == 0 and self.log.end_offset == 0:
+            # a brand-new quorum: voters stand in id order, so the first one usually leads
+            self._election_deadline_ms += self.config.first_election_stagger_ms * \
+                self.voters.index(self.id)
 
     # ----- public API -------------------------------------------------------------------
 
