@@ -19,7 +19,6 @@ from harness.history import (
     HistoryScan,
     Replicas,
     read_replicas,
-    scan_history,
 )
 
 OK, FAIL, INFO = 1, 2, 3
@@ -50,7 +49,9 @@ class Tables:
 
 def load_tables(run_dir: Path, *, workers: int = 1) -> Tables:
     """Read (strictly) history.jsonl and replicas.jsonl when present; build the columns."""
-    scan = scan_history(run_dir / "history.jsonl", workers=workers)
+    from checkers.fastscan import scan_fast
+
+    scan = scan_fast(run_dir / "history.jsonl", workers=workers)
     rpath = run_dir / "replicas.jsonl"
     replicas = read_replicas(rpath) if rpath.exists() else None
     return build_tables(scan, replicas)
