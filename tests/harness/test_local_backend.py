@@ -270,7 +270,9 @@ def test_sigkill_of_the_harness_leaves_nothing_after_heal(tmp_path: Path, state:
     # PDEATHSIG alone kills the brokers when the harness dies ...
     wait_for("the brokers to die with their harness", lambda: not any(
         leftovers.same_process(pid, starts[n]) for n, pid in pids.items()), timeout_s=10)
-    assert all(refused(a) for a in proxied)
+    # ... and the proxy process too (it is signalled at the same moment, exits a little later)
+    wait_for("the link proxy to die with its harness",
+             lambda: all(refused(a) for a in proxied), timeout_s=10)
     # ... and heal finds their records and clears them.
     done = leftovers.heal_all()
     assert sum("already gone" in x for x in done) == 4, done  # + the proxy
