@@ -76,7 +76,11 @@ class Outcome:
         if self.report is not None:
             where += f" report {self.report}"
         err = f" ({self.error})" if self.error else ""
-        return f"{head}: {anomalies}; {where}{err}"
+        live = (self.results.get("stats") or {}).get("liveness") or {}
+        stalled = "" if live.get("ok", True) else \
+            f"; LIVENESS: {len(live.get('stalled', []))} heal(s) with no success for " \
+            f"{live.get('stall_s')} s after"
+        return f"{head}: {anomalies}{stalled}; {where}{err}"
 
 
 class _Stopper:
@@ -148,6 +152,31 @@ def _check(run_dir: Path, spec: TestSpec, log: Any) -> tuple[dict[str, Any], str
     except Exception as e:
         log.exception("checking failed")
         return {"valid": "unknown", "error": repr(e)}, f"check failed: {e!r}"
+
+
+def _add_liveness(run_dir: Path, results: dict[str, Any], log: Any) -> None:
+    """Put how fast the cluster served again after each heal into results.json's stats.
+
+    The checkers judge safety from the run files alone; liveness is the harness's own
+    measurement, so it is added here and never changes the verdict.
+    """
+    import json
+
+    import orjson
+
+    from nemesis.liveness import liveness
+
+    try:
+        with open(run_dir / "history.jsonl", "rb") as fh:
+            ops = [orjson.loads(line) for line in fh if line.strip()]
+        results.setdefault("stats", {})["liveness"] = liveness(ops)
+        path = run_dir / "results.json"
+        if path.exists():
+            tmp = path.with_name("results.json.tmp")
+            tmp.write_text(json.dumps(results, indent=1) + "\n")
+            tmp.replace(path)
+    except Exception:
+        log.exception("measuring liveness failed (the verdict stands)")
 
 
 def _render(run_dir: Path, log: Any) -> Path | None:
@@ -256,6 +285,7 @@ def run(spec: TestSpec, *, watch: Watch | None = None) -> Outcome:
             return Outcome(stored.paths.root, "unknown", res, None, interrupted, error)
         watch.phase = "checking"
         results, check_error = _check(stored.paths.root, spec, log)
+        _add_liveness(stored.paths.root, results, log)
         watch.phase = "report"
         report = _render(stored.paths.root, log)
         valid = results.get("valid", "unknown")
