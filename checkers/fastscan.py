@@ -50,16 +50,27 @@ SEND_PLAIN = rf'\[\["send",({_N}),({_V})\]\]'
 SEND_DONE = rf'\[\["send",({_N}),\[({_N}|null),({_V})\]\]\]'
 POLL_EMPTY = r'\[\["poll"\]\]'
 POLL_DONE = rf'\[\["poll",({_OBJ})\]\]'
-KEY_BLOCK = rf'"({_N})":\[((?:{_REC},?)*)\]'
-RECORD = rf"\[({_N}),({_V})\]"
 
+_MAP = '"MAP(VARCHAR, BIGINT[][])"'  # a poll object of the common shape, parsed
+
+# One pass over the file: head columns, whether the line is sound (apart from the
+# micro-ops of the JSON path, checked below), and the common value shapes parsed.
 _HEAD = f"""
-CREATE TEMP TABLE raw AS
-SELECT * FROM read_json(?, format = 'newline_delimited', columns = {{
-  'index': 'JSON', 'time': 'JSON', 'type': 'JSON', 'process': 'JSON', 'f': 'JSON',
-  'value': 'JSON', 'seek_to_beginning': 'JSON'}});
 CREATE TEMP TABLE h2 AS
-SELECT *, CASE WHEN fc > 2 OR v IS NULL THEN -1
+SELECT idx, time, typ, proc, fc, seek, shape, v IS NULL AS vnull,
+  coalesce(idx IS NOT NULL AND time IS NOT NULL AND typ IS NOT NULL AND proc IS NOT NULL
+    AND fc >= 0 AND CASE
+    WHEN fc = {F_NEMESIS} THEN json_type(v) = 'OBJECT' OR (typ <> 0 AND v IS NULL)
+    WHEN fc <= 2 THEN shape > 0 OR json_type(v) = 'ARRAY' OR (typ <> 0 AND v IS NULL)
+    WHEN fc <= 4 THEN (typ <> 0 AND v IS NULL)
+                      OR regexp_full_match(v, '\\[(?:{_N}(?:,{_N})*)?\\]')
+    ELSE v IS NULL END, false) AS ok,
+  CASE WHEN shape = 1 THEN regexp_extract(v, '^{SEND_PLAIN}$', ['k', 'v']) END AS s1,
+  CASE WHEN shape = 2 THEN regexp_extract(v, '^{SEND_DONE}$', ['k', 'o', 'v']) END AS s2,
+  CASE WHEN shape = 4 THEN json_transform(regexp_extract(v, '^{POLL_DONE}$', 1), '{_MAP}')
+       END AS pm,
+  CASE WHEN shape = 0 THEN v END AS v
+FROM (SELECT *, CASE WHEN fc > 2 OR v IS NULL THEN -1
                WHEN regexp_full_match(v, '{SEND_PLAIN}') THEN 1
                WHEN typ <> 0 AND regexp_full_match(v, '{SEND_DONE}') THEN 2
                WHEN v = '[["poll"]]' THEN 3
@@ -73,20 +84,13 @@ FROM (SELECT nn("index") AS idx, nn(time) AS time,
               CASE WHEN json_type(f) = 'VARCHAR' THEN {F_NEMESIS} END
             ELSE list_position([{_FS}], f::VARCHAR) - 1 END AS fc,
        value::VARCHAR AS v, coalesce(seek_to_beginning::VARCHAR = 'true', false) AS seek
-      FROM raw);
-DROP TABLE raw;
+      FROM read_json(?, format = 'newline_delimited', columns = {{
+        'index': 'JSON', 'time': 'JSON', 'type': 'JSON', 'process': 'JSON', 'f': 'JSON',
+        'value': 'JSON', 'seek_to_beginning': 'JSON'}})))
 """
 
-# a head row is sound (apart from the micro-ops of the JSON path, checked below) when:
-_HEAD_OK = f"""
-SELECT count(*) FROM h2 WHERE NOT coalesce(idx IS NOT NULL AND time IS NOT NULL
-  AND typ IS NOT NULL AND proc IS NOT NULL AND fc >= 0 AND CASE
-  WHEN fc = {F_NEMESIS} THEN json_type(v) = 'OBJECT' OR (typ <> 0 AND v IS NULL)
-  WHEN fc <= 2 THEN shape > 0 OR json_type(v) = 'ARRAY' OR (typ <> 0 AND v IS NULL)
-  WHEN fc <= 4 THEN (typ <> 0 AND v IS NULL)
-                    OR regexp_full_match(v, '\\[(?:{_N}(?:,{_N})*)?\\]')
-  ELSE v IS NULL END, false)
-"""
+# a duplicated key in a poll object makes the map NULL: the strict reader judges those
+_HEAD_OK = "SELECT count(*) FROM h2 WHERE NOT ok OR (shape = 4 AND pm IS NULL)"
 
 # JSON null and a missing "value" both read as NULL: the contract needs the key
 _VALUE_PRESENT = """
@@ -124,13 +128,11 @@ SELECT line, i, nn(m -> '$[1]') AS key,
             THEN nn(m -> '$[2][0]') ELSE {NO_OFFSET} END AS "offset"
 FROM m WHERE kind = 'send'
 UNION ALL
-SELECT idx, 1, CAST(x.k AS BIGINT), CAST(x.v AS BIGINT), {NO_OFFSET}
-FROM (SELECT idx, regexp_extract(v, '^{SEND_PLAIN}$', ['k', 'v']) AS x FROM h2 WHERE shape = 1)
+SELECT idx, 1, CAST(s1.k AS BIGINT), CAST(s1.v AS BIGINT), {NO_OFFSET} FROM h2 WHERE shape = 1
 UNION ALL
-SELECT idx, 1, CAST(x.k AS BIGINT), CAST(x.v AS BIGINT),
-       CASE WHEN x.o = 'null' THEN {NO_OFFSET} ELSE CAST(x.o AS BIGINT) END
-FROM (SELECT idx, regexp_extract(v, '^{SEND_DONE}$', ['k', 'o', 'v']) AS x FROM h2
-      WHERE shape = 2))
+SELECT idx, 1, CAST(s2.k AS BIGINT), CAST(s2.v AS BIGINT),
+       CASE WHEN s2.o = 'null' THEN {NO_OFFSET} ELSE CAST(s2.o AS BIGINT) END
+FROM h2 WHERE shape = 2)
 ORDER BY line, i
 """
 
@@ -144,31 +146,21 @@ FROM (SELECT line, i, o, unnest(ks) AS k, generate_subscripts(ks, 1) AS j,
             WHERE kind = 'poll' AND n = 2));
 """
 
-_READS = f"""
+_READS = """
 SELECT line, key, "offset", value, rok FROM (
 SELECT line, i, j, q, CAST(k AS BIGINT) AS key, nn(r -> '$[0]') AS "offset",
        sv(r -> '$[1]') AS value, json_type(r) = 'ARRAY' AND json_array_length(r) = 2 AS rok
 FROM (SELECT line, i, k, j, unnest(rs) AS r, generate_subscripts(rs, 1) AS q
       FROM (SELECT line, i, k, j, json_extract(recs, '$[*]') AS rs FROM pk))
 UNION ALL
-SELECT line, 1, j, q, key, CAST(o AS BIGINT), CAST(w AS BIGINT), true
-FROM (SELECT line, j, key, unnest(os) AS o, unnest(ws) AS w, generate_subscripts(os, 1) AS q
-      FROM (SELECT line, j, CAST(k AS BIGINT) AS key,
-                   regexp_extract_all(b, '{RECORD}', 1) AS os,
-                   regexp_extract_all(b, '{RECORD}', 2) AS ws
-            FROM (SELECT line, unnest(ks) AS k, unnest(bs) AS b, generate_subscripts(ks, 1) AS j
-                  FROM pf))))
+SELECT line, 1, j, q, key, r[1], r[2], true
+FROM (SELECT line, j, key, unnest(rs) AS r, generate_subscripts(rs, 1) AS q
+      FROM (SELECT idx AS line, CAST(unnest(map_keys(pm)) AS BIGINT) AS key,
+                   unnest(map_values(pm)) AS rs, generate_subscripts(map_keys(pm), 1) AS j
+            FROM h2 WHERE shape = 4)))
 ORDER BY line, i, j, q
 """
 
-# poll completions of the common shape: their keys and each key's records as text
-_POLL_FAST = f"""
-CREATE TEMP TABLE pf AS
-SELECT line, ks, bs FROM (
-  SELECT idx AS line, regexp_extract_all(o, '{KEY_BLOCK}', 1) AS ks,
-         regexp_extract_all(o, '{KEY_BLOCK}', 2) AS bs
-  FROM (SELECT idx, regexp_extract(v, '^{POLL_DONE}$', 1) AS o FROM h2 WHERE shape = 4))
-"""
 
 def _line_count(path: str) -> int:
     """Lines as the Python reader splits them (a last line may lack its newline).
@@ -234,7 +226,7 @@ def _scan_columns(duckdb: Any, path: str, threads: int) -> HistoryScan | None:
         _run(con, _HEAD, path)
         if con.execute(_HEAD_OK).fetchone() != (0,):
             return None
-        if con.execute("SELECT count(*) FROM h2 WHERE v IS NULL").fetchone() != (0,) and \
+        if con.execute("SELECT count(*) FROM h2 WHERE vnull").fetchone() != (0,) and \
                 con.execute(_VALUE_PRESENT, [path]).fetchone() != (0,):
             return None
         head = con.execute("SELECT idx, time, typ, proc, fc, seek FROM h2").fetchnumpy()
@@ -243,11 +235,8 @@ def _scan_columns(duckdb: Any, path: str, threads: int) -> HistoryScan | None:
             return None
         sends = con.execute(_SENDS).fetchnumpy()
         con.execute(_POLL_KEYS)
-        con.execute(_POLL_FAST)
         if con.execute("SELECT count(*) FROM pk WHERE NOT coalesce(arr AND kok AND NOT dup, "
-                       "false)").fetchone() != (0,) or con.execute(
-                "SELECT count(*) FROM pf WHERE len(ks) <> len(list_distinct(ks)) "
-                "OR len(ks) <> len(bs)").fetchone() != (0,):
+                       "false)").fetchone() != (0,):
             return None
         reads = con.execute(_READS).fetchnumpy()
         polls = con.execute("SELECT DISTINCT line FROM m WHERE kind = 'poll' UNION "

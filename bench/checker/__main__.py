@@ -1,7 +1,8 @@
 """`python -m bench.checker`: time `undertow check` on 1M and 10M-op histories.
 
-Beside it, in the same run, the single-process floor: the strict reader in one
-process, then the same per-key numpy log checks in a plain loop (no Spark).
+Beside it, in the same run, the single-process floor: the strict Python reader
+in one process, the DuckDB reader on one thread, then the same per-key numpy log
+checks in a plain loop (no Spark).
 Peak memory is the largest sum of RSS over the checker's process tree (Python
 driver, JVM, Python workers), sampled every 0.2 s. Histories are generated once
 into bench/out/ and reused.
@@ -73,12 +74,15 @@ def timed_check(run_dir: Path, master: str) -> tuple[float, int, int]:
 
 def floor(run_dir: Path) -> dict[str, Any]:
     from checkers.api import verdict  # noqa: F401  (same package the CLI uses)
+    from checkers.fastscan import scan_fast
     from checkers.spark import log_checks_local
     from checkers.tables import build_tables
     from harness.history import scan_history
 
     t0 = time.monotonic()
-    scan = scan_history(run_dir / "history.jsonl", workers=1)
+    scan_history(run_dir / "history.jsonl", workers=1)
+    t01 = time.monotonic()
+    scan = scan_fast(run_dir / "history.jsonl", workers=1)  # DuckDB, one thread
     t1 = time.monotonic()
     t = build_tables(scan, None)
     t2 = time.monotonic()
@@ -88,7 +92,8 @@ def floor(run_dir: Path) -> dict[str, Any]:
     for tag, typ, n in zip(log["tag"], log["type"], log["n"], strict=True):
         if tag == "c":
             counts[str(typ)] = counts.get(str(typ), 0) + int(n)
-    return {"parse_s": round(t1 - t0, 2), "tables_s": round(t2 - t1, 2),
+    return {"parse_s": round(t01 - t0, 2), "parse_duckdb_1thread_s": round(t1 - t01, 2),
+            "tables_s": round(t2 - t1, 2),
             "log_checks_s": round(t3 - t2, 2), "counts": counts}
 
 
