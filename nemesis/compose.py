@@ -9,10 +9,11 @@ the history never holds a nemesis invoke without its completion.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 
 from harness.history import Op
-from harness.protocols import Nemesis, Run
+from harness.protocols import HasLeaders, Nemesis, Run
 from nemesis.faults import NemesisError
 
 log = logging.getLogger(__name__)
@@ -53,10 +54,13 @@ class Composed:
             return op.complete("info", error=f"no nemesis handles {op.f!r}; known: "
                                f"{', '.join(sorted(self.fs))}")
         try:
-            return part.invoke(run, op)
+            done = part.invoke(run, op)
         except Exception as e:
             log.exception("nemesis %s failed", op.f)
             return op.complete("info", error=f"{type(e).__name__}: {e}")
+        if isinstance(op.value, Mapping) and op.value.get("target") == "controller":
+            done = note_controller_change(run, done)
+        return done
 
     def teardown(self, run: Run) -> None:
         errors: list[Exception] = []
@@ -68,6 +72,33 @@ class Composed:
                 errors.append(e)
         if errors:  # logged, not raised: the run's own cleanup must go on
             log.error("%d nemesis teardowns failed; first: %r", len(errors), errors[0])
+
+
+def note_controller_change(run: Run, done: Op, *, wait_s: float = 5.0) -> Op:
+    """A fault aimed at the active controller: write the controller it hit and the one the
+    quorum elected after it into the completion, so controller changes show in the history.
+
+    Waits (bounded by wait_s) for a different controller to appear; `new_controller` is
+    null when none did in that time (e.g. the quorum lost its majority).
+    """
+    value = dict(done.value) if isinstance(done.value, Mapping) else {}
+    nodes = value.get("nodes") or []
+    if not isinstance(run.db, HasLeaders) or not nodes:
+        return done
+    old = str(nodes[0])
+    new: str | None = None
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            current = run.db.controller(run)
+        except Exception:
+            current = None
+        if current is not None and current != old:
+            new = current
+            break
+        time.sleep(0.1)
+    value.update(controller=old, new_controller=new)
+    return done.with_(value=value)
 
 
 def compose(*parts: Nemesis) -> Composed:

@@ -180,6 +180,31 @@ def test_teardown_heals_every_fault_at_once(cluster: tuple[Run, Composed]) -> No
              lambda: all(db.leader_of(run, k) for k in range(run.spec.keys)))
 
 
+def test_a_fault_on_the_controller_records_the_controller_elected_after_it(
+        cluster: tuple[Run, Composed]) -> None:
+    run, nem = cluster
+    done = nem.invoke(run, Op("invoke", NEMESIS, "kill", {"target": "controller"}))
+    try:
+        old = done.value["controller"]
+        assert done.value["nodes"] == [old] and done.error is None
+        assert done.value["new_controller"] not in (None, old), done.value
+        assert run.db.controller(run) == done.value["new_controller"]  # type: ignore[union-attr]
+    finally:
+        nem.invoke(run, Op("invoke", NEMESIS, "start", {}))
+    from workloads.client import ClientError, admin_metadata
+
+    def answers() -> bool:
+        try:
+            return bool(admin_metadata(db_net(run)[0].nodes[old].listen, timeout_s=1))
+        except ClientError:
+            return False
+
+    wait_for("the restarted controller to answer", answers)
+    assert "new_controller" not in nem.invoke(
+        run, Op("invoke", NEMESIS, "pause", {"nodes": ["n2"]})).value
+    nem.invoke(run, Op("invoke", NEMESIS, "resume", {}))
+
+
 def test_ctrl_c_in_the_middle_of_a_partition_leaves_nothing(tmp_path: Path, state: Path) -> None:
     results = tmp_path / "results"
     env = {**os.environ, leftovers.STATE_ENV: str(state), "UNDERTOW_PROXY_LOOP": "asyncio"}
