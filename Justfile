@@ -37,6 +37,12 @@ bench:
     {{py}} -m bench.checker
     {{py}} -m bench.broker
     {{py}} -m bench.harness
+    {{py}} -m bench.report
+    {{py}} -m bench.failover
+
+# time to find each known bug: seeded runs of every scenario (long: minutes per run)
+bench-findbugs *ARGS:
+    {{py}} -m bench.findbugs {{ARGS}}
 
 # install and start the Docker engine if it is missing
 docker-up:
