@@ -41,8 +41,13 @@ def find_cycles(t: Tables, ww: tuple[Any, Any], wr: tuple[Any, Any]) -> list[Cyc
     n = len(g)
     gop = t.op[g]
 
+    # op id -> graph node: a gather from a table (searchsorted of unsorted queries
+    # into millions of ids costs seconds in cache misses)
+    where = np.zeros(int(gop[-1]) + 1 if n else 0, dtype=np.int64)
+    where[gop] = np.arange(n)
+
     def node(ops: Any) -> Any:
-        return np.searchsorted(gop, ops)
+        return where[ops]
 
     src = [node(ww[0]), node(wr[0])]
     dst = [node(ww[1]), node(wr[1])]
@@ -67,8 +72,9 @@ def find_cycles(t: Tables, ww: tuple[Any, Any], wr: tuple[Any, Any]) -> list[Cyc
     src.append(n + last[has])
     dst.append(has)
     kinds.append(np.full(len(ok) + max(nb - 1, 0) + len(has), RT, np.int8))
-    s_all = np.concatenate(src).astype(np.int64)
-    d_all = np.concatenate(dst).astype(np.int64)
+    idx = np.int32 if n + nb < 2**31 else np.int64  # what scipy would convert to anyway
+    s_all = np.concatenate(src).astype(idx)
+    d_all = np.concatenate(dst).astype(idx)
     k_all = np.concatenate(kinds)
     total = n + nb
 
@@ -82,11 +88,11 @@ def find_cycles(t: Tables, ww: tuple[Any, Any], wr: tuple[Any, Any]) -> list[Cyc
         _, labels = connected_components(mat, directed=True, connection="strong")
         real = labels[:n]
         # a component is new when its ops came from two or more components before
-        lo = np.full(total, n, dtype=np.int64)
-        hi = np.full(total, -1, dtype=np.int64)
-        np.minimum.at(lo, real, prev)
-        np.maximum.at(hi, real, prev)
-        new = np.flatnonzero(hi > lo)
+        # (some member's prev stands for its component; any other member differing
+        # from it means two or more components joined)
+        rep = np.empty(total, dtype=np.int64)
+        rep[real] = prev
+        new = np.unique(real[prev != rep[real]])
         if len(new):
             ls = labels[s_all]
             em = m & (ls == labels[d_all]) & np.isin(ls, new)
