@@ -147,16 +147,20 @@ def packed_entries(t: Tables) -> Any:
     import pyarrow as pa
 
     e = t.entries
+    order = np.argsort(e["key"], kind="stable")
+    by_key = {c: e[c][order] for c in ENTRY_COLUMNS}  # one gather per column
     keys: list[int] = []
     parts: list[int] = []
     blobs: dict[str, list[bytes]] = {c: [] for c in ENTRY_COLUMNS}
-    for key, idx in key_slices(t):
-        for part, c0 in enumerate(range(0, len(idx), BLOB_ROWS)):
-            rows = idx[c0:c0 + BLOB_ROWS]
-            keys.append(key)
+    ks = by_key["key"]
+    starts: list[int] = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]]).tolist() if len(ks) \
+        else []
+    for a, b in itertools.pairwise([*starts, len(ks)]):
+        for part, c0 in enumerate(range(a, b, BLOB_ROWS)):
+            keys.append(int(ks[a]))
             parts.append(part)
             for c in ENTRY_COLUMNS:
-                blobs[c].append(e[c][rows].tobytes())
+                blobs[c].append(by_key[c][c0:min(b, c0 + BLOB_ROWS)].tobytes())
     return pa.table({"key": pa.array(keys, pa.int64()), "part": pa.array(parts, pa.int64()),
                      **{f"b_{c}": pa.array(blobs[c], pa.large_binary())
                         for c in ENTRY_COLUMNS}})

@@ -84,7 +84,8 @@ def build_tables(scan: HistoryScan, replicas: Replicas | None) -> Tables:
 
     r_line = scan.read_line
     r_op = scan.pair[r_line]
-    read_values = np.unique(scan.read_value)
+    rv = np.sort(scan.read_value)  # np.unique's hash path is seconds slower at 10M
+    read_values = rv[np.r_[True, rv[1:] != rv[:-1]]] if len(rv) else rv
     must = status == OK
     info_sends = s_status == INFO
     hit = info_sends & np.isin(s_value, read_values)
