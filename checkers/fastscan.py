@@ -136,6 +136,24 @@ FROM h2 WHERE shape = 2)
 ORDER BY line, i
 """
 
+# the same rows when every send has a common shape: no union, so no sort (a table
+# scan keeps insertion order; the order is verified after the fetch all the same)
+_SENDS_COMMON = f"""
+SELECT idx AS line, CAST(CASE WHEN shape = 1 THEN s1.k ELSE s2.k END AS BIGINT) AS key,
+       CAST(CASE WHEN shape = 1 THEN s1.v ELSE s2.v END AS BIGINT) AS value,
+       CASE WHEN shape = 1 OR s2.o = 'null' THEN {NO_OFFSET} ELSE CAST(s2.o AS BIGINT) END
+         AS "offset"
+FROM h2 WHERE shape IN (1, 2)
+"""
+
+_READS_COMMON = """
+SELECT line, key, r[1] AS "offset", r[2] AS value, true AS rok, j, q
+FROM (SELECT line, j, key, unnest(rs) AS r, generate_subscripts(rs, 1) AS q
+      FROM (SELECT idx AS line, CAST(unnest(map_keys(pm)) AS BIGINT) AS key,
+                   unnest(map_values(pm)) AS rs, generate_subscripts(map_keys(pm), 1) AS j
+            FROM h2 WHERE shape = 4))
+"""
+
 _POLL_KEYS = """
 CREATE TEMP TABLE pk AS
 SELECT line, i, k, j, o -> k AS recs, json_type(o -> k) = 'ARRAY' AS arr,
@@ -180,6 +198,19 @@ def _run(con: Any, script: str, param: str | None = None) -> None:
     """Run a script statement by statement (a parameter only binds to one statement)."""
     for i, stmt in enumerate(x for x in script.split(";") if x.strip()):
         con.execute(stmt, [param] if param is not None and i == 0 else None)
+
+
+def _ascending(*keys: Any) -> bool:
+    """Rows strictly ascending by the keys taken together (first key most significant)."""
+    cols = [np.asarray(k, np.int64) for k in keys]
+    if len(cols[0]) < 2:
+        return True
+    greater = np.zeros(len(cols[0]) - 1, bool)
+    equal = np.ones(len(cols[0]) - 1, bool)
+    for c in cols:
+        greater |= equal & (c[1:] > c[:-1])
+        equal &= c[1:] == c[:-1]
+    return bool(greater.all())
 
 
 def _seq(line: Any) -> Any:
@@ -229,18 +260,22 @@ def _scan_columns(duckdb: Any, path: str, threads: int) -> HistoryScan | None:
         if con.execute("SELECT count(*) FROM h2 WHERE vnull").fetchone() != (0,) and \
                 con.execute(_VALUE_PRESENT, [path]).fetchone() != (0,):
             return None
-        head = con.execute("SELECT idx, time, typ, proc, fc, seek FROM h2").fetchnumpy()
+        head = con.execute("SELECT idx, time, typ, proc, fc, seek, shape FROM h2").fetchnumpy()
         con.execute(_MICRO)
         if con.execute(_MICRO_OK).fetchone() != (0,):
             return None
-        sends = con.execute(_SENDS).fetchnumpy()
+        common = con.execute("SELECT count(*) FROM m").fetchone() == (0,)
+        sends = con.execute(_SENDS_COMMON if common else _SENDS).fetchnumpy()
+        if common and not _ascending(sends["line"]):
+            sends = con.execute(_SENDS).fetchnumpy()
         con.execute(_POLL_KEYS)
         if con.execute("SELECT count(*) FROM pk WHERE NOT coalesce(arr AND kok AND NOT dup, "
                        "false)").fetchone() != (0,):
             return None
-        reads = con.execute(_READS).fetchnumpy()
-        polls = con.execute("SELECT DISTINCT line FROM m WHERE kind = 'poll' UNION "
-                            "SELECT idx FROM h2 WHERE shape IN (3, 4)").fetchnumpy()
+        reads = con.execute(_READS_COMMON if common else _READS).fetchnumpy()
+        if common and not _ascending(reads["line"], reads.pop("j"), reads.pop("q")):
+            reads = con.execute(_READS).fetchnumpy()
+        polls = con.execute("SELECT DISTINCT line FROM m WHERE kind = 'poll'").fetchnumpy()
     except duckdb.Error:
         return None
     finally:
@@ -254,6 +289,8 @@ def _scan_columns(duckdb: Any, path: str, threads: int) -> HistoryScan | None:
         return None  # rows may not be in file order: let the strict reader judge
     flags = np.asarray(head["seek"], bool).astype(np.int8)
     flags[np.asarray(polls["line"], i64)] |= 2
+    shape = np.asarray(head["shape"])
+    flags[(shape == 3) | (shape == 4)] |= 2
     typ = np.asarray(head["typ"]).astype(np.int8)
     time = np.asarray(head["time"], i64)
     proc = np.asarray(head["proc"], i64)
