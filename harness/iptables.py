@@ -26,9 +26,9 @@ import threading
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
+from harness.net import CLIENT, checked_grudge
 from harness.protocols import Exec, Grudge, Remote, Run
 
-CLIENT = "client"
 CHAINS = ("INPUT", "OUTPUT")
 
 
@@ -84,16 +84,7 @@ class IptablesNet:
     # -- Net -------------------------------------------------------------------
 
     def partition(self, run: Run | None, grudge: Grudge) -> None:
-        known = {*self.addrs, CLIENT}
-        clean: dict[str, frozenset[str]] = {}
-        for node, peers in grudge.items():
-            bad = sorted({node, *peers} - known)
-            if bad:
-                raise ValueError(f"partition: unknown node(s) {', '.join(bad)} in grudge "
-                                 f"{dict(grudge)!r}; known: {', '.join(sorted(known))}")
-            drops = frozenset(peers) - {node}
-            if drops:
-                clean[node] = drops
+        clean = checked_grudge(grudge, {*self.addrs, CLIENT})
         if CLIENT in {*clean, *(p for ps in clean.values() for p in ps)} and not self.client_addr:
             raise ValueError("partition: this backend does not know the clients' address")
         with self._lock:

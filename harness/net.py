@@ -34,6 +34,24 @@ def _fmt_ms(x: float) -> str:
     return f"{x:g}"
 
 
+def checked_grudge(grudge: Grudge, known: set[str]) -> dict[str, frozenset[str]]:
+    """A grudge with every name checked against `known`, self-drops and empty entries gone.
+
+    Shared by every Net (the link proxy here, iptables on containers and hosts), so a
+    bad grudge is refused with the same message whichever backend runs.
+    """
+    clean: dict[str, frozenset[str]] = {}
+    for node, peers in grudge.items():
+        bad = sorted({node, *peers} - known)
+        if bad:
+            raise ValueError(f"partition: unknown node(s) {', '.join(bad)} in grudge "
+                             f"{dict(grudge)!r}; known: {', '.join(sorted(known))}")
+        drops = frozenset(peers) - {node}
+        if drops:
+            clean[node] = drops
+    return clean
+
+
 class ProxyNet:
     """harness.protocols.Net for the local backend; thread-safe."""
 
@@ -48,16 +66,7 @@ class ProxyNet:
     # -- Net ---------------------------------------------------------------
 
     def partition(self, run: Run | None, grudge: Grudge) -> None:
-        known = {*self.nodes, CLIENT}
-        clean: dict[str, frozenset[str]] = {}
-        for node, peers in grudge.items():
-            bad = sorted({node, *peers} - known)
-            if bad:
-                raise ValueError(f"partition: unknown node(s) {', '.join(bad)} in grudge "
-                                 f"{dict(grudge)!r}; known: {', '.join(sorted(known))}")
-            drops = frozenset(peers) - {node}
-            if drops:
-                clean[node] = drops
+        clean = checked_grudge(grudge, {*self.nodes, CLIENT})
         with self._lock:
             self._grudge = clean
             self._apply()
