@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
-from harness.net import CLIENT, checked_grudge
+from harness.net import CLIENT, check_delay, check_drop_probability, checked_grudge
 from harness.protocols import Exec, Grudge, Remote, Run
 
 CHAINS = ("INPUT", "OUTPUT")
@@ -99,8 +99,7 @@ class IptablesNet:
 
     def lossy(self, run: Run | None, nodes: Collection[str], drop_probability: float) -> None:
         self._check(nodes, "lossy")
-        if not 0.0 <= drop_probability <= 1.0:
-            raise ValueError(f"lossy: drop_probability {drop_probability} is not in [0, 1]")
+        check_drop_probability(drop_probability)
         with self._lock:
             for n in nodes:
                 self._remove_tagged("loss", only=n)
@@ -115,9 +114,7 @@ class IptablesNet:
     def slow(self, run: Run | None, nodes: Collection[str], delay_ms: float,
              jitter_ms: float = 0.0) -> None:
         self._check(nodes, "slow")
-        if delay_ms < 0 or jitter_ms < 0:
-            raise ValueError(f"slow: delay_ms {delay_ms} and jitter_ms {jitter_ms} "
-                             "must not be negative")
+        check_delay(delay_ms, jitter_ms)
         with self._lock:
             for n in nodes:
                 dev = self._egress_dev(n)

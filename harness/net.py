@@ -52,6 +52,19 @@ def checked_grudge(grudge: Grudge, known: set[str]) -> dict[str, frozenset[str]]
     return clean
 
 
+def check_delay(delay_ms: float, jitter_ms: float) -> None:
+    """Refuse a negative delay or jitter (every Net's `slow`)."""
+    if delay_ms < 0 or jitter_ms < 0:
+        raise ValueError(f"slow: delay_ms {delay_ms} and jitter_ms {jitter_ms} "
+                         "must not be negative")
+
+
+def check_drop_probability(drop_probability: float) -> None:
+    """Refuse a probability outside [0, 1] (every Net's `lossy`)."""
+    if not 0.0 <= drop_probability <= 1.0:
+        raise ValueError(f"lossy: drop_probability {drop_probability} is not in [0, 1]")
+
+
 class ProxyNet:
     """harness.protocols.Net for the local backend; thread-safe."""
 
@@ -79,9 +92,7 @@ class ProxyNet:
     def slow(self, run: Run | None, nodes: Collection[str], delay_ms: float,
              jitter_ms: float = 0.0) -> None:
         self._check(nodes, "slow")
-        if delay_ms < 0 or jitter_ms < 0:
-            raise ValueError(f"slow: delay_ms {delay_ms} and jitter_ms {jitter_ms} "
-                             "must not be negative")
+        check_delay(delay_ms, jitter_ms)
         with self._lock:
             for n in nodes:
                 self._slow[n] = (float(delay_ms), float(jitter_ms))
@@ -89,8 +100,7 @@ class ProxyNet:
 
     def lossy(self, run: Run | None, nodes: Collection[str], drop_probability: float) -> None:
         self._check(nodes, "lossy")
-        if not 0.0 <= drop_probability <= 1.0:
-            raise ValueError(f"lossy: drop_probability {drop_probability} is not in [0, 1]")
+        check_drop_probability(drop_probability)
         with self._lock:
             for n in nodes:
                 self._loss[n] = float(drop_probability)
