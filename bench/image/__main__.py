@@ -70,7 +70,7 @@ def main() -> None:
         out["docker_start_to_ready_s"] = [round(x, 2) for x in docker_s]
         out["docker_start_to_ready_median_s"] = round(statistics.median(docker_s), 2)
         if not args.no_ssh:
-            from bench.image.sshd_hosts import sshd_hosts
+            from harness.control.sshd_hosts import sshd_hosts
 
             with sshd_hosts(Path(tmp) / "sshd") as (cluster, _hosts):
                 ssh_s = [_timed_up(SshBackend(), {"backend": "ssh",

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,50 +52,17 @@ def test_parse_host_and_cluster_file(tmp_path: Path) -> None:
 @pytest.fixture
 def hosts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, Any]]:
     """Three sshd containers with a key made now; yields (cluster.json, their backend)."""
-    import paramiko
-
-    from harness.control.docker import DockerBackend
-    from harness.image import ImageError, ensure_images
+    from harness.control.sshd_hosts import sshd_hosts
+    from harness.image import ImageError
 
     monkeypatch.setenv(leftovers.STATE_ENV, str(tmp_path / "state"))
+    stack = contextlib.ExitStack()
     try:
-        images = ensure_images(sshd=True)
+        up = stack.enter_context(sshd_hosts(tmp_path / "sshd", ready_timeout_s=20))
     except ImageError as e:
         pytest.skip(f"no Docker engine for the sshd hosts: {e}")
-    assert images.sshd is not None
-    key = paramiko.RSAKey.generate(2048)
-    key_file = tmp_path / "id_rsa"
-    key.write_private_key_file(str(key_file))
-    pub = tmp_path / "authorized_keys"
-    pub.write_text(f"{key.get_name()} {key.get_base64()} undertow-test\n")
-    spec = build_spec({"backend": "docker"})
-    (tmp_path / "hosts").mkdir()
-    run = Run(spec=spec, nodes=spec.nodes, paths=RunPaths(tmp_path / "hosts"),
-              log=logging.getLogger("sshd-hosts"))
-    docker_hosts = DockerBackend(image=images.sshd.tag)
-    try:
-        docker_hosts.provision(run)
-        assert run.remote is not None
-        for n in run.nodes:
-            run.remote.upload(n, pub, "/root/.ssh/authorized_keys")
-        deadline = time.monotonic() + 20
-        for ip in docker_hosts.ips.values():
-            while True:
-                try:
-                    socket.create_connection((ip, 22), timeout=1).close()
-                    break
-                except OSError:
-                    assert time.monotonic() < deadline, f"sshd on {ip} did not come up"
-                    time.sleep(0.1)
-        cluster = tmp_path / "cluster.json"
-        cluster.write_text(json.dumps({"nodes": [
-            {"externally_routable_ip": ip,
-             "ssh_config": {"host": n, "hostname": ip, "user": "root", "port": 22,
-                            "identityfile": str(key_file)}}
-            for n, ip in sorted(docker_hosts.ips.items())]}))
-        yield cluster, docker_hosts
-    finally:
-        docker_hosts.down(run)
+    with stack:
+        yield up
 
 
 def _ssh_run(tmp_path: Path, cluster: Path) -> Run:
@@ -165,7 +132,8 @@ def test_ssh_backend_end_to_end(hosts: tuple[Path, Any], tmp_path: Path,
         backend.down(run)
     for n in run.nodes:
         assert _host_state(docker_hosts, n, backend.key) == ("", "", ""), n
-    key_body = (tmp_path / "id_rsa").read_text().splitlines()[1]
+    key_file = json.loads(cluster.read_text())["nodes"][0]["ssh_config"]["identityfile"]
+    key_body = Path(key_file).read_text().splitlines()[1]
     assert key_body not in caplog.text, "a private key's contents reached the log"
 
 

@@ -1,4 +1,5 @@
-"""Three sshd containers with a fresh key, as stand-in ssh hosts (for the bench and demos).
+"""Three sshd containers with a fresh key, as stand-in ssh hosts: the ssh backend's tests,
+its bench, and a way to try `--backend ssh` on one machine (`python -m harness.control.sshd_hosts`).
 
     with sshd_hosts(workdir) as (cluster_json, hosts): ...   # hosts: the DockerBackend
 """
@@ -21,7 +22,8 @@ from harness.spec import build_spec
 
 
 @contextlib.contextmanager
-def sshd_hosts(workdir: Path, count: int = 3) -> Iterator[tuple[Path, Any]]:
+def sshd_hosts(workdir: Path, count: int = 3, *,
+               ready_timeout_s: float = 30.0) -> Iterator[tuple[Path, Any]]:
     import paramiko
 
     images = ensure_images(sshd=True)
@@ -31,7 +33,7 @@ def sshd_hosts(workdir: Path, count: int = 3) -> Iterator[tuple[Path, Any]]:
     key_file = workdir / "id_rsa"
     key.write_private_key_file(str(key_file))
     pub = workdir / "authorized_keys"
-    pub.write_text(f"{key.get_name()} {key.get_base64()} undertow-bench\n")
+    pub.write_text(f"{key.get_name()} {key.get_base64()} undertow-sshd-hosts\n")
     spec = build_spec({"backend": "docker", "node_count": count,
                        "broker": {"replication_factor": min(3, count)}})
     (workdir / "hosts").mkdir(exist_ok=True)
@@ -43,7 +45,7 @@ def sshd_hosts(workdir: Path, count: int = 3) -> Iterator[tuple[Path, Any]]:
         assert run.remote is not None
         for n in run.nodes:
             run.remote.upload(n, pub, "/root/.ssh/authorized_keys")
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + ready_timeout_s
         for ip in hosts.ips.values():
             while True:
                 try:
