@@ -11,20 +11,29 @@ Same meaning as harness.net's proxy rules, so a nemesis behaves alike on every b
   `{"client": ["n1"]}` drops n1's answers to clients (OUTPUT --sport on n1).
 - `lossy` drops a node's outgoing broker traffic at random (`-m statistic --mode random`),
   both to peers and to clients; `fast` ends it.
-- `slow` needs the netem qdisc. Where the kernel has it, it delays the node's egress
-  (`tc qdisc replace ... netem delay`); where it has not (as on the CI machines), `slow`
-  raises Unsupported rather than pretend: iptables cannot delay a packet.
+- `slow` delays the node's egress broker traffic. Where the kernel has the netem qdisc,
+  with `tc qdisc replace ... netem delay`. Where it has not (as on the CI machines), with
+  iptables' NFQUEUE target and a delayer process (harness.nfqdelay) bound to that queue in
+  the node's network namespace, if the backend can start one there (`delayers`: the docker
+  backend run as root); otherwise `slow` raises Unsupported rather than pretend.
 
-Every rule carries the comment `<tag>:part` or `<tag>:loss` (tag = one per run), and a
+Every rule carries the comment `<tag>:part`, `<tag>:loss` or `<tag>:slow` (tag = one per run), and a
 heal deletes exactly the rules with that comment, listed back from `iptables -S`.
 """
 
 from __future__ import annotations
 
+import os
+import select
 import shlex
+import signal
+import subprocess
+import sys
 import threading
-from collections.abc import Callable, Collection, Mapping
+import zlib
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from harness.net import CLIENT, check_delay, check_drop_probability, checked_grudge
 from harness.protocols import Exec, Grudge, Remote, Run
@@ -38,6 +47,15 @@ class Unsupported(NotImplementedError):
 
 class IptablesError(RuntimeError):
     """An iptables command failed on a node; says which node and command."""
+
+
+class DelayerHost(Protocol):
+    """Starts a long-lived process inside a node's network namespace (for harness.nfqdelay)."""
+
+    def spawn(self, node: str, argv: Sequence[str]) -> subprocess.Popen[str]: ...
+
+
+DELAYER_READY_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +82,7 @@ class IptablesNet:
                  broker_port: int, client_addr: str | None = None, sudo: bool = False,
                  on_add: Callable[[Rule], None] | None = None,
                  on_remove: Callable[[Rule], None] | None = None,
+                 delayers: DelayerHost | None = None,
                  timeout_s: float = 20.0) -> None:
         if not tag or any(c.isspace() or c in "'\"" for c in tag):
             raise ValueError(f"IptablesNet: tag {tag!r} must be a non-empty word")
@@ -76,6 +95,9 @@ class IptablesNet:
         self.on_add = on_add
         self.on_remove = on_remove
         self.timeout_s = timeout_s
+        self.delayers = delayers
+        self.queue_num = zlib.crc32(tag.encode()) % 60000 + 1000  # one queue per run
+        self._delayer_procs: dict[str, subprocess.Popen[str]] = {}
         self._lock = threading.Lock()
         self._grudge: dict[str, frozenset[str]] = {}
         self._loss: dict[str, float] = {}
@@ -117,16 +139,21 @@ class IptablesNet:
         check_delay(delay_ms, jitter_ms)
         with self._lock:
             for n in nodes:
+                self._end_slow(n)
                 dev = self._egress_dev(n)
                 cmd = ["tc", "qdisc", "replace", "dev", dev, "root", "netem",
                        "delay", f"{delay_ms:g}ms", f"{jitter_ms:g}ms"]
                 r = self._exec(n, cmd)
-                if not r.ok:
-                    if "unknown" in r.stderr.lower() or "not supported" in r.stderr.lower():
+                if r.ok:
+                    pass
+                elif "unknown" in r.stderr.lower() or "not supported" in r.stderr.lower():
+                    if self.delayers is None:
                         raise Unsupported(
-                            f"slow: node {n} has no netem qdisc ({r.stderr.strip()}); iptables "
-                            "cannot delay packets, so slow links are unsupported here "
-                            "(lossy links work)")
+                            f"slow: node {n} has no netem qdisc ({r.stderr.strip()}), and this "
+                            "backend cannot run a packet delayer in its network namespace "
+                            "(the docker backend can, as root); lossy links work")
+                    self._slow_by_queue(n, delay_ms, jitter_ms)
+                else:
                     raise IptablesError(f"slow on {n}: {shlex.join(cmd)}: {r.stderr.strip()}")
                 self._slow[n] = (delay_ms, jitter_ms)
 
@@ -134,10 +161,40 @@ class IptablesNet:
         with self._lock:
             self._remove_tagged("loss")
             self._loss = {}
-            for n in list(self._slow):
-                dev = self._egress_dev(n)
-                self._exec(n, ["tc", "qdisc", "del", "dev", dev, "root"])
-                del self._slow[n]
+            for n in sorted({*self._slow, *self._delayer_procs}):
+                self._end_slow(n)
+                self._slow.pop(n, None)
+
+    def _slow_by_queue(self, node: str, delay_ms: float, jitter_ms: float) -> None:
+        """Start a delayer bound to our queue in the node's netns, then queue its egress."""
+        assert self.delayers is not None
+        argv = [sys.executable, "-m", "harness.nfqdelay", "--queue", str(self.queue_num),
+                "--delay-ms", f"{delay_ms:g}", "--jitter-ms", f"{jitter_ms:g}",
+                "--parent", str(os.getpid()), "--ready-file", "-"]
+        proc = self.delayers.spawn(node, argv)
+        self._delayer_procs[node] = proc
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], DELAYER_READY_S)
+        line = proc.stdout.readline() if ready else ""
+        if not line.strip().isdigit():
+            err = _stop(proc)
+            del self._delayer_procs[node]
+            raise IptablesError(f"slow on {node}: the packet delayer did not start: "
+                                f"{err or f'no answer in {DELAYER_READY_S:g} s'}")
+        self._add([Rule(node, "OUTPUT", (
+            "-p", "tcp", "-m", "multiport", "--ports", str(self.broker_port),
+            *self._comment("slow"), "-j", "NFQUEUE", "--queue-num", str(self.queue_num),
+            "--queue-bypass"))])
+
+    def _end_slow(self, node: str) -> None:
+        """Undo whichever slow is on the node: the queue rule and its delayer, or netem."""
+        proc = self._delayer_procs.pop(node, None)
+        if proc is not None:
+            self._remove_tagged("slow", only=node)  # packets flow again (bypass) ...
+            _stop(proc)  # ... and the delayer lets go of what it still holds
+        elif node in self._slow:
+            dev = self._egress_dev(node)
+            self._exec(node, ["tc", "qdisc", "del", "dev", dev, "root"])
 
     # -- state -------------------------------------------------------------------
 
@@ -236,6 +293,18 @@ class IptablesNet:
     def _exec(self, node: str, cmd: list[str]) -> Exec:
         argv = ["sudo", "-n", *cmd] if self.sudo else cmd
         return self.remote.exec(node, argv, timeout_s=self.timeout_s)
+
+
+def _stop(proc: subprocess.Popen[str]) -> str:
+    """SIGTERM a delayer (it releases every held packet), then reap it; its stderr."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        _out, err = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _out, err = proc.communicate()
+    return (err or "").strip()
 
 
 def remove_rule(remote: Remote, rule: Rule, *, sudo: bool = False) -> bool:

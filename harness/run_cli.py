@@ -110,7 +110,8 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
               help="ssh backend: a ducktape-style cluster.json.")
 @click.option("--workload", default="queue", show_default=True)
 @click.option("--nemesis", default="kill,partition", show_default=True,
-              help="Comma list of faults (kill, pause, partition, link, clock, disk), or none.")
+              help="Comma list of faults (kill, pause, partition, slow, lossy, clock, "
+                   "lose-unflushed), or none.")
 @click.option("--nemesis-interval", type=float, default=10.0, show_default=True,
               help="Seconds between faults, on average.")
 @click.option("--nemesis-targets", default="one,minority,majority", show_default=True,

@@ -149,6 +149,16 @@ class NetnsRemote:
     def download(self, node: str, remote: str, local: Path) -> None:
         self.docker.download(node, remote, local)
 
+    def spawn(self, node: str, argv: Sequence[str]) -> subprocess.Popen[str]:
+        """A host process in the node's network namespace (the slow-link delayer)."""
+        if not self.direct:
+            raise NodeError("docker: a process in a container's network namespace needs root "
+                            "and nsenter on the host")
+        return subprocess.Popen(["nsenter", f"--net={self._netns(node)}", *argv],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True,
+                                cwd=str(Path(__file__).resolve().parents[2]))
+
 
 class DockerBroker(RemoteBroker):
     """The broker in containers: RemoteBroker, with pause/resume by the cgroup freezer."""
@@ -275,8 +285,10 @@ class DockerBackend:
         broker = DockerBroker(remote, layouts, addrs)
         run.remote = remote
         run.db = broker
-        run.net = IptablesNet(NetnsRemote(remote), self.ips, tag=self.key,
-                              broker_port=BROKER_PORT, client_addr=self.gateway)
+        netns = NetnsRemote(remote)
+        run.net = IptablesNet(netns, self.ips, tag=self.key, broker_port=BROKER_PORT,
+                              client_addr=self.gateway,
+                              delayers=netns if netns.direct else None)
         run.client_addrs = dict(addrs)
         run.extra.update({"docker_network": self.network_name, "run_key": self.key,
                           "containers": dict(self.containers)})

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from harness import leftovers
-from harness.iptables import Unsupported
 from harness.protocols import Run, RunPaths
 from harness.spec import build_spec
 
@@ -143,18 +142,44 @@ def test_lossy_link_drops_and_fast_restores(containers: tuple[Run, Any]) -> None
         net.partition(run, {"n9": ["n1"]})
 
 
-def test_slow_is_netem_or_says_unsupported(containers: tuple[Run, Any]) -> None:
-    run, _ = containers
-    assert run.net is not None and run.remote is not None
-    try:
-        run.net.slow(run, ["n1"], 50.0, 0.0)
-    except Unsupported as e:
-        assert "netem" in str(e)
-        return
-    qdisc = run.remote.exec("n1", ["tc", "qdisc", "show"]).stdout
-    assert "netem" in qdisc
-    run.net.fast(run)
+def _connect_s(ip: str, port: int = 9092) -> float:
+    """Median time for the host to open a TCP connection (SYN, then n's SYN-ACK)."""
+    times = []
+    for _ in range(5):
+        t = time.monotonic()
+        socket.create_connection((ip, port), timeout=5).close()
+        times.append(time.monotonic() - t)
+    return sorted(times)[2]
+
+
+def _delayers() -> list[str]:
+    ps = subprocess.run(["pgrep", "-af", "harness.nfqdelay"], capture_output=True, text=True)
+    return [line for line in ps.stdout.splitlines() if "pgrep" not in line]
+
+
+def test_slow_delays_a_nodes_egress_and_fast_restores(containers: tuple[Run, Any]) -> None:
+    """netem where the kernel has it; otherwise an NFQUEUE rule and a delayer process."""
+    run, backend = containers
+    net = run.net
+    assert net is not None and run.remote is not None
+    ip1, ip2 = backend.ips["n1"], backend.ips["n2"]
+    assert _connect_s(ip1) < 0.1
+    net.slow(run, ["n1"], 200.0, 0.0)
+    assert net.in_force() == ["slow n1 +200ms"]
+    if "netem" not in run.remote.exec("n1", ["tc", "qdisc", "show"]).stdout:
+        assert [r.spec[-4:] for r in net.rules("n1")] == [
+            ("NFQUEUE", "--queue-num", str(net.queue_num), "--queue-bypass")]
+        assert len(_delayers()) == 1
+    assert _connect_s(ip1) >= 0.19  # n1's SYN-ACK waits 200 ms
+    assert _connect_s(ip2) < 0.1  # only n1 is slow
+    assert _connects(run, "n2", ip1)  # slow, not cut
+    net.slow(run, ["n1"], 50.0, 0.0)  # a new delay replaces the old one
+    assert 0.045 <= _connect_s(ip1) < 0.15
+    net.fast(run)
+    assert _connect_s(ip1) < 0.1
+    assert net.in_force() == [] and net.rules("n1") == []
     assert "netem" not in run.remote.exec("n1", ["tc", "qdisc", "show"]).stdout
+    assert _delayers() == []
 
 
 def test_remote_upload_download_and_pause(containers: tuple[Run, Any], tmp_path: Path) -> None:
