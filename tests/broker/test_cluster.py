@@ -10,7 +10,6 @@ import socket
 import struct
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 from broker.localcluster import LocalCluster, request
 
+from tests.broker.producers import Producers, read_all
 from workloads.client import BrokerClient, ClientError, admin_dump, admin_request
 
 pytestmark = pytest.mark.slow
@@ -94,43 +94,6 @@ def test_localcluster_command_starts_three_nodes(tmp_path: Path) -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
-class Producers:
-    """Threads producing unique values with acks=all; they remember what was acknowledged."""
-
-    def __init__(self, addrs: dict[str, str], threads: int = 4) -> None:
-        self.addrs = addrs
-        self.acked: dict[int, int] = {}   # value -> key
-        self.stop = threading.Event()
-        self.lock = threading.Lock()
-        self.errors: dict[str, int] = {}
-        self.threads = [threading.Thread(target=self.run, args=(i,)) for i in range(threads)]
-
-    def run(self, i: int) -> None:
-        cl = BrokerClient(self.addrs, timeout_s=3)
-        v = i * 1_000_000
-        while not self.stop.is_set():
-            v += 1
-            key = v % 8
-            try:
-                cl.produce(key, v, acks="all")
-                with self.lock:
-                    self.acked[v] = key
-            except ClientError as e:
-                with self.lock:
-                    self.errors[e.code] = self.errors.get(e.code, 0) + 1
-        cl.close()
-
-    def __enter__(self) -> Producers:
-        for t in self.threads:
-            t.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for t in self.threads:
-            t.join(30)
-
-
 def full_isr(c: LocalCluster) -> bool:
     m = c.metadata("n2")
     return all(p["leader"] and len(p["isr"]) == 3 for p in m["partitions"].values())
@@ -160,24 +123,11 @@ def test_killing_and_restarting_any_broker_loses_no_acknowledged_write(
             c.start(victim)
             c.wait(lambda: full_isr(c), 30, f"isr full after restarting {victim}")
         time.sleep(0.5)
-    assert len(prod.acked) > 50, (len(prod.acked), prod.errors)
+    assert prod.count() > 50, (prod.count(), prod.errors)
     # a new leader's HW moves once its followers fetch from it: let it settle
     c.wait(lambda: all_committed(c), 15, "every leader's hw at its leo")
-    cl = BrokerClient(c.addrs, timeout_s=10)
-    try:
-        read: dict[int, set[int]] = {}
-        for key in range(8):
-            off = 0
-            while True:
-                recs = cl.fetch(key, off, max_records=1000)
-                if not recs:
-                    break
-                read.setdefault(key, set()).update(v for _o, v in recs)
-                off = recs[-1][0] + 1
-    finally:
-        cl.close()
-    lost = [v for v, k in prod.acked.items() if v not in read.get(k, set())]
-    assert lost == [], f"{len(lost)} acknowledged writes lost, e.g. {lost[:5]}"
+    lost = prod.lost(read_all(c.addrs, prod.keys))
+    assert lost == {}, f"acknowledged writes lost, e.g. {lost}"
 
 
 def raw(addr: str, payload: bytes, timeout_s: float = 3.0) -> bytes:

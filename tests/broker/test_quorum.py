@@ -7,7 +7,6 @@ acknowledged write is lost. The admin `metadata` answer shows the quorum.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -16,7 +15,7 @@ import pytest
 from broker.config import ConfigError, parse_config
 from broker.localcluster import LocalCluster, request
 
-from workloads.client import BrokerClient, ClientError
+from tests.broker.producers import Producers, read_all
 
 pytestmark = pytest.mark.slow
 
@@ -25,70 +24,6 @@ SAFE = {"min.insync.replicas": 2, "truncation": "leader-epoch",
         "unclean.leader.election.enable": False, "replica.lag.time.max.ms": 2000,
         "broker.session.timeout.ms": 3000}
 FAILOVER_BOUND_S = 12.0  # generous for a loaded 2-core machine; bench.failover measures it
-
-
-class Producers:
-    """Threads writing acks=all records; remembers every acknowledged (key, value)."""
-
-    def __init__(self, addrs: dict[str, str], keys: int, threads: int = 3) -> None:
-        self.addrs = addrs
-        self.keys = keys
-        self.acked: dict[int, set[int]] = {k: set() for k in range(keys)}
-        self.lock = threading.Lock()
-        self.stop = threading.Event()
-        self.ok_after: dict[int, float] = {}
-        self.threads = [threading.Thread(target=self._run, args=(i,), daemon=True)
-                        for i in range(threads)]
-
-    def _run(self, i: int) -> None:
-        cl = BrokerClient(self.addrs, timeout_s=3)
-        v = i * 1_000_000
-        try:
-            while not self.stop.is_set():
-                v += 1
-                k = v % self.keys
-                try:
-                    cl.produce(k, v, acks="all")
-                except ClientError:
-                    continue
-                with self.lock:
-                    self.acked[k].add(v)
-        finally:
-            cl.close()
-
-    def count(self) -> int:
-        with self.lock:
-            return sum(len(s) for s in self.acked.values())
-
-    def __enter__(self) -> Producers:
-        for t in self.threads:
-            t.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for t in self.threads:
-            t.join(30)
-
-
-def read_all(addrs: dict[str, str], keys: int) -> dict[int, set[int]]:
-    cl = BrokerClient(addrs, timeout_s=10)
-    try:
-        out: dict[int, set[int]] = {}
-        for k in range(keys):
-            end = cl.end_offset(k)
-            vals: set[int] = set()
-            off = 0
-            while off < end:
-                recs = cl.fetch(k, off)
-                if not recs:
-                    break
-                vals.update(v for _o, v in recs)
-                off = recs[-1][0] + 1
-            out[k] = vals
-        return out
-    finally:
-        cl.close()
 
 
 def new_controller(c: LocalCluster, live: list[str], old: str, old_epoch: int) -> tuple[str, int]:
@@ -167,7 +102,7 @@ def test_losing_the_active_controller_fails_over_and_loses_no_acked_write(
         c.wait(lambda: prod.count() > after + 20, 20, "writes with all nodes back")
     c.wait_ready(20)
     got = read_all(c.addrs, 6)
-    lost = {k: sorted(prod.acked[k] - got[k])[:5] for k in range(6) if prod.acked[k] - got[k]}
+    lost = prod.lost(got)
     assert not lost, f"acknowledged writes lost: {lost}"
     assert failover_s < FAILOVER_BOUND_S
 
