@@ -10,27 +10,18 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from harness import leftovers
 from harness.control.local import LocalBackend, LocalBrokerDB
 from harness.db import controller_voters, default_voter_count
 from harness.net import ProxyNet, complete_grudge
 from harness.protocols import Run, RunPaths
 from harness.spec import build_spec
 
-pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(autouse=True)
-def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    d = tmp_path / "state"
-    monkeypatch.setenv(leftovers.STATE_ENV, str(d))
-    yield d
-    leftovers.heal_all(force=True)
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("state")]
 
 
 def wait_for(what: str, pred: Callable[[], object], timeout_s: float = 20.0) -> object:

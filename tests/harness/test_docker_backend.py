@@ -31,13 +31,6 @@ def _docker() -> Any:
         pytest.skip(f"no Docker engine (start it with `just docker-up`): {e}")
 
 
-@pytest.fixture
-def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    d = tmp_path / "state"
-    monkeypatch.setenv(leftovers.STATE_ENV, str(d))
-    return d
-
-
 def _run(tmp_path: Path, **spec: object) -> Run:
     s = build_spec({"backend": "docker", "keys": 4, **spec})
     root = tmp_path / "run"

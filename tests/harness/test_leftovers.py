@@ -9,13 +9,14 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness import leftovers
+
+pytestmark = pytest.mark.usefixtures("state")
 
 HARNESS = textwrap.dedent("""
     import os, signal, subprocess, sys, time
@@ -32,14 +33,6 @@ HARNESS = textwrap.dedent("""
     print(p.pid, q.pid, flush=True)
     time.sleep(120)
 """)
-
-
-@pytest.fixture(autouse=True)
-def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    d = tmp_path / "state"
-    monkeypatch.setenv(leftovers.STATE_ENV, str(d))
-    yield d
-    leftovers.heal_all(force=True)
 
 
 def sleeper(**env: str) -> subprocess.Popen[bytes]:

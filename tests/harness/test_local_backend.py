@@ -34,15 +34,7 @@ from harness.protocols import (
 )
 from harness.spec import build_spec
 
-pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(autouse=True)
-def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    d = tmp_path / "state"
-    monkeypatch.setenv(leftovers.STATE_ENV, str(d))
-    yield d
-    leftovers.heal_all(force=True)
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("state")]
 
 
 def make_run(root: Path, **spec: object) -> Run:

@@ -34,12 +34,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(autouse=True)
-def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    d = tmp_path / "state"
-    monkeypatch.setenv(leftovers.STATE_ENV, str(d))
+def asyncio_proxy(state: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test here has its own leftovers state (tests/conftest.py) and the asyncio proxy."""
     monkeypatch.setenv("UNDERTOW_PROXY_LOOP", "asyncio")
-    yield d
-    leftovers.heal_all(force=True)
 
 
 @pytest.fixture(scope="module")
