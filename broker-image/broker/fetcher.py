@@ -56,15 +56,30 @@ class Fetcher:
                 await asyncio.sleep(backoff_s)
                 backoff_s = min(1.0, backoff_s * 2)
 
+    def _still_follows(self, p: Any, leader_epoch: int) -> bool:
+        """p still follows this leader at the epoch a request was sent under.
+
+        An answer that comes back after the partition moved on (a paused old leader waking
+        up, KIP-320's case) describes a log that is no longer ours to match: applying it
+        would cut records the new leader has since replicated and committed.
+        """
+        return (p.role == "follower" and p.meta is not None and p.meta.leader == self.leader
+                and p.leader_epoch == leader_epoch)
+
     async def _truncate_by_epoch(self, p: Any) -> None:
         b = self.broker
         epoch = p.log.latest_epoch
         if epoch < 0:
             p.needs_epoch_truncation = False
             return
+        leader_epoch = p.leader_epoch
         resp = await b.peer(self.leader, "fetch").call(
             {"type": "offsets_for_leader_epoch", "node": b.node, "partition": p.pid,
-             "epoch": epoch, "leader_epoch": p.leader_epoch}, timeout_s=5.0)
+             "epoch": epoch, "leader_epoch": leader_epoch}, timeout_s=5.0)
+        if not self._still_follows(p, leader_epoch):
+            log.info("p%d: stale epoch answer from %s (epoch %d) ignored", p.pid, self.leader,
+                     leader_epoch)
+            return
         if resp.get("error"):
             self.errors += 1
             return  # retried next round, once metadata agrees
@@ -90,6 +105,7 @@ class Fetcher:
         parts = [p for p in self.partitions() if not p.needs_epoch_truncation]
         if not parts:
             return {}
+        sent = {p.pid: p.leader_epoch for p in parts}
         req = {"type": "replica_fetch", "node": b.node, "max_wait_ms": max_wait_ms,
                "partitions": [[p.pid, p.leader_epoch, p.log.leo] for p in parts]}
         resp = await b.peer(self.leader, "fetch").call(req, timeout_s=max_wait_ms / 1000 + 5.0)
@@ -98,7 +114,7 @@ class Fetcher:
         out: dict[str, Any] = {}
         for item in resp.get("partitions", []):
             p = b.partitions.get(int(item["partition"]))
-            if p is None or p.role != "follower" or p.meta is None or p.meta.leader != self.leader:
+            if p is None or p.pid not in sent or not self._still_follows(p, sent[p.pid]):
                 continue
             err = item.get("error")
             if err == OFFSET_OUT_OF_RANGE and item.get("leo") is not None:

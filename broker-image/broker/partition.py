@@ -178,15 +178,19 @@ class Partition:
         return True
 
     # -- leader: follower fetches ----------------------------------------------
-    def on_follower_fetch(self, follower: str, epoch: int, fetch_offset: int, now_ms: int,
-                          limit: int) -> tuple[list[Record], str | None]:
-        """Record the follower's LEO, move the HW; returns records from fetch_offset on."""
+    def check_leader_epoch(self, epoch: int) -> None:
+        """A follower's request names the leader epoch it follows; refuse any other (KIP-320)."""
         if self.role != "leader":
             raise ProtocolError(NOT_LEADER, f"{self.node} does not lead partition {self.pid}")
         if epoch < self.leader_epoch:
             raise ProtocolError(FENCED_LEADER_EPOCH, f"epoch {epoch} < {self.leader_epoch}")
         if epoch > self.leader_epoch:
             raise ProtocolError(UNKNOWN_LEADER_EPOCH, f"epoch {epoch} > {self.leader_epoch}")
+
+    def on_follower_fetch(self, follower: str, epoch: int, fetch_offset: int, now_ms: int,
+                          limit: int) -> tuple[list[Record], str | None]:
+        """Record the follower's LEO, move the HW; returns records from fetch_offset on."""
+        self.check_leader_epoch(epoch)
         f = self.followers.get(follower)
         if f is None:
             raise ProtocolError(NOT_LEADER, f"{follower} is not a replica of {self.pid}")

@@ -294,8 +294,7 @@ class Server:
 
     async def offsets_for_leader_epoch(self, req: dict[str, Any]) -> dict[str, Any]:
         p = self._partition(req["partition"])
-        if p.role != "leader":
-            raise ProtocolError(NOT_LEADER, f"{self.cfg.node_id} does not lead {p.pid}")
+        p.check_leader_epoch(req["leader_epoch"])
         epoch, end = p.log.end_offset_for_epoch(req["epoch"])
         return {"epoch": epoch, "end_offset": end}
 

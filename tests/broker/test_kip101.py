@@ -185,3 +185,66 @@ def test_kip101_scenario2_leader_epoch_does_not_diverge(
     c = scenario_cluster(make_cluster, "leader-epoch")
     n1, n2 = run_divergence_scenario(c)
     assert n1 == n2 == {0: 200, 1: 202}
+
+
+def test_a_stale_epoch_answer_from_a_paused_old_leader_cuts_no_committed_record(
+        make_cluster: Callable[..., LocalCluster]) -> None:
+    """KIP-320's race, as a safe 120 s run found it (seed 201): a restarted follower asks
+    its leader where its epoch ends; the leader is paused, so the answer waits; meanwhile the
+    controller elects another leader and the follower replicates new records from it; then
+    the old leader wakes and answers. Applying that stale answer would truncate the records
+    the new leader had committed (and lose them if the follower led next)."""
+    c = make_cluster(
+        nodes=("n1", "n2", "n3", "n4"), partitions=1, replication_factor=3, controller="n4",
+        roles={"n4": ["controller"]}, brokers=["n1", "n2", "n3"],
+        settings={"truncation": "leader-epoch", "min.insync.replicas": 1,
+                  "test.controls.enable": True, "test.fetcher.start.paused": True,
+                  "replica.lag.time.max.ms": 600_000, "broker.session.timeout.ms": 600_000,
+                  "replica.high.watermark.checkpoint.interval.ms": 3_600_000,
+                  "leader.election.grace.ms": 60_000})
+    c.start_all()
+    brokers = ("n1", "n2", "n3")
+    leader = c.wait(lambda: next((n for n in brokers if role(c, n) == "leader"), None), 20,
+                    "a leader")
+    replicas = c.metadata(leader)["partitions"]["0"]["replicas"]
+    successor, follower = [n for n in replicas if n != leader]  # the controller's next pick
+    c.wait(lambda: role(c, follower) == "follower" and role(c, successor) == "follower", 20,
+           "both follow")
+
+    def produce(at: str, values: range) -> None:
+        cl = BrokerClient({at: c.addrs[at]}, timeout_s=10)
+        try:
+            for v in values:
+                cl.produce(0, v, acks="1")
+        finally:
+            cl.close()
+
+    produce(leader, range(300, 305))
+    for n in (follower, successor):
+        c.wait(lambda n=n: (step(c, n), len(values(c, n)) == 5)[1], 10, f"{n} has 5 records")
+    c.kill(follower)
+    restart_as_follower(c, follower)  # it must ask the leader where its epoch ends ...
+    c.pause(leader)                   # ... and the leader cannot answer yet
+    asked = threading.Thread(target=lambda: _quietly(step, c, follower))
+    asked.start()
+    try:
+        control(c, "n4", "test_fence", node=leader)
+        c.wait(lambda: role(c, successor) == "leader", 20, f"{successor} leads")
+        c.wait(lambda: c.metadata(follower)["partitions"]["0"]["leader"] == successor, 20,
+               f"{follower} follows {successor}")
+        produce(successor, range(305, 310))
+        c.wait(lambda: (step(c, follower), len(values(c, follower)) == 10)[1], 10,
+               f"{follower} has the new leader's records")
+    finally:
+        c.resume(leader)              # the stale answer ("your epoch ends at 5") arrives
+        asked.join(15)
+    assert not asked.is_alive()
+    # no step since: what the follower holds now is what the stale answer left it
+    assert values(c, follower) == {i: 300 + i for i in range(10)}
+
+
+def _quietly(fn: Callable[..., object], *args: object) -> None:
+    try:
+        fn(*args)
+    except Exception:  # the paused leader may time the step out; its effect is what counts
+        pass
