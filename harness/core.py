@@ -259,7 +259,9 @@ def run(spec: TestSpec, *, watch: Watch | None = None) -> Outcome:
     log = stored.log
     log.info("seed %d; spec %s", spec.seed, spec)
     plan = pkg.plan_json() if pkg is not None and hasattr(pkg, "plan_json") else []
-    store.write_test_json(stored.paths, spec, run_id=stored.run_id, nemesis_plan=plan)
+    phases = (getattr(pkg, "schedule", None) or {}).get("phases")
+    store.write_test_json(stored.paths, spec, run_id=stored.run_id, nemesis_plan=plan,
+                          **({"nemesis_phases": phases} if phases else {}))
     run_ = Run(spec=spec, nodes=spec.nodes, paths=stored.paths, log=log)
     history = HistoryWriter(stored.paths.history)
     stopper = _Stopper()

@@ -22,7 +22,8 @@ from harness.spec import SpecError, TestSpec, build_spec, load_toml
 FIELDS: dict[str, str] = {
     "backend": "backend", "nodes": "node_count", "node": "hosts", "cluster_file": "cluster_file",
     "workload": "workload", "nemesis": "nemesis", "nemesis_interval": "nemesis_interval_s",
-    "nemesis_targets": "nemesis_targets", "time_limit": "time_limit_s",
+    "nemesis_targets": "nemesis_targets", "nemesis_schedule": "nemesis_schedule",
+    "time_limit": "time_limit_s",
     "concurrency": "concurrency", "keys": "keys", "seed": "seed", "scenario": "scenario",
     "results_dir": "results_dir", "test_count": "test_count",
     "replication_factor": "broker.replication_factor", "acks": "broker.acks",
@@ -116,6 +117,10 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
               help="Seconds between faults, on average.")
 @click.option("--nemesis-targets", default="one,minority,majority", show_default=True,
               help="Comma list: one, minority, majority, all, leader, followers, controller.")
+@click.option("--nemesis-schedule", type=click.Choice(["stagger", "phases"]), default="stagger",
+              show_default=True,
+              help="stagger: faults throughout; phases: steady 20 %, faults, then everything "
+                   "healed and a fault-free recovery for the last 30 %.")
 @click.option("--time-limit", type=float, default=60.0, show_default=True,
               help="Seconds of workload and faults (before the final heal and reads).")
 @click.option("--concurrency", type=int, default=10, show_default=True)

@@ -19,6 +19,7 @@ Truncation = Literal["hw", "leader-epoch"]
 Flush = Literal["page-cache", "every-message"]
 BACKENDS = ("local", "docker", "ssh")
 TARGETS = ("one", "minority", "majority", "all", "leader", "followers", "controller")
+SCHEDULES = ("stagger", "phases")  # nemesis/schedule.py says what each does
 
 
 class SpecError(ValueError):
@@ -64,6 +65,7 @@ class TestSpec:
     nemesis: tuple[str, ...] = ("kill", "partition")
     nemesis_interval_s: float = 10.0
     nemesis_targets: tuple[str, ...] = ("one", "minority", "majority")
+    nemesis_schedule: str = "stagger"  # stagger: faults throughout; phases: steady/faults/recovery
     time_limit_s: float = 60.0
     concurrency: int = 10
     keys: int = 8
@@ -95,6 +97,9 @@ class TestSpec:
             raise SpecError("--min-insync-replicas must be between 1 and the replication factor")
         if self.time_limit_s <= 0 or self.concurrency < 1 or self.keys < 1:
             raise SpecError("--time-limit, --concurrency and --keys must be positive")
+        if self.nemesis_schedule not in SCHEDULES:
+            raise SpecError(f"--nemesis-schedule: {self.nemesis_schedule!r} is not one of "
+                            f"{', '.join(SCHEDULES)}")
         for t in self.nemesis_targets:
             if t not in TARGETS:
                 raise SpecError(f"--nemesis-targets: {t!r} is not one of {', '.join(TARGETS)}")

@@ -19,7 +19,8 @@ from nemesis import grudges as g
 from nemesis.compose import Composed, compose
 from nemesis.faults import Clock, Kill, LoseUnflushed, Pause
 from nemesis.netfaults import Links, Partition
-from nemesis.plan import Step, merge, timeline, windows
+from nemesis.plan import Step, merge, timeline
+from nemesis.schedule import schedule_of
 from nemesis.targets import PURE_TARGETS, pick
 
 # heal ops in the order the final generator sends them (a node must be up to resume)
@@ -38,6 +39,7 @@ class NemesisPackage:
     generator: gen.Gen
     final_generator: gen.Gen
     plan: tuple[Step, ...] = ()
+    schedule: dict[str, Any] | None = None  # Schedule.to_json(): its kind and phases
 
     def plan_json(self) -> list[dict[str, Any]]:
         return [s.to_json() for s in self.plan]
@@ -63,7 +65,7 @@ def _target_value(spec: TestSpec, rng: random.Random) -> dict[str, Any]:
 def _node_fault(fault: str, heal: str) -> Callable[[TestSpec, random.Random], list[Step]]:
     def plan(spec: TestSpec, rng: random.Random) -> list[Step]:
         out: list[Step] = []
-        for start, end in windows(rng, spec.nemesis_interval_s, spec.time_limit_s):
+        for start, end in schedule_of(spec).windows(rng):
             out += [Step(start, fault, _target_value(spec, rng)), Step(end, heal, {})]
         return out
     return plan
@@ -88,7 +90,7 @@ def _partition_value(spec: TestSpec, rng: random.Random) -> dict[str, Any]:
 
 def _plan_partition(spec: TestSpec, rng: random.Random) -> list[Step]:
     out: list[Step] = []
-    for start, end in windows(rng, spec.nemesis_interval_s, spec.time_limit_s):
+    for start, end in schedule_of(spec).windows(rng):
         out += [Step(start, "partition", _partition_value(spec, rng)), Step(end, "heal", {})]
     return out
 
@@ -96,7 +98,7 @@ def _plan_partition(spec: TestSpec, rng: random.Random) -> list[Step]:
 def _plan_link(kind: str) -> Callable[[TestSpec, random.Random], list[Step]]:
     def plan(spec: TestSpec, rng: random.Random) -> list[Step]:
         out: list[Step] = []
-        for start, end in windows(rng, spec.nemesis_interval_s, spec.time_limit_s):
+        for start, end in schedule_of(spec).windows(rng):
             out += [Step(start, kind, _target_value(spec, rng)), Step(end, "fast", {})]
         return out
     return plan
@@ -104,7 +106,7 @@ def _plan_link(kind: str) -> Callable[[TestSpec, random.Random], list[Step]]:
 
 def _plan_clock(spec: TestSpec, rng: random.Random) -> list[Step]:
     out: list[Step] = []
-    for start, end in windows(rng, spec.nemesis_interval_s, spec.time_limit_s):
+    for start, end in schedule_of(spec).windows(rng):
         if rng.random() < 0.5:
             delta_ms = rng.choice((-1, 1)) * rng.uniform(100, 10_000)
             out.append(Step(start, "clock-bump",
@@ -119,7 +121,7 @@ def _plan_clock(spec: TestSpec, rng: random.Random) -> list[Step]:
 
 def _plan_lose_unflushed(spec: TestSpec, rng: random.Random) -> list[Step]:
     return [Step(start, "lose-unflushed", _target_value(spec, rng))
-            for start, _ in windows(rng, spec.nemesis_interval_s, spec.time_limit_s)]
+            for start, _ in schedule_of(spec).windows(rng)]
 
 
 FAULTS: dict[str, Fault] = {
@@ -171,4 +173,5 @@ def nemesis_package(spec: TestSpec) -> NemesisPackage:
     nemesis: Composed = compose(*parts.values())
     plan = merge(*plans)
     return NemesisPackage(nemesis=nemesis, generator=timeline(plan),
-                          final_generator=final_generator(nemesis), plan=plan)
+                          final_generator=final_generator(nemesis), plan=plan,
+                          schedule=schedule_of(spec).to_json())

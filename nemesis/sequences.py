@@ -19,6 +19,7 @@ from nemesis.faults import Kill, LoseUnflushed
 from nemesis.netfaults import Partition
 from nemesis.packages import Fault, register
 from nemesis.plan import Step
+from nemesis.schedule import schedule_of
 
 WARMUP_S = 4.0  # let every partition take writes before the first fault
 
@@ -26,12 +27,24 @@ Cycle = Callable[[float, random.Random], list[Step]]
 
 
 def _cycles(period_s: float, cycle: Cycle) -> Callable[[TestSpec, random.Random], list[Step]]:
-    """Repeat a cycle every period (plus up to 2 s of seeded jitter) until the time limit."""
+    """Repeat a cycle every period (plus up to 2 s of seeded jitter) until the time limit.
+
+    Under the `phases` schedule the cycles start after the steady phase, and only whole
+    cycles that end before the recovery phase run (a cut cycle would leave a fault in it).
+    """
     def plan(spec: TestSpec, rng: random.Random) -> list[Step]:
+        sched = schedule_of(spec)
+        span_start, span_end = sched.fault_span
         out: list[Step] = []
-        t = WARMUP_S + rng.uniform(0, 2)
-        while t < spec.time_limit_s:
-            out += [s for s in cycle(t, rng) if s.at_s < spec.time_limit_s]
+        t = max(WARMUP_S, span_start) + rng.uniform(0, 2)
+        while t < span_end:
+            steps = cycle(t, rng)
+            if sched.kind == "phases":
+                if max(s.at_s for s in steps) >= span_end:
+                    break
+                out += steps
+            else:
+                out += [s for s in steps if s.at_s < spec.time_limit_s]
             t += period_s + rng.uniform(0, 2)
         return out
     return plan

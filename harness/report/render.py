@@ -19,6 +19,7 @@ import numpy as np
 from markupsafe import Markup
 
 from harness.report import figures, sections
+from harness.report.liveness import liveness_section
 from harness.report.runfiles import RunFiles, load_run, no_gc
 from harness.report.scan import KINDS, Scan, scan
 
@@ -81,6 +82,7 @@ def report_context(run: RunFiles) -> dict[str, Any]:
         "kinds": KINDS,
         "nodes": s.nodes,
         "faults": s.faults,
+        "liveness": liveness_section(run.results, run.ops, run.test),
         "latency_svg": Markup(figures.latency_scatter(s)),
         "quantiles_svg": Markup(figures.latency_quantiles(s)),
         "throughput_svg": Markup(figures.throughput(s)),

@@ -104,3 +104,40 @@ def test_known_bug_scenarios_keep_one_controller_voter_and_safe_a_quorum() -> No
     for name, sc in SCENARIOS.items():
         voters = controller_voters(build_spec(sc.settings))
         assert voters == (["n1", "n2", "n3"] if sc.safe else ["n1"]), name
+
+
+@pytest.mark.parametrize("nemesis", [("kill", "pause", "partition"), ("kip101-loss",),
+                                     ("last-replica",), ("clock", "lose-unflushed")])
+def test_phases_keep_faults_between_the_steady_and_the_recovery_phase(
+        nemesis: tuple[str, ...]) -> None:
+    spec = build_spec({"seed": 11, "nemesis": nemesis, "nemesis_schedule": "phases",
+                       "time_limit_s": 100.0, "nemesis_interval_s": 8.0})
+    pkg = nemesis_package(spec)
+    assert pkg.schedule is not None
+    assert [(p["name"], p["from_s"], p["to_s"]) for p in pkg.schedule["phases"]] == [
+        ("steady", 0.0, 20.0), ("faults", 20.0, 70.0), ("recovery", 70.0, 100.0)]
+    steps = pkg.plan_json()
+    assert steps, "the fault phase holds faults"
+    assert all(20.0 <= float(s["at_s"]) <= 70.0 for s in steps)  # type: ignore[arg-type]
+    # every fault opened in the fault phase is closed in it: nothing is left for recovery
+    open_faults: dict[str, int] = {}
+    for s in steps:
+        f = str(s["f"])
+        if f in CLOSE:
+            open_faults[CLOSE[f]] = open_faults.get(CLOSE[f], 0) + 1
+        elif f in open_faults:
+            open_faults[f] = 0
+    assert not any(open_faults.values()), open_faults
+
+
+def test_stagger_spreads_faults_over_the_whole_run_and_phases_leave_it_quiet_at_the_end() -> None:
+    stagger = plan_of(seed=5, nemesis=("kill",), nemesis_interval_s=5.0)
+    phases = plan_of(seed=5, nemesis=("kill",), nemesis_interval_s=5.0, nemesis_schedule="phases")
+    assert max(float(s["at_s"]) for s in stagger) > 100.0  # type: ignore[arg-type]
+    assert max(float(s["at_s"]) for s in phases) <= 84.0  # type: ignore[arg-type]
+    assert min(float(s["at_s"]) for s in phases) >= 24.0  # type: ignore[arg-type]
+
+
+def test_an_unknown_schedule_is_named() -> None:
+    with pytest.raises(SpecError, match="--nemesis-schedule: 'bursty' is not one of"):
+        build_spec({"nemesis_schedule": "bursty"})

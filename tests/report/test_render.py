@@ -149,3 +149,61 @@ def test_anomaly_refs_and_marks() -> None:
 def test_degenerate_histories_still_render(make_run: Any, ops: list[dict[str, Any]]) -> None:
     html = render_run(make_run("d", ops)).read_text()
     assert 'id="verdict">not checked' in html
+
+
+def _liveness_history() -> list[dict[str, Any]]:
+    s = 1_000_000_000
+    return [
+        {"time": 1 * s, "type": "invoke", "process": "nemesis", "f": "kill",
+         "value": {"nodes": ["n1"]}},
+        {"time": 1 * s + 10, "type": "info", "process": "nemesis", "f": "kill",
+         "value": {"nodes": ["n1"]}},
+        {"time": 2 * s, "type": "invoke", "process": "nemesis", "f": "start", "value": {}},
+        {"time": 2 * s + 10, "type": "info", "process": "nemesis", "f": "start",
+         "value": {"nodes": ["n1"]}},
+        {"time": int(2.5 * s), "type": "invoke", "process": 0, "f": "send",
+         "value": [["send", 0, 1]]},
+        {"time": int(2.75 * s), "type": "ok", "process": 0, "f": "send",
+         "value": [["send", 0, [0, 1]]]},
+        {"time": 5 * s, "type": "invoke", "process": "nemesis", "f": "heal", "value": {}},
+        {"time": 5 * s + 10, "type": "info", "process": "nemesis", "f": "heal", "value": {}},
+        {"time": 6 * s, "type": "invoke", "process": 0, "f": "send", "value": [["send", 0, 2]]},
+        {"time": 7 * s, "type": "fail", "process": 0, "f": "send", "value": [["send", 0, 2]]},
+        {"time": 50 * s, "type": "invoke", "process": 0, "f": "poll", "value": [["poll"]]},
+        {"time": 51 * s, "type": "fail", "process": 0, "f": "poll", "value": [["poll"]]},
+    ]
+
+
+def test_recovery_after_each_heal_is_measured_from_the_history_and_a_stall_is_flagged(
+        make_run: Any) -> None:
+    html = render_run(make_run("live", _liveness_history())).read_text()
+    table = html[html.index('id="liveness-table"'):]
+    table = table[: table.index("</table>")]
+    rows = re.findall(r"<tr[^>]*><td>(\w+)</td><td>([^<]*)</td><td class=\"num\">([\d.]+)</td>"
+                      r"<td class=\"num\">([^<]+)</td>", table)
+    assert rows == [("start", "n1", "2.000", "0.750"), ("heal", "all", "5.000", "never")]
+    assert 'class="conflict"><td>heal' in table  # the stalled heal is marked
+    assert 'id="stall-warning"' in html and "1 heal(s) followed by no successful" in html
+    assert html.index('id="stall-warning"') < html.index('id="settings"')
+
+
+def test_recovery_uses_the_harness_measurement_and_shows_the_phases(make_run: Any) -> None:
+    live = {"heals": 1, "recovered": 1, "max_recovery_s": 0.25, "median_recovery_s": 0.25,
+            "stall_s": 30.0, "stalled": [], "ok": True,
+            "recoveries": [{"index": 3, "f": "start", "time": 2_000_000_010,
+                            "recovery_s": 0.25}]}
+    phases = [{"name": "steady", "from_s": 0.0, "to_s": 12.0},
+              {"name": "faults", "from_s": 12.0, "to_s": 42.0},
+              {"name": "recovery", "from_s": 42.0, "to_s": 60.0}]
+    run = make_run("live2", _liveness_history()[:6],
+                   results={"valid": True, "stats": {"liveness": live}},
+                   test={"name": "t", "seed": 1, "nemesis_phases": phases})
+    html = render_run(run).read_text()
+    assert "1 of 1 heals were followed" in html and "worst 0.250 s" in html
+    assert "No stall" in html and 'id="stall-warning"' not in html
+    assert "steady 0\u201312 s, faults 12\u201342 s, recovery 42\u201360 s" in html
+
+
+def test_no_heal_no_recovery_table(make_run: Any) -> None:
+    html = render_run(make_run("quiet", _liveness_history()[4:6])).read_text()
+    assert "nothing to recover from" in html and 'id="liveness-table"' not in html
