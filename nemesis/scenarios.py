@@ -20,6 +20,9 @@ class Scenario:
     description: str
     settings: Mapping[str, Any]
     expected: tuple[str, ...]  # anomaly types the checkers must report (all of them)
+    # `undertow run` options that fix the bug: the same faults with these settings must be
+    # valid (the control run that shows the loss comes from the setting, not the harness)
+    fixed_by: tuple[str, ...] = ()
 
     @property
     def safe(self) -> bool:
@@ -27,7 +30,8 @@ class Scenario:
 
 
 def _scenario(name: str, description: str, expected: tuple[str, ...],
-              broker: Mapping[str, Any], **spec: Any) -> Scenario:
+              broker: Mapping[str, Any], fixed_by: tuple[str, ...] = (),
+              **spec: Any) -> Scenario:
     settings: dict[str, Any] = {"name": name, "scenario": name, "keys": 8, "concurrency": 10,
                                 **spec, "broker": dict(broker)}
     if expected:
@@ -39,7 +43,7 @@ def _scenario(name: str, description: str, expected: tuple[str, ...],
     # avoid the controller share that leader and are broken together, and with more keys
     # fewer consumers read each one, so some acknowledged writes are still unread when
     # they are lost (a lost-write needs a value never read, with reads past it).
-    return Scenario(name, description, settings, expected)
+    return Scenario(name, description, settings, expected, fixed_by)
 
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
@@ -50,7 +54,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         ("lost-write", "replica-lost-write"),
         {"replication_factor": 2, "truncation": "hw", "min_insync_replicas": 1, "acks": "all",
          "unclean_leader_election": False},
-        nemesis=("kip101-loss",), node_count=3, time_limit_s=60.0, nemesis_interval_s=12.0),
+        nemesis=("kip101-loss",), node_count=3, time_limit_s=60.0, nemesis_interval_s=12.0,
+        fixed_by=("--truncation", "leader-epoch")),
     _scenario(
         "kip101-divergence",
         "KIP-101: crash both replicas, restart the shorter log first, write; the other keeps "
@@ -59,7 +64,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         {"replication_factor": 2, "truncation": "hw", "min_insync_replicas": 1, "acks": "all",
          "flush": "page-cache", "unclean_leader_election": False, "session_timeout_ms": 8000},
         nemesis=("kip101-divergence",), node_count=3, time_limit_s=100.0,
-        nemesis_interval_s=22.0),
+        nemesis_interval_s=22.0, fixed_by=("--truncation", "leader-epoch")),
     _scenario(
         "isr-shrink-2013",
         "Kafka 2013: with min ISR 1 the leader cut off from its followers shrinks the ISR to "
@@ -68,7 +73,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         {"replication_factor": 3, "acks": "all", "min_insync_replicas": 1,
          "unclean_leader_election": True, "truncation": "leader-epoch"},
         nemesis=("isr-shrink",), node_count=4, keys=16, time_limit_s=60.0,
-        nemesis_interval_s=15.0),
+        nemesis_interval_s=15.0,
+        fixed_by=("--min-insync-replicas", "2", "--no-unclean-leader-election")),
     _scenario(
         "unclean-election",
         "Unclean leader election: partitions and kills leave only out-of-sync replicas, and "
@@ -77,7 +83,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         {"replication_factor": 3, "acks": "all", "min_insync_replicas": 1,
          "unclean_leader_election": True, "truncation": "leader-epoch"},
         nemesis=("unclean",), node_count=4, keys=16, time_limit_s=60.0,
-        nemesis_interval_s=15.0),
+        nemesis_interval_s=15.0, fixed_by=("--no-unclean-leader-election",)),
     _scenario(
         "last-replica-standing",
         "min ISR 2 is no help once the ISR has shrunk to the leader: it crashes losing its "
@@ -87,7 +93,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
          "unclean_leader_election": False, "truncation": "leader-epoch", "flush": "page-cache",
          "replica_lag_time_max_ms": 1000},
         nemesis=("last-replica",), node_count=4, keys=16, time_limit_s=60.0,
-        nemesis_interval_s=15.0),
+        nemesis_interval_s=15.0, fixed_by=("--flush", "every-message")),
     _scenario(
         "safe",
         "Safe settings (RF 3, acks all, min ISR 2, leader-epoch truncation, clean election) "

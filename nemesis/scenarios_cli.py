@@ -15,7 +15,8 @@ def scenarios(as_json: bool) -> None:
     """List the named scenarios (undertow run --scenario NAME) with their settings."""
     if as_json:
         click.echo(json.dumps({n: {"description": s.description, "settings": s.settings,
-                                   "expected": list(s.expected)}
+                                   "expected": list(s.expected),
+                                   "fixed_by": list(s.fixed_by)}
                                for n, s in SCENARIOS.items()}, indent=1, default=list))
         return
     for name, s in SCENARIOS.items():
@@ -26,6 +27,9 @@ def scenarios(as_json: bool) -> None:
         spec = {k: v for k, v in s.settings.items() if k not in ("broker", "name", "scenario")}
         click.echo("  run:    " + ", ".join(f"{k}={_fmt(v)}" for k, v in spec.items()))
         click.echo("  broker: " + ", ".join(f"{k}={_fmt(v)}" for k, v in broker.items()))
+        if s.fixed_by:
+            click.echo(f"  fixed:  undertow run --scenario {name} {' '.join(s.fixed_by)}"
+                       "  -> must find nothing")
         click.echo("")
 
 

@@ -2,7 +2,9 @@
 
 Each run is `undertow run --scenario NAME --seed SEED` in its own process (a real
 local cluster, then the checkers). A bug is found when the run is invalid and
-reports every expected anomaly type; `safe` passes when valid. Prints a table of
+reports every expected anomaly type; `safe` passes when valid. With `--control`,
+each known-bug scenario runs instead with the settings that fix it (its
+`fixed_by` options: the same fault sequence) and passes when valid. Prints a table of
 seeds and verdicts and the median time to the first anomaly; writes
 bench/out/findbugs/summary.json and summary.md. Runs go round-robin over the
 scenarios, so a cut-short benchmark still covers each one.
@@ -26,9 +28,10 @@ from nemesis.scenarios import SCENARIOS
 OUT = Path("bench/out/findbugs")
 
 
-def one_run(name: str, seed: int, time_limit_s: float | None, results_dir: Path) -> dict[str, Any]:
+def one_run(name: str, seed: int, time_limit_s: float | None, results_dir: Path,
+            control: bool = False) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "harness.cli", "run", "--scenario", name, "--seed", str(seed),
-           "--results-dir", str(results_dir)]
+           "--results-dir", str(results_dir), *(SCENARIOS[name].fixed_by if control else ())]
     if time_limit_s is not None:
         cmd += ["--time-limit", str(time_limit_s)]
     t0 = time.monotonic()
@@ -37,15 +40,15 @@ def one_run(name: str, seed: int, time_limit_s: float | None, results_dir: Path)
                                os.environ.get("UNDERTOW_PROXY_LOOP", "asyncio")})
     wall_s = time.monotonic() - t0
     run_dir = results_dir / name / "latest"
-    row: dict[str, Any] = {"scenario": name, "seed": seed, "wall_s": round(wall_s, 1),
-                           "exit": done.returncode}
+    row: dict[str, Any] = {"scenario": _label(name, control), "seed": seed,
+                           "wall_s": round(wall_s, 1), "exit": done.returncode}
     try:
         run_dir = run_dir.resolve(strict=True)
         results = json.loads((run_dir / "results.json").read_text())
     except (OSError, ValueError) as e:
         row.update(valid="error", found=[], error=f"{e}; {done.stdout[-300:]}{done.stderr[-300:]}")
         return row
-    expected = SCENARIOS[name].expected
+    expected = () if control else SCENARIOS[name].expected
     found = sorted(results.get("bad_anomaly_types") or [])
     if expected:
         ok = results.get("valid") is False and set(expected) <= set(found)
@@ -59,15 +62,23 @@ def one_run(name: str, seed: int, time_limit_s: float | None, results_dir: Path)
     return row
 
 
+def _label(name: str, control: bool) -> str:
+    return f"{name} (fixed)" if control else name
+
+
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for name, s in SCENARIOS.items():
-        mine = [r for r in rows if r["scenario"] == name]
+    labels = [(n, s, False) for n, s in SCENARIOS.items()] + \
+        [(n, s, True) for n, s in SCENARIOS.items() if s.fixed_by]
+    for name, s, control in labels:
+        mine = [r for r in rows if r["scenario"] == _label(name, control)]
+        if control and not mine:
+            continue
         firsts = [r["first_anomaly_s"] for r in mine if r.get("first_anomaly_s") is not None]
-        out[name] = {"runs": len(mine), "passed": sum(1 for r in mine if r.get("passed")),
-                     "expected": list(s.expected) or ["(valid)"],
-                     "median_first_anomaly_s": round(statistics.median(firsts), 1)
-                     if firsts else None}
+        out[_label(name, control)] = {
+            "runs": len(mine), "passed": sum(1 for r in mine if r.get("passed")),
+            "expected": ["(valid)"] if control or not s.expected else list(s.expected),
+            "median_first_anomaly_s": round(statistics.median(firsts), 1) if firsts else None}
     return out
 
 
@@ -99,6 +110,9 @@ def main() -> None:
     ap.add_argument("--first-seed", type=int, default=1)
     ap.add_argument("--budget-s", type=float, default=None,
                     help="stop starting runs after this many seconds")
+    ap.add_argument("--control", action="store_true",
+                    help="run the known-bug scenarios with the settings that fix them "
+                         "(each one's fixed_by); each passes when valid")
     ap.add_argument("--summarize", action="store_true",
                     help="only print the table of every run recorded in rows.jsonl")
     args = ap.parse_args()
@@ -116,6 +130,8 @@ def main() -> None:
     for n in names:
         if n not in SCENARIOS:
             ap.error(f"--scenarios: {n!r} is not one of {', '.join(SCENARIOS)}")
+    if args.control:
+        names = [n for n in names if SCENARIOS[n].fixed_by]
     OUT.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()
     rows: list[dict[str, Any]] = []
@@ -124,7 +140,8 @@ def main() -> None:
         for name in names:
             if args.budget_s is not None and time.monotonic() - t0 > args.budget_s:
                 break
-            row = one_run(name, args.first_seed + i, args.time_limit, OUT / "runs")
+            row = one_run(name, args.first_seed + i, args.time_limit, OUT / "runs",
+                          control=args.control)
             rows.append(row)
             print(json.dumps(row), flush=True)
             with (OUT / "rows.jsonl").open("a") as fh:

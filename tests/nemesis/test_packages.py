@@ -141,3 +141,36 @@ def test_stagger_spreads_faults_over_the_whole_run_and_phases_leave_it_quiet_at_
 def test_an_unknown_schedule_is_named() -> None:
     with pytest.raises(SpecError, match="--nemesis-schedule: 'bursty' is not one of"):
         build_spec({"nemesis_schedule": "bursty"})
+
+
+def test_each_known_bug_names_the_options_that_fix_it_and_they_build_a_fixed_spec() -> None:
+    """`fixed_by` through the real CLI layering: the same sequence, the bug's setting undone."""
+    import click
+    from click.testing import CliRunner
+
+    from harness.run_cli import build_run_spec, run
+
+    seen: dict[str, object] = {}
+
+    @click.command(params=run.params)
+    @click.pass_context
+    def capture(ctx: click.Context, /, **params: object) -> None:
+        seen["spec"] = build_run_spec(ctx, params)
+
+    for name, sc in SCENARIOS.items():
+        if sc.safe:
+            assert not sc.fixed_by
+            continue
+        assert sc.fixed_by, name
+        res = CliRunner().invoke(capture, ["--scenario", name, "--seed", "1", *sc.fixed_by])
+        assert res.exit_code == 0, res.output
+        fixed = seen["spec"]
+        assert isinstance(fixed, type(build_spec({})))
+        unsafe = build_spec(sc.settings)
+        assert fixed.nemesis == unsafe.nemesis and fixed.node_count == unsafe.node_count
+        b = fixed.broker
+        assert b.truncation == "leader-epoch" and b.acks == "all", name
+        assert not b.unclean_leader_election or b.min_insync_replicas >= 2, name
+        if name == "last-replica-standing":
+            assert b.flush == "every-message"
+        assert fixed.broker != unsafe.broker, name
