@@ -82,9 +82,9 @@ def test_unknown_toml_key_is_named(tmp_path: Path) -> None:
 def test_short_run_end_to_end(tmp_path: Path) -> None:
     env = {**os.environ, "UNDERTOW_STATE_DIR": str(tmp_path / "state")}
     p = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", "--time-limit", "8", "--nemesis", "kill",
-         "--nemesis-interval", "2", "--concurrency", "5", "--keys", "3", "--seed", "11",
-         "--results-dir", str(tmp_path / "results")],
+        [sys.executable, "-m", "harness.cli", "run", "--time-limit", "10", "--nemesis", "kill",
+         "--nemesis-interval", "2", "--nemesis-schedule", "phases", "--concurrency", "5",
+         "--keys", "3", "--seed", "11", "--results-dir", str(tmp_path / "results")],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
     last = p.stdout.strip().splitlines()[-1]
     assert p.returncode == 0, p.stdout + p.stderr[-3000:]
@@ -106,3 +106,11 @@ def test_short_run_end_to_end(tmp_path: Path) -> None:
     live = results["stats"]["liveness"]
     starts = sum(1 for r in rows if r["f"] == "start" and r["type"] == "info")
     assert live["heals"] == starts >= 1 and live["recovered"] >= 1 and live["ok"] is True
+    # phases: no fault in the steady first 2 s nor in the recovery after 7 s; the report says so
+    assert [p["name"] for p in test["nemesis_phases"]] == ["steady", "faults", "recovery"]
+    # (times count from the history's start, which is when the schedule starts; the final
+    # heal comes after the 10 s limit)
+    fault_s = [r["time"] / 1e9 for r in rows if r["f"] in ("kill", "start")]
+    assert fault_s and all(2.0 <= t < 7.5 for t in fault_s if t < 10.0), fault_s
+    html = (run / "report.html").read_text()
+    assert 'id="liveness-table"' in html and "steady 0\u20132 s, faults 2\u20137 s" in html
