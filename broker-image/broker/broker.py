@@ -231,21 +231,25 @@ class Broker:
 
     # -- ISR -------------------------------------------------------------------
     async def alter_isr(self, p: Partition, isr: list[str]) -> None:
+        """Propose an ISR to the controller (Kafka's AlterPartition). Until the outcome is
+        known the partition's HW waits for the union of both ISRs (Partition.maximal_isr)."""
         if p.isr_change_inflight or p.meta is None or p.role != "leader":
             return
         p.isr_change_inflight = True
+        isr = list(p.propose_isr(tuple(isr)))
         m = p.meta
         ctrl = self.controller_guess
         try:
             resp = await self.peer(ctrl).call(
                 {"type": "alter_partition", "node": self.node, "partition": p.pid,
-                 "leader_epoch": m.leader_epoch, "partition_epoch": m.partition_epoch,
+                 "leader_epoch": m.leader_epoch, "partition_epoch": p.pending_base_epoch,
                  "isr": isr}, timeout_s=2.0)
-            if resp.get("error") == "NOT_CONTROLLER":
-                self._controller_moved(ctrl, resp)
-                log.info("p%d: isr change to %s: %s", p.pid, isr, resp.get("message"))
-            elif resp.get("error"):
-                log.info("p%d: isr change to %s refused: %s", p.pid, isr, resp.get("message"))
+            if resp.get("error"):
+                p.isr_change_refused(str(resp["error"]))
+                if resp["error"] == "NOT_CONTROLLER":
+                    self._controller_moved(ctrl, resp)
+                log.info("p%d: isr change to %s refused: %s %s", p.pid, isr, resp["error"],
+                         resp.get("message"))
             else:
                 new = PartitionMeta(p.pid, tuple(resp["replicas"]), resp["leader"],
                                     int(resp["leader_epoch"]), int(resp["partition_epoch"]),
@@ -254,7 +258,8 @@ class Broker:
                     log.info("p%d: isr %s -> %s", p.pid, list(m.isr), list(new.isr))
                     p.update_meta(new)
         except RpcError as e:
-            log.info("p%d: isr change: %s", p.pid, e)
+            p.isr_change_unknown()
+            log.info("p%d: isr change to %s: no answer (%s); kept pending", p.pid, isr, e)
         finally:
             p.isr_change_inflight = False
 
@@ -265,6 +270,11 @@ class Broker:
             now = self.clock.now_ms()
             for p in list(self.partitions.values()):
                 if p.role == "leader" and not p.isr_change_inflight:
+                    if p.pending_isr is not None and p.pending_maybe_applied:
+                        # settle it first: sent again, it is applied, or refused as stale
+                        # (then the metadata brings what the controller holds)
+                        self.spawn(self.alter_isr(p, list(p.pending_isr)))
+                        continue
                     lagging = p.lagging(now)
                     if lagging:
                         isr = [r for r in p.isr if r not in lagging]

@@ -18,6 +18,7 @@ from .clock import Clock
 from .config import NodeConfig
 from .metadata import MetadataLog, MetadataRecord, MetadataState, PartitionMeta
 from .protocol import (
+    INELIGIBLE_REPLICA,
     INVALID_REQUEST,
     NOT_CONTROLLER,
     REQUEST_TIMED_OUT,
@@ -262,7 +263,8 @@ class Controller:
             raise ProtocolError(INVALID_REQUEST, f"isr {isr} must be replicas and hold the leader")
         added = set(new_isr) - set(p.isr)
         if any(not self.state.alive(r) for r in added):
-            raise ProtocolError(STALE_STATE, f"cannot add fenced brokers {sorted(added)} to isr")
+            raise ProtocolError(INELIGIBLE_REPLICA,
+                                f"cannot add fenced brokers {sorted(added)} to isr")
         q = replace(p, isr=new_isr, partition_epoch=p.partition_epoch + 1)
         await self._commit([q.record()])
         return self.state.partitions[partition].view()

@@ -13,11 +13,13 @@ from .log import PartitionLog, Record
 from .metadata import PartitionMeta
 from .protocol import (
     FENCED_LEADER_EPOCH,
+    NOT_CONTROLLER,
     NOT_ENOUGH_REPLICAS,
     NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     NOT_LEADER,
     OFFSET_OUT_OF_RANGE,
     REQUEST_TIMED_OUT,
+    STALE_STATE,
     UNKNOWN_LEADER_EPOCH,
     ProtocolError,
 )
@@ -61,6 +63,14 @@ class Partition:
     needs_epoch_truncation: bool = False
     isr_change_inflight: bool = False
     hw_checkpointed: int = -1
+    # An ISR change sent to the controller whose outcome is not known yet (Kafka's pending
+    # AlterPartition). Until it is, the HW counts every replica of the committed ISR and of
+    # the proposed one (Kafka's "maximal ISR"): a replica the controller may be adding must
+    # never be behind the HW, or once it is in the ISR it could be elected without records
+    # that were acknowledged. A shrink needs no such care: the committed ISR is the larger.
+    pending_isr: tuple[str, ...] | None = None
+    pending_base_epoch: int = -1       # the partition epoch the proposal was made against
+    pending_maybe_applied: bool = False  # a send got no answer: the controller may have it
 
     # -- roles -------------------------------------------------------------------
     @property
@@ -71,8 +81,48 @@ class Partition:
     def isr(self) -> tuple[str, ...]:
         return self.meta.isr if self.meta else ()
 
+    @property
+    def maximal_isr(self) -> tuple[str, ...]:
+        """The committed ISR plus any replica a pending change may add: what the HW waits for."""
+        if self.pending_isr is None:
+            return self.isr
+        return self.isr + tuple(r for r in self.pending_isr if r not in self.isr)
+
+    # -- ISR changes in flight -----------------------------------------------------
+    def propose_isr(self, isr: tuple[str, ...]) -> tuple[str, ...]:
+        """Record an ISR change about to be sent; returns what to send. While an earlier
+        proposal may have been applied, that one is sent again (never a different one),
+        so the maximal ISR always covers what the controller may hold."""
+        if self.pending_isr is not None and self.pending_maybe_applied:
+            return self.pending_isr
+        self.pending_isr = isr
+        self.pending_base_epoch = self.meta.partition_epoch if self.meta else -1
+        return isr
+
+    def isr_change_unknown(self) -> None:
+        """The send got no answer: it may have been applied; keep it until we know."""
+        self.pending_maybe_applied = True
+
+    def isr_change_refused(self, code: str) -> None:
+        """The controller answered no. STALE_STATE or NOT_CONTROLLER prove nothing about an
+        earlier send that got no answer (it may be why the epoch moved); any other refusal
+        was checked against our base epoch, so nothing of ours was applied."""
+        if self.pending_maybe_applied and code in (STALE_STATE, NOT_CONTROLLER):
+            return
+        self._clear_pending()
+
+    def _clear_pending(self) -> None:
+        self.pending_isr, self.pending_base_epoch, self.pending_maybe_applied = None, -1, False
+
+    def _resolve_pending(self, meta: PartitionMeta) -> None:
+        """A newer partition state settles a pending change: applied or not, it is in there
+        (and a proposal against an older epoch can no longer be applied)."""
+        if self.pending_isr is not None and meta.partition_epoch > self.pending_base_epoch:
+            self._clear_pending()
+
     def become_leader(self, meta: PartitionMeta, now_ms: int) -> None:
         self.meta = meta
+        self._clear_pending()  # a proposal of an earlier leadership names an old leader epoch
         self.role = "leader"
         self.needs_epoch_truncation = False
         self.log.assign_epoch(meta.leader_epoch, self.log.leo)
@@ -84,6 +134,7 @@ class Partition:
         """Returns log lines about truncation."""
         self.meta = meta
         self.role = "follower" if meta.leader else "none"
+        self._clear_pending()
         self._fail_waiters(LEADER_CHANGED, "leadership moved before the write committed")
         self.followers = {}
         if meta.leader is None:
@@ -100,6 +151,7 @@ class Partition:
         """Same leader and epoch, new ISR (from the controller)."""
         if self.meta is None or meta.partition_epoch >= self.meta.partition_epoch:
             self.meta = meta
+        self._resolve_pending(meta)
         if self.role == "leader":
             self.maybe_advance_hw()
 
@@ -164,7 +216,7 @@ class Partition:
         if self.role != "leader":
             return False
         new_hw = self.log.leo
-        for r in self.isr:
+        for r in self.maximal_isr:
             if r != self.node:
                 f = self.followers.get(r)
                 new_hw = min(new_hw, f.leo if f else -1)
@@ -265,5 +317,7 @@ class Partition:
                 "role": self.role}
         if self.role == "leader":
             view["isr"] = list(self.isr)
+            if self.pending_isr is not None:
+                view["pending_isr"] = list(self.pending_isr)
         return view
 

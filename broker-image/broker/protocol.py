@@ -53,6 +53,7 @@ INVALID_REQUEST = "INVALID_REQUEST"
 UNSUPPORTED = "UNSUPPORTED"                        # unknown request type
 NOT_CONTROLLER = "NOT_CONTROLLER"
 STALE_STATE = "STALE_STATE"                        # alter_partition with an old epoch
+INELIGIBLE_REPLICA = "INELIGIBLE_REPLICA"          # alter_partition adding a fenced broker
 DISABLED = "DISABLED"                              # test controls are off
 UNKNOWN_SERVER_ERROR = "UNKNOWN_SERVER_ERROR"
 

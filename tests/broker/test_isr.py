@@ -1,0 +1,103 @@
+"""ISR changes in flight: the HW waits for a replica the controller may be adding.
+
+Found by a safe-settings run with every fault (seed 401, 120 s): a leader asked the
+controller to add a caught-up follower to the ISR; the answer was lost on a lossy link,
+but the controller had applied it. The leader went on acknowledging writes with the
+old ISR, so the follower was in the committed ISR without them; after a crash of all
+three it was elected, and the others truncated to it: eight acknowledged writes lost.
+Kafka's leader counts the "maximal ISR" (committed plus proposed) for the HW until the
+change is settled; so does ours. Driven step by step against real broker processes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from broker.localcluster import LocalCluster
+
+from tests.broker.test_kip101 import control, role, step, values
+from workloads.client import BrokerClient
+
+pytestmark = pytest.mark.slow
+
+
+def test_an_isr_expansion_whose_answer_was_lost_holds_the_hw_until_settled(
+        make_cluster: Callable[..., LocalCluster]) -> None:
+    c = make_cluster(
+        nodes=("n1", "n2", "n3", "n4"), partitions=1, replication_factor=3, controller="n4",
+        roles={"n4": ["controller"]}, brokers=["n1", "n2", "n3"],
+        settings={"truncation": "leader-epoch", "min.insync.replicas": 2,
+                  "test.controls.enable": True, "test.fetcher.start.paused": True,
+                  "replica.lag.time.max.ms": 600_000, "broker.session.timeout.ms": 600_000,
+                  "replica.high.watermark.checkpoint.interval.ms": 3_600_000,
+                  "leader.election.grace.ms": 60_000})
+    c.start_all()
+    brokers = ("n1", "n2", "n3")
+    leader = c.wait(lambda: next((n for n in brokers if role(c, n) == "leader"), None), 20,
+                    "a leader")
+    f1, f3 = [n for n in brokers if n != leader]
+    c.wait(lambda: role(c, f1) == "follower" and role(c, f3) == "follower", 20, "both follow")
+
+    def produce(value: int, acks: str, out: dict[str, Any]) -> None:
+        cl = BrokerClient({leader: c.addrs[leader]}, timeout_s=30)
+        try:
+            out["offset"] = cl.produce(0, value, acks=acks)
+        except Exception as e:  # asserted by the caller
+            out["error"] = e
+        finally:
+            cl.close()
+
+    def isr(node: str) -> list[str]:
+        return list(c.metadata(node)["partitions"]["0"]["isr"])
+
+    def leader_view() -> dict[str, Any]:
+        out: dict[str, Any] = c.metadata(leader)["local"]["0"]
+        return out
+
+    for v in range(5):
+        produce(100 + v, "1", {})
+    for n in (f1, f3):
+        c.wait(lambda n=n: (step(c, n), len(values(c, n)) == 5)[1], 10, f"{n} has 5")
+    # f3 leaves the ISR (its session "ended"); it re-registers at its next heartbeat
+    control(c, "n4", "test_fence", node=f3)
+    c.wait(lambda: sorted(leader_view().get("isr", [])) == sorted([leader, f1]), 20,
+           "the leader's ISR without f3")
+    for v in range(5, 7):
+        produce(100 + v, "1", {})
+    c.wait(lambda: (step(c, f1), leader_view()["hw"] == 7)[1], 10, "HW 7 with f1")
+    time.sleep(1.0)  # f3's heartbeat re-registers it: eligible to join the ISR again
+
+    c.pause("n4")  # the controller hears nothing now: an ISR change gets no answer
+    try:
+        step(c, f3)  # fetches 5..6 (below the HW: not yet a candidate)
+        step(c, f3)  # at the HW: the leader proposes ISR + f3 to the paused controller
+        c.wait(lambda: leader_view().get("pending_isr") is not None, 10, "a pending change")
+        acked: dict[str, Any] = {}
+        t = threading.Thread(target=produce, args=(200, "all", acked))
+        t.start()
+        for _ in range(5):
+            step(c, f1)  # f1 has offset 7 now; f3 does not
+            t.join(0.1)
+        # the change may be applied: the HW must wait for f3 as well
+        assert t.is_alive(), f"acknowledged while f3 lacked it: {acked}"
+        assert leader_view()["hw"] == 7
+        time.sleep(2.5)  # the leader's request times out: outcome unknown, kept pending
+    finally:
+        c.resume("n4")  # the controller now applies the request it had received
+    c.wait(lambda: f3 in isr("n4"), 20, "the controller added f3")
+    c.wait(lambda: f3 in leader_view().get("isr", []) and "pending_isr" not in leader_view(),
+           20, "the leader learnt it")
+    assert t.is_alive() and leader_view()["hw"] == 7
+    c.wait(lambda: (step(c, f3), not t.is_alive())[1], 10, "f3 fetched: the write commits")
+    t.join(5)
+    assert acked.get("offset") == 7, acked
+    # the acknowledged write survives losing both other replicas: f3 has it
+    for dead in (leader, f1):
+        c.kill(dead)
+        control(c, "n4", "test_fence", node=dead)
+    c.wait(lambda: role(c, f3) == "leader", 20, "f3 leads")
+    assert values(c, f3) == {**{i: 100 + i for i in range(7)}, 7: 200}
