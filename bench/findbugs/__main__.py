@@ -115,14 +115,19 @@ def main() -> None:
                          "(each one's fixed_by); each passes when valid")
     ap.add_argument("--summarize", action="store_true",
                     help="only print the table of every run recorded in rows.jsonl")
+    ap.add_argument("--rows", action="append", type=Path, default=None, metavar="FILE",
+                    help="with --summarize: these rows files instead (repeat; e.g. batches "
+                         "run side by side in other checkouts)")
     args = ap.parse_args()
     if args.summarize:
-        recorded = [json.loads(x) for x in (OUT / "rows.jsonl").read_text().splitlines() if x]
+        recorded = [json.loads(x) for f in (args.rows or [OUT / "rows.jsonl"])
+                    for x in f.read_text().splitlines() if x]
         for r in recorded:  # recompute with the current definition
             if r.get("run_dir") and Path(r["run_dir"], "results.json").exists():
                 res = json.loads(Path(r["run_dir"], "results.json").read_text())
                 r["first_anomaly_s"] = first_anomaly_s(Path(r["run_dir"]), res)
         md = table(recorded, summarize(recorded))
+        OUT.mkdir(parents=True, exist_ok=True)
         (OUT / "summary-all.md").write_text(md + "\n")
         print(md)
         return
