@@ -7,7 +7,10 @@ down), then its results.json is judged:
 
 - `safe` (a scenario with no expected anomaly) must be valid; invalid or unknown fails;
 - an unsafe scenario must be invalid and report every anomaly type it expects
-  (`--require any`: at least one of them); anything less is a bug gone undetected.
+  (`--require any`: at least one of them); anything less is a bug gone undetected;
+- with `--controls` (the default), each unsafe scenario runs once more with the
+  options that fix its bug (`undertow scenarios` shows them) and must then be
+  valid: the same faults, the setting fixed, nothing lost.
 
 Whatever happens, `undertow heal` runs at the end, the results index is
 refreshed, and results/nightly.json plus results/nightly-junit.xml say what
@@ -103,10 +106,14 @@ def undertow(*args: str, timeout_s: float | None = None) -> int:
 
 def run_scenario(name: str, expected: Sequence[str], *, backend: str, results_dir: Path,
                  seed: int, time_limit_s: float | None, scenario_time_s: float,
-                 require: str) -> Judgement:
+                 require: str, fixed_by: Sequence[str] = ()) -> Judgement:
+    """One run of a scenario, judged; with fixed_by (its fix's options) it must be valid."""
+    label = f"{name} (fixed)" if fixed_by else name
+    if fixed_by:
+        expected = ()
     before = _latest(results_dir, name)
     args = ["run", "--scenario", name, "--backend", backend, "--results-dir", str(results_dir),
-            "--seed", str(seed)]
+            "--seed", str(seed), *fixed_by]
     if time_limit_s is not None:
         args += ["--time-limit", f"{time_limit_s:g}"]
     t0 = time.monotonic()
@@ -117,7 +124,7 @@ def run_scenario(name: str, expected: Sequence[str], *, backend: str, results_di
     passed, reason = judge(name, expected, results, require=require)
     if run_dir is None:
         reason = f"no new run folder under {results_dir / name} (exit {code}); " + reason
-    return Judgement(name, passed, reason, None if results is None else results.get("valid"),
+    return Judgement(label, passed, reason, None if results is None else results.get("valid"),
                      tuple(map(str, (results or {}).get("anomaly_types") or [])),
                      tuple(expected), None if run_dir is None else str(run_dir), code,
                      round(time.monotonic() - t0, 1))
@@ -158,10 +165,12 @@ def write_summary(results_dir: Path, judgements: Sequence[Judgement]) -> None:
               help="Override each scenario's time limit (seconds).")
 @click.option("--require", type=click.Choice(["all", "any"]), default="all", show_default=True,
               help="An unsafe scenario must report all its expected anomaly types, or any.")
+@click.option("--controls/--no-controls", default=True, show_default=True,
+              help="Also run each known bug with the options that fix it; it must be valid.")
 @click.option("--heal/--no-heal", default=True, show_default=True,
               help="Run `undertow heal` at the end (always, even after a failure).")
 def main(backend: str, scenarios: tuple[str, ...], results_dir: Path, seed: int,
-         time_limit_s: float | None, require: str, heal: bool) -> None:
+         time_limit_s: float | None, require: str, controls: bool, heal: bool) -> None:
     """Run the nightly matrix of scenarios and judge each verdict; exit 1 on any failure."""
     from nemesis.scenarios import SCENARIOS
 
@@ -172,15 +181,17 @@ def main(backend: str, scenarios: tuple[str, ...], results_dir: Path, seed: int,
                                  f"{', '.join(sorted(SCENARIOS))}", param_hint="--scenario")
     results_dir.mkdir(parents=True, exist_ok=True)
     judgements: list[Judgement] = []
+    runs = [(n, ()) for n in names] + \
+        [(n, SCENARIOS[n].fixed_by) for n in names if controls and SCENARIOS[n].fixed_by]
     try:
-        for name in names:
+        for name, fixed_by in runs:
             sc = SCENARIOS[name]
             limit = float(sc.settings.get("time_limit_s", 60.0))
             j = run_scenario(name, sc.expected, backend=backend, results_dir=results_dir,
                              seed=seed, time_limit_s=time_limit_s, scenario_time_s=limit,
-                             require=require)
+                             require=require, fixed_by=fixed_by)
             judgements.append(j)
-            click.echo(f"nightly: {name}: {'PASS' if j.passed else 'FAIL'}: {j.reason}",
+            click.echo(f"nightly: {j.scenario}: {'PASS' if j.passed else 'FAIL'}: {j.reason}",
                        err=True)
     finally:
         if heal:
@@ -197,7 +208,7 @@ def main(backend: str, scenarios: tuple[str, ...], results_dir: Path, seed: int,
                f"({backend} backend, seed {seed}); summary {results_dir / 'nightly.json'}")
     for j in failed:
         click.echo(f"  FAIL {j.scenario}: {j.reason}")
-    sys.exit(1 if failed or len(judgements) < len(names) else 0)
+    sys.exit(1 if failed or len(judgements) < len(runs) else 0)
 
 
 if __name__ == "__main__":

@@ -87,3 +87,26 @@ def test_nightly_runs_a_scenario_on_the_local_backend(tmp_path: Path) -> None:
     assert r.returncode == (0 if j["passed"] else 1), r.stderr[-3000:]
     assert "nightly: $ undertow heal" in r.stderr
     assert (results / "index.html").is_file()
+
+
+@pytest.mark.slow
+def test_nightly_runs_a_known_bug_and_then_its_fix(tmp_path: Path) -> None:
+    """--controls (the default): the same scenario again with its fix's options, judged as
+    safe. The fixed run must really carry the fix (test.json) and be judged by `valid`."""
+    results = tmp_path / "results"
+    r = subprocess.run([sys.executable, "-m", "harness.nightly", "--backend", "local",
+                        "--scenario", "kip101-loss", "--time-limit", "7",
+                        "--results-dir", str(results)],
+                       capture_output=True, text=True, timeout=900, check=False)
+    summary = json.loads((results / "nightly.json").read_text())
+    bug, fixed = summary["scenarios"]
+    assert (bug["scenario"], fixed["scenario"]) == ("kip101-loss", "kip101-loss (fixed)")
+    assert bug["run_dir"] and fixed["run_dir"] and bug["run_dir"] != fixed["run_dir"], \
+        r.stderr[-3000:]
+    assert bug["expected"] == ["lost-write", "replica-lost-write"] and fixed["expected"] == []
+    spec = json.loads((Path(fixed["run_dir"]) / "test.json").read_text())
+    assert spec["broker"]["truncation"] == "leader-epoch" and spec["nemesis"] == ["kip101-loss"]
+    assert json.loads((Path(bug["run_dir"]) / "test.json").read_text())["broker"][
+        "truncation"] == "hw"
+    assert fixed["passed"] is (fixed["valid"] is True), fixed
+    assert r.returncode == (0 if bug["passed"] and fixed["passed"] else 1)
