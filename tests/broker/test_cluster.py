@@ -247,7 +247,11 @@ def test_isr_shrinks_when_followers_lag_and_grows_back(
     c.wait_ready(15)
     for n in ("n2", "n3"):
         admin_request(c.addrs[n], {"type": "test_fetcher", "action": "pause"})
-    isr = lambda: c.metadata("n1")["partitions"]["0"]["isr"]  # noqa: E731
+
+    def isr() -> list[str]:
+        members: list[str] = c.metadata("n1")["partitions"]["0"]["isr"]
+        return members
+
     c.wait(lambda: isr() == ["n1"], 10, "isr shrunk to the leader")
     cl = BrokerClient(c.addrs, timeout_s=2)
     try:

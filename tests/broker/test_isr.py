@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from broker.localcluster import LocalCluster
 
-from tests.broker.test_kip101 import control, role, step, values
+from tests.broker.test_kip101 import control, role, step, stepped_cluster, stepping, values
 from workloads.client import BrokerClient
 
 pytestmark = pytest.mark.slow
@@ -27,18 +27,8 @@ pytestmark = pytest.mark.slow
 
 def test_an_isr_expansion_whose_answer_was_lost_holds_the_hw_until_settled(
         make_cluster: Callable[..., LocalCluster]) -> None:
-    c = make_cluster(
-        nodes=("n1", "n2", "n3", "n4"), partitions=1, replication_factor=3, controller="n4",
-        roles={"n4": ["controller"]}, brokers=["n1", "n2", "n3"],
-        settings={"truncation": "leader-epoch", "min.insync.replicas": 2,
-                  "test.controls.enable": True, "test.fetcher.start.paused": True,
-                  "replica.lag.time.max.ms": 600_000, "broker.session.timeout.ms": 600_000,
-                  "replica.high.watermark.checkpoint.interval.ms": 3_600_000,
-                  "leader.election.grace.ms": 60_000})
-    c.start_all()
+    c, leader = stepped_cluster(make_cluster, min_insync_replicas=2)
     brokers = ("n1", "n2", "n3")
-    leader = c.wait(lambda: next((n for n in brokers if role(c, n) == "leader"), None), 20,
-                    "a leader")
     f1, f3 = [n for n in brokers if n != leader]
     c.wait(lambda: role(c, f1) == "follower" and role(c, f3) == "follower", 20, "both follow")
 
@@ -61,14 +51,14 @@ def test_an_isr_expansion_whose_answer_was_lost_holds_the_hw_until_settled(
     for v in range(5):
         produce(100 + v, "1", {})
     for n in (f1, f3):
-        c.wait(lambda n=n: (step(c, n), len(values(c, n)) == 5)[1], 10, f"{n} has 5")
+        c.wait(stepping(c, n, lambda m: len(values(c, m)) == 5), 10, f"{n} has 5")
     # f3 leaves the ISR (its session "ended"); it re-registers at its next heartbeat
     control(c, "n4", "test_fence", node=f3)
     c.wait(lambda: sorted(leader_view().get("isr", [])) == sorted([leader, f1]), 20,
            "the leader's ISR without f3")
     for v in range(5, 7):
         produce(100 + v, "1", {})
-    c.wait(lambda: (step(c, f1), leader_view()["hw"] == 7)[1], 10, "HW 7 with f1")
+    c.wait(stepping(c, f1, lambda _: leader_view()["hw"] == 7), 10, "HW 7 with f1")
     time.sleep(1.0)  # f3's heartbeat re-registers it: eligible to join the ISR again
 
     c.pause("n4")  # the controller hears nothing now: an ISR change gets no answer
@@ -92,7 +82,7 @@ def test_an_isr_expansion_whose_answer_was_lost_holds_the_hw_until_settled(
     c.wait(lambda: f3 in leader_view().get("isr", []) and "pending_isr" not in leader_view(),
            20, "the leader learnt it")
     assert t.is_alive() and leader_view()["hw"] == 7
-    c.wait(lambda: (step(c, f3), not t.is_alive())[1], 10, "f3 fetched: the write commits")
+    c.wait(stepping(c, f3, lambda _: not t.is_alive()), 10, "f3 fetched: the write commits")
     t.join(5)
     assert acked.get("offset") == 7, acked
     # the acknowledged write survives losing both other replicas: f3 has it

@@ -52,6 +52,15 @@ def step(c: LocalCluster, node: str, times: int = 1) -> None:
         admin_request(c.addrs[node], {"type": "test_fetcher", "action": "step"})
 
 
+def stepping(c: LocalCluster, node: str, pred: Callable[[str], bool]) -> Callable[[], bool]:
+    """A wait condition on `node` that first lets it fetch once (its fetcher waits for
+    steps)."""
+    def check() -> bool:
+        step(c, node)
+        return pred(node)
+    return check
+
+
 def control(c: LocalCluster, at: str, kind: str, **kw: Any) -> None:
     admin_request(c.addrs[at], {"type": kind, **kw})
 
@@ -187,17 +196,15 @@ def test_kip101_scenario2_leader_epoch_does_not_diverge(
     assert n1 == n2 == {0: 200, 1: 202}
 
 
-def test_a_stale_epoch_answer_from_a_paused_old_leader_cuts_no_committed_record(
-        make_cluster: Callable[..., LocalCluster]) -> None:
-    """KIP-320's race, as a safe 120 s run found it (seed 201): a restarted follower asks
-    its leader where its epoch ends; the leader is paused, so the answer waits; meanwhile the
-    controller elects another leader and the follower replicates new records from it; then
-    the old leader wakes and answers. Applying that stale answer would truncate the records
-    the new leader had committed (and lose them if the follower led next)."""
+def stepped_cluster(make_cluster: Callable[..., LocalCluster],
+                    min_insync_replicas: int) -> tuple[LocalCluster, str]:
+    """Three brokers n1-n3 and a controller n4, with leader-epoch truncation and every
+    timer long: followers fetch only when a test steps them, so a race can be replayed
+    one request at a time. Returns the cluster and its first leader."""
     c = make_cluster(
         nodes=("n1", "n2", "n3", "n4"), partitions=1, replication_factor=3, controller="n4",
         roles={"n4": ["controller"]}, brokers=["n1", "n2", "n3"],
-        settings={"truncation": "leader-epoch", "min.insync.replicas": 1,
+        settings={"truncation": "leader-epoch", "min.insync.replicas": min_insync_replicas,
                   "test.controls.enable": True, "test.fetcher.start.paused": True,
                   "replica.lag.time.max.ms": 600_000, "broker.session.timeout.ms": 600_000,
                   "replica.high.watermark.checkpoint.interval.ms": 3_600_000,
@@ -206,6 +213,17 @@ def test_a_stale_epoch_answer_from_a_paused_old_leader_cuts_no_committed_record(
     brokers = ("n1", "n2", "n3")
     leader = c.wait(lambda: next((n for n in brokers if role(c, n) == "leader"), None), 20,
                     "a leader")
+    return c, leader
+
+
+def test_a_stale_epoch_answer_from_a_paused_old_leader_cuts_no_committed_record(
+        make_cluster: Callable[..., LocalCluster]) -> None:
+    """KIP-320's race, as a safe 120 s run found it (seed 201): a restarted follower asks
+    its leader where its epoch ends; the leader is paused, so the answer waits; meanwhile the
+    controller elects another leader and the follower replicates new records from it; then
+    the old leader wakes and answers. Applying that stale answer would truncate the records
+    the new leader had committed (and lose them if the follower led next)."""
+    c, leader = stepped_cluster(make_cluster, min_insync_replicas=1)
     replicas = c.metadata(leader)["partitions"]["0"]["replicas"]
     successor, follower = [n for n in replicas if n != leader]  # the controller's next pick
     c.wait(lambda: role(c, follower) == "follower" and role(c, successor) == "follower", 20,
@@ -221,7 +239,7 @@ def test_a_stale_epoch_answer_from_a_paused_old_leader_cuts_no_committed_record(
 
     produce(leader, range(300, 305))
     for n in (follower, successor):
-        c.wait(lambda n=n: (step(c, n), len(values(c, n)) == 5)[1], 10, f"{n} has 5 records")
+        c.wait(stepping(c, n, lambda m: len(values(c, m)) == 5), 10, f"{n} has 5 records")
     c.kill(follower)
     restart_as_follower(c, follower)  # it must ask the leader where its epoch ends ...
     c.pause(leader)                   # ... and the leader cannot answer yet
@@ -233,7 +251,7 @@ def test_a_stale_epoch_answer_from_a_paused_old_leader_cuts_no_committed_record(
         c.wait(lambda: c.metadata(follower)["partitions"]["0"]["leader"] == successor, 20,
                f"{follower} follows {successor}")
         produce(successor, range(305, 310))
-        c.wait(lambda: (step(c, follower), len(values(c, follower)) == 10)[1], 10,
+        c.wait(stepping(c, follower, lambda m: len(values(c, m)) == 10), 10,
                f"{follower} has the new leader's records")
     finally:
         c.resume(leader)              # the stale answer ("your epoch ends at 5") arrives

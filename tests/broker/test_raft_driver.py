@@ -4,6 +4,7 @@ a crash or an isolation, restart from disk."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from broker.raft.core import NotLeaderError, RaftConfig
 from broker.raft.driver import RaftDriver
 from broker.raft.loopback import LoopbackNetwork
 from broker.raft.messages import Entry, MessageError
+from broker.raft.metadata_log import RaftMetadataLog
 from broker.raft.storage import FileStorage
 
 FAST = RaftConfig(election_timeout_ms=150, fetch_interval_ms=20, begin_epoch_resend_ms=20,
@@ -63,6 +65,10 @@ class Cluster:
             await d.stop()
 
 
+def committed(log: RaftMetadataLog, offset: int) -> Callable[[RaftDriver], bool]:
+    """A wait condition: `log` has committed everything before `offset`."""
+    return lambda _driver: log.committed_offset == offset
+
 def run(coro: object) -> None:
     asyncio.run(asyncio.wait_for(coro, 60))  # type: ignore[arg-type]
 
@@ -91,7 +97,7 @@ def test_commit_failover_and_restart_from_disk(tmp_path: Path) -> None:
             await back.wait_until(lambda d: len(c.applied[old]) == 16, 5)
             expected = [{"i": i} for i in range(16)]
             for n in VOTERS:
-                await c.net.drivers[n].wait_until(lambda d, n=n: len(c.applied[n]) == 16, 5)
+                await c.net.drivers[n].wait_until(lambda d: len(c.applied[d.node_id]) == 16, 5)
                 assert c.applied[n] == expected, n
             assert (tmp_path / new.node_id / "snapshot.json").exists()
             st = new.status()
@@ -154,7 +160,6 @@ def test_roles_and_voters_parse_like_kafka() -> None:
 
 def test_metadata_log_commits_on_the_active_controller_and_observers_read_it(
         tmp_path: Path) -> None:
-    from broker.raft.metadata_log import RaftMetadataLog
 
     async def scenario() -> None:
         net = LoopbackNetwork()
@@ -179,7 +184,7 @@ def test_metadata_log_commits_on_the_active_controller_and_observers_read_it(
             with pytest.raises(NotLeaderError):
                 await other.append([{"type": "x"}])
             for m in logs.values():
-                await m.driver.wait_until(lambda d, m=m: m.committed_offset == 3, 5)
+                await m.driver.wait_until(committed(m, 3), 5)
                 assert [r["type"] for _, r in m.read(0)] == ["topic", "register", "fence"]
                 assert m.read(2) == [(2, {"type": "fence", "node": "n2"})]
             view = ctl.quorum_view()

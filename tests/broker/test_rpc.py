@@ -78,10 +78,10 @@ def test_a_write_refused_by_a_closed_handle_is_an_rpc_error() -> None:
         writer = peer._writer
         assert writer is not None
 
-        def refuse(data: bytes) -> None:
+        def refuse(data: bytes | bytearray | memoryview) -> None:
             raise RuntimeError("unable to perform operation on <TCPTransport closed=True>")
 
-        writer.write = refuse  # type: ignore[method-assign]
+        writer.write = refuse  # type: ignore[method-assign]  # a closed transport, on purpose
         with pytest.raises(RpcError):
             await peer.call({"type": "metadata"}, timeout_s=2.0)
         assert (await peer.call({"type": "metadata"}, timeout_s=2.0))["error"] is None

@@ -25,8 +25,8 @@ def outcome(fn: Any, p: Path) -> Any:
 
 def same(a: Any, b: Any) -> bool:
     if isinstance(a, str) or isinstance(b, str):
-        return a == b
-    return all(np.array_equal(getattr(a, f), getattr(b, f)) for f in FIELDS)
+        return bool(a == b)
+    return all(bool(np.array_equal(getattr(a, f), getattr(b, f))) for f in FIELDS)
 
 
 @pytest.mark.parametrize("name,rows,_line,_problem", BAD, ids=[b[0] for b in BAD])

@@ -135,6 +135,6 @@ def test_planted_anomaly_found(args: tuple[int, int, int, int], plant: str, pick
         for r in final_polls(b)[key]:
             if r[0] == offset:
                 r[1] = 10**9
-    r = check(b)
-    assert plant in r["anomaly_types"], r["anomaly_types"]
-    assert r["valid"] is False
+    result = check(b)
+    assert plant in result["anomaly_types"], result["anomaly_types"]
+    assert result["valid"] is False

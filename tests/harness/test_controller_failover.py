@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.control.local import LocalBackend, LocalBrokerDB
+from harness.control.local import LocalBackend
+from harness.control.local_db import LocalBrokerDB
 from harness.db import controller_voters, default_voter_count
 from harness.net import ProxyNet, complete_grudge
 from harness.protocols import Run, RunPaths

@@ -20,7 +20,8 @@ REPO = Path(__file__).resolve().parents[2]
 def spec_of(*args: str) -> dict[str, Any]:
     r = CliRunner().invoke(main, ["run", "--print-spec", *args])
     assert r.exit_code == 0, r.output
-    return json.loads(r.output[r.output.index("{"):])
+    spec: dict[str, Any] = json.loads(r.output[r.output.index("{"):])
+    return spec
 
 
 def test_defaults_are_the_default_experiment() -> None:

@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 
 from harness import leftovers
+from harness.control.docker import DockerBroker
+from harness.iptables import IptablesNet
 from harness.protocols import Run, RunPaths
 from harness.spec import build_spec
 
@@ -86,11 +88,22 @@ def containers(tmp_path: Path, state: Path) -> Iterator[tuple[Run, Any]]:
         p.name != "run.json" for p in (state / backend.key).iterdir())
 
 
+def iptables_net(run: Run) -> IptablesNet:
+    """The run's Net, as the class a docker run uses (its rules are what these tests read)."""
+    assert isinstance(run.net, IptablesNet), run.net
+    return run.net
+
+
+def docker_db(run: Run) -> DockerBroker:
+    assert isinstance(run.db, DockerBroker), run.db
+    return run.db
+
+
 def test_partition_really_cuts_traffic_and_heal_removes_exactly_our_rules(
         containers: tuple[Run, Any]) -> None:
     run, backend = containers
     ips = backend.ips
-    net = run.net
+    net = iptables_net(run)
     assert net is not None and run.remote is not None
     # a rule that is not ours must survive every heal
     foreign = ["iptables", "-w", "-A", "INPUT", "-s", "192.0.2.77", "-j", "DROP"]
@@ -120,7 +133,7 @@ def test_partition_really_cuts_traffic_and_heal_removes_exactly_our_rules(
 def test_lossy_link_drops_and_fast_restores(containers: tuple[Run, Any]) -> None:
     run, backend = containers
     ips = backend.ips
-    net = run.net
+    net = iptables_net(run)
     assert net is not None
     net.lossy(run, ["n1"], 1.0)  # every answer n1 sends on the broker port is dropped
     assert not _connects(run, "n2", ips["n1"])
@@ -153,7 +166,7 @@ def _delayers() -> list[str]:
 def test_slow_delays_a_nodes_egress_and_fast_restores(containers: tuple[Run, Any]) -> None:
     """netem where the kernel has it; otherwise an NFQUEUE rule and a delayer process."""
     run, backend = containers
-    net = run.net
+    net = iptables_net(run)
     assert net is not None and run.remote is not None
     ip1, ip2 = backend.ips["n1"], backend.ips["n2"]
     assert _connect_s(ip1) < 0.1
@@ -177,7 +190,7 @@ def test_slow_delays_a_nodes_egress_and_fast_restores(containers: tuple[Run, Any
 
 def test_remote_upload_download_and_pause(containers: tuple[Run, Any], tmp_path: Path) -> None:
     run, backend = containers
-    remote, db = run.remote, run.db
+    remote, db = run.remote, docker_db(run)
     assert remote is not None and db is not None
     src = tmp_path / "d"
     (src / "sub").mkdir(parents=True)
@@ -239,7 +252,7 @@ def test_brokers_up_kill_start_pause_partition_collect(tmp_path: Path, state: Pa
         t0 = time.monotonic()
         backend.up(run)
         run.log.info("docker cluster ready in %.1f s", time.monotonic() - t0)
-        db = run.db
+        db = docker_db(run)
         assert db is not None and run.net is not None
         assert set(run.client_addrs) == {"n1", "n2", "n3"}
         from workloads.client import BrokerClient

@@ -73,7 +73,7 @@ def make(tmp_path: Path, concurrency: int = 4,
     run = Run(spec=Spec(), nodes=("n1", "n2", "n3"), paths=RunPaths(tmp_path),
               log=logging.getLogger("test.interp"))
     hw = HistoryWriter(tmp_path / "history.jsonl")
-    mem, opened = MemLog(), []
+    mem, opened = MemLog(), list[int]()
     proto = MemClient(mem, opened)
     interp = Interpreter(run, hw, concurrency=concurrency,
                          open_client=lambda t: proto.open(run, run.nodes[t % 3]),

@@ -19,7 +19,8 @@ import pytest
 
 from harness import leftovers
 from harness.backends import make_backend
-from harness.control.local import LocalBackend, LocalBrokerDB
+from harness.control.local import LocalBackend
+from harness.control.local_db import LocalBrokerDB
 from harness.net import ProxyNet, complete_grudge
 from harness.protocols import (
     DumpsReplicas,

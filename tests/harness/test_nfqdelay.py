@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -114,9 +115,9 @@ for line in sys.stdin:
 """
 
 
-def _in(ns: str, *argv: str, **kw: object) -> subprocess.Popen[str]:
+def _in(ns: str, *argv: str, **kw: Any) -> subprocess.Popen[str]:
     return subprocess.Popen(["ip", "netns", "exec", ns, *argv], text=True,
-                            cwd=str(Path(__file__).resolve().parents[2]), **kw)  # type: ignore[call-overload]
+                            cwd=str(Path(__file__).resolve().parents[2]), **kw)
 
 
 def test_a_real_queue_delays_a_live_connection_and_a_dead_parent_frees_it(netns: str) -> None:

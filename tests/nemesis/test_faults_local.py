@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from harness import leftovers
-from harness.control.local import LocalBackend, LocalBrokerDB
+from harness.control.local import LocalBackend
+from harness.control.local_db import LocalBrokerDB
 from harness.history import NEMESIS, Op
 from harness.net import ProxyNet
 from harness.protocols import Run, RunPaths

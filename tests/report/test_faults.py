@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from harness.report.faults import ALL_NODES, closed_by, fault_nodes, fault_windows
 
 
@@ -30,7 +32,8 @@ def test_unknown_verbs_pair_by_name() -> None:
     assert closed_by("stop-bitflip") == {"bitflip"}
     assert closed_by("bitflip-stop") == {"bitflip"}
     assert closed_by("bitflip") == frozenset()
-    ops = [(0, "bitflip", {}, 5, 6), (2, "bitflip-stop", {}, 9, 10), (4, "mystery", {}, 11, 12)]
+    ops: list[tuple[int, str, Any, int, int]] = [
+        (0, "bitflip", {}, 5, 6), (2, "bitflip-stop", {}, 9, 10), (4, "mystery", {}, 11, 12)]
     w = {(x.node, x.kind, x.start_ns, x.end_ns) for x in fault_windows(ops, 50)}
     assert w == {(ALL_NODES, "bitflip", 5, 10), (ALL_NODES, "mystery", 11, 12)}
 
