@@ -72,7 +72,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         [(n, s, True) for n, s in SCENARIOS.items() if s.fixed_by]
     for name, s, control in labels:
         mine = [r for r in rows if r["scenario"] == _label(name, control)]
-        if control and not mine:
+        if not mine:  # not run in this batch
             continue
         firsts = [r["first_anomaly_s"] for r in mine if r.get("first_anomaly_s") is not None]
         out[_label(name, control)] = {
