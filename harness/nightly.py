@@ -108,7 +108,9 @@ def run_scenario(name: str, expected: Sequence[str], *, backend: str, results_di
                  seed: int, time_limit_s: float | None, scenario_time_s: float,
                  require: str, fixed_by: Sequence[str] = ()) -> Judgement:
     """One run of a scenario, judged; with fixed_by (its fix's options) it must be valid."""
-    label = f"{name} (fixed)" if fixed_by else name
+    from nemesis.scenarios import control_label
+
+    label = control_label(name) if fixed_by else name
     if fixed_by:
         expected = ()
     before = _latest(results_dir, name)

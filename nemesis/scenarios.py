@@ -106,6 +106,11 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
 )}
 
 
+def control_label(name: str) -> str:
+    """How a control run (a scenario with its fixed_by options) is named in results and tables."""
+    return f"{name} (fixed)"
+
+
 def scenario(name: str) -> Scenario:
     """The named scenario, or a ValueError listing the names."""
     try:

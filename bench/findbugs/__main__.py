@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.findbugs.firsts import first_anomaly_s
-from nemesis.scenarios import SCENARIOS
+from nemesis.scenarios import SCENARIOS, control_label
 
 OUT = Path("bench/out/findbugs")
 
@@ -63,7 +63,7 @@ def one_run(name: str, seed: int, time_limit_s: float | None, results_dir: Path,
 
 
 def _label(name: str, control: bool) -> str:
-    return f"{name} (fixed)" if control else name
+    return control_label(name) if control else name
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
