@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from .clock import Clock
@@ -230,7 +230,7 @@ class Broker:
             p.log.flush()
 
     # -- ISR -------------------------------------------------------------------
-    async def alter_isr(self, p: Partition, isr: list[str]) -> None:
+    async def alter_isr(self, p: Partition, isr: Sequence[str]) -> None:
         """Propose an ISR to the controller (Kafka's AlterPartition). Until the outcome is
         known the partition's HW waits for the union of both ISRs (Partition.maximal_isr)."""
         if p.isr_change_inflight or p.meta is None or p.role != "leader":
@@ -273,7 +273,7 @@ class Broker:
                     if p.pending_isr is not None and p.pending_maybe_applied:
                         # settle it first: sent again, it is applied, or refused as stale
                         # (then the metadata brings what the controller holds)
-                        self.spawn(self.alter_isr(p, list(p.pending_isr)))
+                        self.spawn(self.alter_isr(p, p.pending_isr))
                         continue
                     lagging = p.lagging(now)
                     if lagging:
