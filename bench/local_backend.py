@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from harness import core
 from harness.control.local import LocalBackend
 from harness.protocols import Run, RunPaths
 from harness.proxy import LinkProxy
@@ -46,10 +47,10 @@ def start_to_ready(rounds: int) -> dict[str, float]:
             b = LocalBackend()
             t0 = time.monotonic()
             try:
-                b.up(run)
+                core.cluster_up(b, run)
                 times.append(time.monotonic() - t0)
             finally:
-                b.down(run)
+                core.cluster_down(b, run)
     return {"median_s": statistics.median(times), "max_s": max(times), "rounds": rounds}
 
 
@@ -119,13 +120,13 @@ def proxy_echo(threads: int, seconds: float) -> dict[str, float]:
 
 
 def produce(threads: int, seconds: float, proxy_mode: str) -> dict[str, float]:
-    from workloads.client import BrokerClient
+    from systems.undertow.client import BrokerClient
 
     with tempfile.TemporaryDirectory() as d:
         run = _run(Path(d) / "produce")
         b = LocalBackend(proxy_mode=proxy_mode)
         try:
-            b.up(run)
+            core.cluster_up(b, run)
 
             def via(addrs: Mapping[str, str]) -> Callable[[int], Callable[[], None]]:
                 def make(i: int) -> Callable[[], None]:
@@ -141,7 +142,7 @@ def produce(threads: int, seconds: float, proxy_mode: str) -> dict[str, float]:
             return {"direct_ops_s": _parallel(threads, seconds, via(run.extra["admin_addrs"])),
                     "proxied_ops_s": _parallel(threads, seconds, via(run.client_addrs))}
         finally:
-            b.down(run)
+            core.cluster_down(b, run)
 
 
 def main() -> None:

@@ -33,10 +33,10 @@ def check(run_dirs: tuple[Path, ...], spark_master: str, spark_remote: str | Non
 
     Exit 0 valid, 1 invalid, 3 unknown, 2 bad usage or unreadable input (worst of all).
     """
-    from checkers.api import check_tables, parse_workers, write_results
+    from checkers.api import check_tables, parse_workers
     from checkers.spark import SessionStarter
     from checkers.tables import load_tables
-    from harness.history import HistoryError
+    from harness.history import HistoryError, write_results
 
     codes: list[int] = []
     local = spark_remote is None and spark_master.startswith("local")

@@ -1,11 +1,15 @@
 """`run(spec)`: one whole experiment, from an empty folder to a verdict.
 
-store -> backend up -> clients + nemesis under the generator (time limit) ->
-the nemesis's final heal -> wait for the cluster -> final reads -> replicas
-dumped to replicas.jsonl -> logs collected -> backend down (always, in a
-finally, also on SIGINT) -> checkers -> report. A report that fails to render
-is logged and the verdict kept. On SIGINT/SIGTERM the run stops within a
-bounded time, heals, tears the cluster down and skips the check.
+assemble the Test (harness.test; spec errors surface here, before anything
+exists) -> store -> backend up (nodes) -> the system set up on each node ->
+links wired -> ready -> clients + nemesis under the workload's generator (time
+limit) -> the nemesis's final heal -> wait for the system -> the workload's
+final reads -> replicas dumped to replicas.jsonl -> node files collected ->
+system torn down and backend down (always, in a finally, also on SIGINT) ->
+the Test's checkers -> report. The runner names no system and no workload.
+A report that fails to render is logged and the verdict kept. On SIGINT/SIGTERM
+the run stops within a bounded time, heals, tears the cluster down and skips the
+check.
 """
 
 from __future__ import annotations
@@ -15,18 +19,21 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from harness import checking, store
 from harness import generator as g
-from harness import store
-from harness.history import HistoryError, HistoryWriter, write_jsonl
+from harness.history import HistoryWriter, write_jsonl
 from harness.interpreter import Interpreter, Stats, client_node
-from harness.protocols import Backend, DumpsReplicas, Nemesis, Run
-from harness.spec import SpecError, TestSpec
+from harness.protocols import DB, Backend, DumpsReplicas, HasLogs, Nemesis, Run
+from harness.spec import TestSpec
+from harness.test import Test, assemble
 
+READY_TIMEOUT_S = 60.0
 WAIT_READY_AFTER_HEAL_S = 30.0
 EXIT_CODES: dict[bool | str, int] = {True: 0, False: 1, "unknown": 3}
 EXIT_INTERRUPTED = 130
@@ -114,71 +121,6 @@ class _Stopper:
                 signal.signal(s, h)
 
 
-def _nemesis_package(spec: TestSpec) -> Any:
-    if not spec.nemesis:
-        return None
-    from nemesis.packages import nemesis_package
-
-    return nemesis_package(spec)
-
-
-def _workload(spec: TestSpec) -> Any:
-    if spec.workload != "queue":
-        raise SpecError(f"--workload: {spec.workload!r} is not known (known: queue)")
-    from workloads.queue import workload
-
-    return workload(spec)
-
-
-def _wait_ready(backend: Backend, run: Run, timeout_s: float) -> None:
-    waiter: Callable[[Run, float], None] | None = getattr(backend, "wait_ready", None)
-    if waiter is not None:
-        waiter(run, timeout_s)
-        return
-    from harness import db
-
-    addrs = run.extra.get("admin_addrs") or run.client_addrs
-    db.wait_ready(addrs, timeout_s, partitions=run.spec.keys)
-
-
-def _check(run_dir: Path, spec: TestSpec, log: Any) -> tuple[dict[str, Any], str | None]:
-    try:
-        from checkers.api import check_run  # type: ignore[import-not-found,unused-ignore]
-
-        return check_run(run_dir, spark_master=spec.spark_master), None
-    except HistoryError as e:
-        log.error("the history the harness wrote breaks the contract: %s", e)
-        return {"valid": "unknown", "error": str(e)}, f"bad history: {e}"
-    except Exception as e:
-        log.exception("checking failed")
-        return {"valid": "unknown", "error": repr(e)}, f"check failed: {e!r}"
-
-
-def _add_liveness(run_dir: Path, results: dict[str, Any], log: Any) -> None:
-    """Put how fast the cluster served again after each heal into results.json's stats.
-
-    The checkers judge safety from the run files alone; liveness is the harness's own
-    measurement, so it is added here and never changes the verdict.
-    """
-    import json
-
-    import orjson
-
-    from nemesis.liveness import liveness
-
-    try:
-        with open(run_dir / "history.jsonl", "rb") as fh:
-            ops = [orjson.loads(line) for line in fh if line.strip()]
-        results.setdefault("stats", {})["liveness"] = liveness(ops)
-        path = run_dir / "results.json"
-        if path.exists():
-            tmp = path.with_name("results.json.tmp")
-            tmp.write_text(json.dumps(results, indent=1) + "\n")
-            tmp.replace(path)
-    except Exception:
-        log.exception("measuring liveness failed (the verdict stands)")
-
-
 def _render(run_dir: Path, log: Any) -> Path | None:
     try:
         from harness.report.render import render_run
@@ -189,17 +131,66 @@ def _render(run_dir: Path, log: Any) -> Path | None:
         return None
 
 
-def _drive(spec: TestSpec, run: Run, backend: Backend, history: HistoryWriter,
-           wl: Any, pkg: Any, stopper: _Stopper, watch: Watch) -> None:
-    """Everything between backend up and backend down."""
-    log = run.log
+def _each_node(run: Run, what: str, fn: Callable[[str], None]) -> None:
+    """fn on every node, in parallel (a slow node does not hold the others up)."""
+    with ThreadPoolExecutor(max_workers=max(1, len(run.nodes)),
+                            thread_name_prefix=f"undertow-{what}") as pool:
+        for f in [pool.submit(fn, n) for n in run.nodes]:
+            f.result()
+
+
+def _start_system(test: Test, run: Run, ready: Callable[[], bool]) -> DB:
+    """Nodes made by the backend, the system set up on each, links wired, then ready
+    (unless `ready()` says not to wait: the run is being interrupted)."""
+    host = test.backend.up(run, test.system)
+    db = run.db = test.system.db(test, host)
+    _each_node(run, "setup", lambda n: db.setup(run, n))
+    test.backend.connect(run)
+    if ready():
+        db.wait_ready(run, READY_TIMEOUT_S)
+    return db
+
+
+def cluster_up(backend: Backend, run: Run) -> DB:
+    """run.spec's system started on backend's nodes and ready, outside a whole run (tests,
+    benchmarks); on failure everything is torn down again. cluster_down undoes it."""
+    test = replace(assemble(run.spec), backend=backend)
+    try:
+        return _start_system(test, run, lambda: True)
+    except BaseException:
+        cluster_down(backend, run)
+        raise
+
+
+def cluster_down(backend: Backend, run: Run) -> None:
+    """The system torn down on every node, then the backend's nodes; never raises."""
+    _stop_system(run, run.db)
+    backend.down(run)
+
+
+def _stop_system(run: Run, db: DB | None) -> None:
+    """Every node's teardown; never raises (what fails is logged, `undertow heal` remains)."""
+    if db is None:
+        return
+    for n in run.nodes:
+        try:
+            db.teardown(run, n)
+        except Exception:
+            run.log.exception("teardown of %s failed", n)
+
+
+def _drive(test: Test, run: Run, history: HistoryWriter, stopper: _Stopper,
+           watch: Watch) -> None:
+    """Everything between the nodes coming up and going down."""
+    spec, log, pkg, wl = test.spec, run.log, test.nemesis, test.workload
     watch.phase = "cluster up"
-    backend.up(run)
+    db = _start_system(test, run, lambda: not stopper.requested.is_set())
     if stopper.requested.is_set():
         return
+    client = test.system.client(test)
     nem: Nemesis | None = pkg.nemesis.setup(run) if pkg is not None else None
     interp = Interpreter(run, history, concurrency=spec.concurrency,
-                         open_client=lambda t: wl.client.open(run, client_node(run.nodes, t)),
+                         open_client=lambda t: client.open(run, client_node(run.nodes, t)),
                          nemesis=nem, seed=spec.seed, stats=watch.stats)
     stopper.interp = interp
     if stopper.requested.is_set():
@@ -207,7 +198,7 @@ def _drive(spec: TestSpec, run: Run, backend: Backend, history: HistoryWriter,
     try:
         try:
             watch.phase, watch.main_started_s = "running", time.monotonic()
-            main = g.clients_and_nemesis(wl.generator, pkg.generator if pkg else None)
+            main = g.clients_and_nemesis(wl.generator(test), pkg.generator if pkg else None)
             interp.run(g.time_limit(spec.time_limit_s, main))
             if pkg is not None and not interp.stopped:
                 watch.phase = "final heal"
@@ -219,48 +210,53 @@ def _drive(spec: TestSpec, run: Run, backend: Backend, history: HistoryWriter,
                     nem.teardown(run)
                 except Exception:
                     log.exception("nemesis teardown failed")
-        if not interp.stopped:
+        final = wl.final_generator(test, run.paths.history)
+        if not interp.stopped and final is not None:
             watch.phase = "waiting for the cluster"
             try:
-                _wait_ready(backend, run, WAIT_READY_AFTER_HEAL_S)
+                db.wait_ready(run, WAIT_READY_AFTER_HEAL_S)
             except Exception as e:  # final reads still try, and record what they get
                 log.warning("cluster not ready after the final heal: %s", e)
             watch.phase = "final reads"
-            interp.run(g.clients(wl.final_generator(run.paths.history)))
+            interp.run(g.clients(final))
     finally:
         interp.close()
         history.close()
     watch.phase = "dumping replicas"
-    if isinstance(run.db, DumpsReplicas):
+    if isinstance(db, DumpsReplicas):
         try:
-            n = write_jsonl(run.paths.replicas, iter(run.db.dump_replicas(run)))
+            n = write_jsonl(run.paths.replicas, iter(db.dump_replicas(run)))
             log.info("replicas.jsonl: %d rows", n)
         except Exception:
             log.exception("dumping replicas failed")
     watch.phase = "collecting"
-    try:
-        backend.collect(run)
-    except Exception:
-        log.exception("collecting node files failed")
+    if isinstance(db, HasLogs):
+        for node in run.nodes:
+            try:
+                db.collect(run, node, run.paths.node_dir(node))
+            except Exception:
+                log.exception("collecting the files of %s failed", node)
 
 
 def run(spec: TestSpec, *, watch: Watch | None = None) -> Outcome:
     """One run of spec; see the module docstring. Raises SpecError before starting."""
-    spec.validate()
-    from harness.backends import make_backend
+    return run_test(assemble(spec), watch=watch)
 
+
+def run_test(test: Test, *, watch: Watch | None = None) -> Outcome:
+    """One run of an assembled Test; see the module docstring."""
+    spec = test.spec
     watch = watch or Watch()
     watch.time_limit_s = spec.time_limit_s
-    wl = _workload(spec)
-    pkg = _nemesis_package(spec)
-    backend = make_backend(spec)
     stored = store.create_run(spec)
     watch.run_dir = stored.paths.root
     log = stored.log
     log.info("seed %d; spec %s", spec.seed, spec)
-    plan = pkg.plan_json() if pkg is not None and hasattr(pkg, "plan_json") else []
-    phases = (getattr(pkg, "schedule", None) or {}).get("phases")
-    store.write_test_json(stored.paths, spec, run_id=stored.run_id, nemesis_plan=plan,
+    pkg = test.nemesis
+    phases = pkg.phases() if pkg is not None else None
+    store.write_test_json(stored.paths, spec, run_id=stored.run_id,
+                          nemesis_plan=pkg.plan_json() if pkg is not None else [],
+                          system_info=dict(test.system.describe(spec)),
                           **({"nemesis_phases": phases} if phases else {}))
     run_ = Run(spec=spec, nodes=spec.nodes, paths=stored.paths, log=log)
     history = HistoryWriter(stored.paths.history)
@@ -269,7 +265,7 @@ def run(spec: TestSpec, *, watch: Watch | None = None) -> Outcome:
     try:
         with stopper.installed():
             try:
-                _drive(spec, run_, backend, history, wl, pkg, stopper, watch)
+                _drive(test, run_, history, stopper, watch)
             except KeyboardInterrupt:
                 stopper.requested.set()
                 log.warning("interrupted twice: tearing down at once")
@@ -280,19 +276,21 @@ def run(spec: TestSpec, *, watch: Watch | None = None) -> Outcome:
                 stopper.shielded = True
                 watch.phase = "cluster down"
                 history.close()
-                backend.down(run_)
+                _stop_system(run_, run_.db)
+                test.backend.down(run_)
         interrupted = stopper.requested.is_set()
         if interrupted or error is not None:
             res: dict[str, Any] = {"valid": "unknown", "error": error or "interrupted"}
             return Outcome(stored.paths.root, "unknown", res, None, interrupted, error)
         watch.phase = "checking"
-        results, check_error = _check(stored.paths.root, spec, log)
-        _add_liveness(stored.paths.root, results, log)
+        results = checking.check(test.checkers(), stored.paths.root, spec, log)
         watch.phase = "report"
         report = _render(stored.paths.root, log)
         valid = results.get("valid", "unknown")
         log.info("verdict %s: %s", valid, results.get("counts"))
-        return Outcome(stored.paths.root, valid, results, report, False, check_error)
+        error = results.get("error")
+        return Outcome(stored.paths.root, valid, results, report, False,
+                       str(error) if error else None)
     finally:
         stored.close()
 

@@ -120,6 +120,13 @@ class HistoryWriter:
         self.close()
 
 
+def write_results(run_dir: Path, results: Mapping[str, Any]) -> None:
+    """results.json, atomically (the one writer of it: checks, runs, reports all use this)."""
+    tmp = run_dir / "results.json.tmp"
+    tmp.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2) + b"\n")
+    os.replace(tmp, run_dir / "results.json")
+
+
 def write_jsonl(path: Path, rows: Iterator[Mapping[str, Any]] | list[Mapping[str, Any]]) -> int:
     """Write rows as JSON lines durably (temp file, fsync, rename); returns the count."""
     tmp = path.with_name(path.name + ".tmp")

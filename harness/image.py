@@ -5,7 +5,8 @@ full hash, so a build skips whatever is already current:
 
 - base: debootstrap a minimal Debian (python3, iproute2, iptables, procps, openssh-server),
   tar it and `docker import` it;
-- broker: broker-image/Dockerfile FROM the base, with the broker package copied in;
+- a system's node image (`NodeImage`, declared by the system: for our broker,
+  broker-image/Dockerfile FROM the base with the broker package copied in);
 - sshd: broker-image/base/sshd/Dockerfile FROM the base, an ssh test host.
 """
 
@@ -14,14 +15,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import importlib.util
 import os
 import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,6 @@ HASH_LABEL = "undertow.content-hash"
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
 BASE_REPO = "undertow/base"
-BROKER_REPO = "undertow/broker"
 SSHD_REPO = "undertow/sshd"
 IMAGE_DIR = Path(__file__).resolve().parents[1] / "broker-image"
 
@@ -51,9 +50,18 @@ class Built:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeImage:
+    """A system's node image: its Dockerfile (FROM the base, ARG BASE) and folders copied in."""
+
+    repo: str
+    dockerfile: Path
+    context: Mapping[str, Path] = field(default_factory=dict)  # name in the context -> folder
+
+
+@dataclass(frozen=True, slots=True)
 class Images:
     base: Built
-    broker: Built
+    node: Built | None
     sshd: Built | None
 
 
@@ -66,24 +74,18 @@ def _files_hash(h: Any, root: Path) -> None:
         h.update(p.read_bytes() + b"\0")
 
 
-def broker_source() -> Path:
-    """The broker package's directory (broker-image/broker in this repo)."""
-    spec = importlib.util.find_spec("broker")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImageError("cannot find the `broker` package; install undertow with pip -e .")
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
 def base_hash(image_dir: Path = IMAGE_DIR) -> str:
     h = hashlib.sha256(f"{SUITE}\0{MIRROR}\0".encode())
     _files_hash(h, image_dir / "base")
     return h.hexdigest()
 
 
-def broker_hash(base: str, image_dir: Path = IMAGE_DIR) -> str:
+def node_hash(base: str, node: NodeImage) -> str:
     h = hashlib.sha256(base.encode() + b"\0")
-    h.update((image_dir / "Dockerfile").read_bytes() + b"\0")
-    _files_hash(h, broker_source())
+    h.update(node.dockerfile.read_bytes() + b"\0")
+    for name, folder in sorted(node.context.items()):
+        h.update(name.encode() + b"\0")
+        _files_hash(h, folder)
     return h.hexdigest()
 
 
@@ -206,16 +208,18 @@ def prune_old(client: Any, repo: str, keep: str) -> list[str]:
     return removed
 
 
-def _broker_context(tmp: Path, image_dir: Path) -> Path:
-    shutil.copy(image_dir / "Dockerfile", tmp / "Dockerfile")
-    shutil.copytree(broker_source(), tmp / "broker",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+def _node_context(tmp: Path, node: NodeImage) -> Path:
+    shutil.copy(node.dockerfile, tmp / "Dockerfile")
+    for name, folder in node.context.items():
+        shutil.copytree(folder, tmp / name,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     return tmp
 
 
-def ensure_images(*, sshd: bool = False, force: bool = False, prune: bool = True,
-                  progress: Progress | None = None, image_dir: Path = IMAGE_DIR) -> Images:
-    """Build the base and broker images (and the sshd variant) unless already current.
+def ensure_images(node: NodeImage | None = None, *, sshd: bool = False, force: bool = False,
+                  prune: bool = True, progress: Progress | None = None,
+                  image_dir: Path = IMAGE_DIR) -> Images:
+    """Build the base image, a system's node image and the sshd host unless already current.
 
     prune: remove the older hash tags of what was rebuilt (not those in use)."""
     say: Progress = progress or (lambda _msg: None)
@@ -228,14 +232,16 @@ def ensure_images(*, sshd: bool = False, force: bool = False, prune: bool = True
             build_base(client, bh, say, image_dir)
         base = Built(tag_for(BASE_REPO, bh), bh, built_base, time.monotonic() - t0)
 
-        t0 = time.monotonic()
-        kh = broker_hash(bh, image_dir)
-        built_broker = force or not current(client, BROKER_REPO, kh)
-        if built_broker:
-            with tempfile.TemporaryDirectory(prefix="undertow-broker-ctx.") as tmp:
-                build_from(client, BROKER_REPO, kh, base.tag, _broker_context(Path(tmp),
-                           image_dir), say)
-        broker = Built(tag_for(BROKER_REPO, kh), kh, built_broker, time.monotonic() - t0)
+        node_built: Built | None = None
+        if node is not None:
+            t0 = time.monotonic()
+            kh = node_hash(bh, node)
+            built_node = force or not current(client, node.repo, kh)
+            if built_node:
+                with tempfile.TemporaryDirectory(prefix="undertow-node-ctx.") as tmp:
+                    build_from(client, node.repo, kh, base.tag, _node_context(Path(tmp), node),
+                               say)
+            node_built = Built(tag_for(node.repo, kh), kh, built_node, time.monotonic() - t0)
 
         sshd_built: Built | None = None
         if sshd:
@@ -245,7 +251,8 @@ def ensure_images(*, sshd: bool = False, force: bool = False, prune: bool = True
             if built_sshd:
                 build_from(client, SSHD_REPO, sh, base.tag, image_dir / "base" / "sshd", say)
             sshd_built = Built(tag_for(SSHD_REPO, sh), sh, built_sshd, time.monotonic() - t0)
-        for b, repo in ((base, BASE_REPO), (broker, BROKER_REPO), (sshd_built, SSHD_REPO)):
+        for b, repo in ((base, BASE_REPO), (node_built, node.repo if node else ""),
+                        (sshd_built, SSHD_REPO)):
             if prune and b is not None and b.built:
                 prune_old(client, repo, b.tag)
-    return Images(base, broker, sshd_built)
+    return Images(base, node_built, sshd_built)

@@ -1,9 +1,15 @@
 """The roles a test is assembled from, as small protocols (Jepsen's style).
 
-A backend (local, docker, ssh) provides a `Remote` and a `DB` with some of the
-optional abilities below; the nemesis checks for an ability where it needs it
-(`isinstance(db, Killable)`), so a backend that cannot pause simply offers no
+A backend (local, docker, ssh) makes the nodes and hands the system a host
+(`LocalHost` or `ShellHost`: where each node's files go, how to start processes
+there, which addresses to bind and dial); the system (one package under
+`systems/`) builds its `DB` on that host, with some of the optional abilities
+below. The nemesis checks for an ability where it needs it
+(`isinstance(db, Killable)`), so a system that cannot pause simply offers no
 pause fault. `Run` carries everything explicitly: there are no globals.
+
+A new system implements `System` (and a `DB` for the hosts it supports), a new
+workload `Workload`, a new checker `Checker`; `harness.registry` finds them.
 """
 
 from __future__ import annotations
@@ -17,7 +23,12 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from harness.history import Op
 
 if TYPE_CHECKING:
+    import subprocess
+
+    from harness import generator as gen
+    from harness.image import NodeImage
     from harness.spec import TestSpec
+    from harness.test import Test
 
 Grudge = Mapping[str, Collection[str]]  # node -> peers whose traffic it drops
 
@@ -90,15 +101,79 @@ class Run:
     net: Net | None = None
     # Addresses clients use to reach each node (through the link proxy locally).
     client_addrs: dict[str, str] = field(default_factory=dict)
-    # Anything a backend wants to share with the nemesis/clients (e.g. admin addresses).
+    # Anything a backend wants to share with the nemesis/clients (e.g. its run id).
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-class DB(Protocol):
-    """The system under test on one node."""
+# ------------------------------------------------------------------ what a backend hands a system
 
-    def setup(self, run: Run, node: str) -> None: ...
-    def teardown(self, run: Run, node: str) -> None: ...
+
+@dataclass(frozen=True, slots=True)
+class Endpoints:
+    """Where each node's service port is bound and who dials which address to reach it."""
+
+    listen: Mapping[str, str]               # node -> host:port the node binds
+    peers: Mapping[str, Mapping[str, str]]  # node -> other node -> address node dials for it
+    clients: Mapping[str, str]              # node -> address clients dial (shaped links)
+    admin: Mapping[str, str]                # node -> address the harness dials (never cut)
+
+
+class Launches(Protocol):
+    """Starts a process on this machine that dies with the harness (harness.control.launcher)."""
+
+    def launch(self, name: str, cmd: Sequence[str], cwd: Path, log_path: Path, *,
+               pipes: bool = False) -> tuple[subprocess.Popen[bytes], str]: ...
+    def release(self, item: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LocalHost:
+    """Nodes as folders on this machine; processes through the backend's launcher."""
+
+    dirs: Mapping[str, Path]
+    endpoints: Endpoints
+    launcher: Launches
+    python: str  # this venv's interpreter: a Python system runs as `python -m ...`
+
+
+class Freezer(Protocol):
+    """Pausing a whole node (docker's cgroup freezer), where the backend has it."""
+
+    def freeze(self, node: str) -> None: ...
+    def thaw(self, node: str) -> None: ...
+    def frozen(self, node: str) -> bool: ...
+    def pids(self, node: str, pattern: str) -> list[int]: ...  # host pids whose args match
+
+
+@dataclass(frozen=True, slots=True)
+class ShellHost:
+    """Nodes reached by shell commands (docker exec, ssh): files under base_dirs[node].
+
+    A system's long-running process there runs with the base dir as its working
+    directory and writes its pid to a `*.pid` file in it, so `undertow heal` can stop
+    it after the harness died, whatever the system."""
+
+    remote: Remote
+    base_dirs: Mapping[str, str]
+    endpoints: Endpoints
+    python: str = "python3"
+    sudo: bool = False
+    freezer: Freezer | None = None
+    ship_code: bool = False  # the system uploads its code to each node (a bare host)
+
+
+NodeHost = LocalHost | ShellHost
+
+
+# ------------------------------------------------------------------ the system under test
+
+
+class DB(Protocol):
+    """The system under test on its nodes."""
+
+    def setup(self, run: Run, node: str) -> None: ...     # install, configure, start
+    def teardown(self, run: Run, node: str) -> None: ...  # stop; never raises
+    def wait_ready(self, run: Run, timeout_s: float) -> None: ...  # serving, or raise naming why
 
 
 @runtime_checkable
@@ -138,6 +213,7 @@ class LosesUnflushed(Protocol):
 @runtime_checkable
 class DumpsReplicas(Protocol):
     def dump_replicas(self, run: Run) -> list[dict[str, Any]]: ...  # replicas.jsonl rows
+    def dump_node(self, run: Run, node: str) -> list[dict[str, Any]]: ...  # one node's rows
 
 
 class Net(Protocol):
@@ -156,6 +232,43 @@ class Client(Protocol):
     def close(self, run: Run) -> None: ...
 
 
+class System(Protocol):
+    """One system under test: all the harness learns about it comes through here."""
+
+    name: str
+    port: int  # its service port on a node of its own (docker, ssh); local runs pick free ones
+
+    def check(self, spec: TestSpec) -> None: ...  # SpecError for a setting it cannot honour
+    def db(self, test: Test, host: NodeHost) -> DB: ...  # with the optional abilities it has
+    def client(self, test: Test) -> Client: ...          # speaks the workload's operations
+    def describe(self, spec: TestSpec) -> Mapping[str, Any]: ...  # for test.json: name, version
+
+
+@runtime_checkable
+class HasNodeImage(Protocol):
+    """A system that runs in containers: the image its nodes start from (docker backend)."""
+
+    def node_image(self) -> NodeImage: ...
+
+
+class Checker(Protocol):
+    """Judges a run folder; never raises: "unknown" is an answer (HISTORY.md's results)."""
+
+    name: str
+
+    def check(self, run_dir: Path, spec: TestSpec | None) -> dict[str, Any]: ...
+
+
+class Workload(Protocol):
+    """What the clients do and how the outcome is judged."""
+
+    name: str
+
+    def generator(self, test: Test) -> gen.Gen: ...
+    def final_generator(self, test: Test, history: Path) -> gen.Gen | None: ...
+    def checkers(self, test: Test) -> Sequence[Checker]: ...
+
+
 class Nemesis(Protocol):
     fs: frozenset[str]  # the verbs it handles; compose routes by them
 
@@ -164,17 +277,33 @@ class Nemesis(Protocol):
     def teardown(self, run: Run) -> None: ...      # always heals, even after an error
 
 
+class NemesisPackage(Protocol):
+    """The faults of a run: a nemesis, its generators and the plan they follow."""
+
+    nemesis: Nemesis
+
+    @property
+    def generator(self) -> gen.Gen: ...
+    @property
+    def final_generator(self) -> gen.Gen: ...
+    def plan_json(self) -> list[dict[str, Any]]: ...      # test.json's nemesis_plan
+    def phases(self) -> list[dict[str, Any]] | None: ...  # the phases schedule, if any
+    def checkers(self) -> Sequence[Checker]: ...           # e.g. liveness after heals
+
+
 class Backend(Protocol):
     """Where the nodes live (local processes, containers, ssh hosts) and how to reach them.
 
-    `up` starts nodes and brokers, fills run.remote/db/net/client_addrs, and returns
-    once every partition has a leader; `down` stops and removes everything it made,
-    is idempotent and never raises. Everything `up` creates is registered with
-    harness.leftovers first, so `undertow heal` can undo it after the harness dies.
+    `up` makes the nodes (folders, containers, connections) and returns the host the
+    system starts itself on; `connect` runs once the system's processes are started and
+    fills run.net and run.client_addrs (the link proxy locally); `down` removes
+    everything it made, is idempotent and never raises. Everything `up` creates is
+    registered with harness.leftovers first, so `undertow heal` can undo it after the
+    harness dies.
     """
 
     name: str
 
-    def up(self, run: Run) -> None: ...
-    def collect(self, run: Run) -> None: ...  # broker logs and data into run.paths.node_dir(n)
+    def up(self, run: Run, system: System) -> NodeHost: ...
+    def connect(self, run: Run) -> None: ...
     def down(self, run: Run) -> None: ...

@@ -20,7 +20,8 @@ from harness.spec import SpecError, TestSpec, build_spec, load_toml
 
 # option name -> (spec field, or "broker.<field>")
 FIELDS: dict[str, str] = {
-    "backend": "backend", "nodes": "node_count", "node": "hosts", "cluster_file": "cluster_file",
+    "system": "system", "backend": "backend", "nodes": "node_count", "node": "hosts",
+    "cluster_file": "cluster_file",
     "workload": "workload", "nemesis": "nemesis", "nemesis_interval": "nemesis_interval_s",
     "nemesis_targets": "nemesis_targets", "nemesis_schedule": "nemesis_schedule",
     "time_limit": "time_limit_s",
@@ -101,6 +102,8 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
 
 
 @click.command("run")
+@click.option("--system", default="undertow", show_default=True,
+              help="The system under test (a registered name: undertow, ...).")
 @click.option("--backend", type=click.Choice(["local", "docker", "ssh"]), default="local",
               show_default=True, help="Where the nodes run.")
 @click.option("--nodes", type=int, default=3, show_default=True,
@@ -109,7 +112,8 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
               help="An ssh node; repeat for each.")
 @click.option("--cluster-file", type=click.Path(dir_okay=False),
               help="ssh backend: a ducktape-style cluster.json.")
-@click.option("--workload", default="queue", show_default=True)
+@click.option("--workload", default="queue", show_default=True,
+              help="What the clients do (a registered name: queue, ...).")
 @click.option("--nemesis", default="kill,partition", show_default=True,
               help="Comma list of faults (kill, pause, partition, slow, lossy, clock, "
                    "lose-unflushed), or none.")
@@ -158,9 +162,14 @@ def run(ctx: click.Context, /, **params: Any) -> None:
         return
     from harness import core
     from harness.store import test_name
+    from harness.test import assemble
 
+    try:
+        assemble(spec)  # every part found and every setting accepted, before anything starts
+    except SpecError as e:
+        raise BadUsage(str(e)) from e
     click.echo(f"undertow run: {test_name(spec)}, "
-               f"{len(spec.nodes)} nodes ({spec.backend}), nemesis "
+               f"{spec.system} on {len(spec.nodes)} nodes ({spec.backend}), nemesis "
                f"{','.join(spec.nemesis) or 'none'}, {spec.time_limit_s:g} s, seed {spec.seed}",
                err=True)
     codes: list[int] = []
@@ -168,8 +177,9 @@ def run(ctx: click.Context, /, **params: Any) -> None:
         one = spec if i == 0 else _with_seed(spec, spec.seed + i)
         watch = core.Watch()
         try:
+            test = assemble(one)
             with _progress(watch):
-                outcome = core.run(one, watch=watch)
+                outcome = core.run_test(test, watch=watch)
         except SpecError as e:
             raise BadUsage(str(e)) from e
         click.echo(outcome.summary())

@@ -57,6 +57,7 @@ class TestSpec:
     """Everything a run needs to know; only the CLI builds it from options."""
 
     name: str = "queue-kill-partition"
+    system: str = "undertow"  # the system under test: a name in harness.registry
     backend: str = "local"
     node_count: int = 3
     hosts: tuple[str, ...] = ()  # ssh backend: HOST[:PORT] per node

@@ -168,16 +168,13 @@ class Kill(_NodeFault):
             raise NemesisError(f"shorter_of {v['shorter_of']}: no such roles assigned")
         key = resolve_key(run, v, self.rng)
         hws: dict[str, int] = {}
-        dump_node = getattr(run.db, "dump_node", None)  # one node's rows (local backend)
         rows: list[Any] = []
-        if callable(dump_node):
+        if isinstance(run.db, DumpsReplicas):
             for n in cands:
                 try:
-                    rows += dump_node(n)
+                    rows += run.db.dump_node(run, n)
                 except Exception as e:
                     v.setdefault("errors", []).append(f"dump of {n}: {e}")
-        elif isinstance(run.db, DumpsReplicas):
-            rows = run.db.dump_replicas(run)
         for row in rows:
             if row.get("key") == key and "hw" in row and row.get("node") in cands:
                 hws[str(row["node"])] = int(row["hw"])

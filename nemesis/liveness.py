@@ -13,9 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import orjson
+
 from harness.history import NEMESIS, Op
+from harness.spec import TestSpec
 
 HEAL_VERBS = frozenset({"start", "resume", "heal", "fast", "clock-reset", "lose-unflushed"})
 NS = 1_000_000_000
@@ -91,3 +95,20 @@ def liveness(history: Iterable[Op | Mapping[str, Any]], *, stall_s: float = 30.0
                         "recovery_s": None if r.recovery_s is None else round(r.recovery_s, 3)}
                        for r in recs],
     }
+
+
+class LivenessChecker:
+    """harness.protocols.Checker: liveness in results.json's stats; the verdict stays safety's.
+
+    The checkers judge safety from the run files alone; liveness is the harness's own
+    measurement of the faults it injected, so it adds stats and never a verdict."""
+
+    name = "liveness"
+
+    def check(self, run_dir: Path, spec: TestSpec | None) -> dict[str, Any]:
+        try:
+            with open(run_dir / "history.jsonl", "rb") as fh:
+                ops = [orjson.loads(line) for line in fh if line.strip()]
+            return {"valid": True, "stats": {"liveness": liveness(ops)}}
+        except (OSError, ValueError) as e:
+            return {"valid": True, "stats": {"liveness_error": f"{type(e).__name__}: {e}"}}

@@ -8,16 +8,17 @@ generator that heals everything the package can break.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from harness import generator as gen
-from harness.protocols import Nemesis
+from harness.protocols import Checker, Nemesis
 from harness.spec import SpecError, TestSpec
 from nemesis import grudges as g
 from nemesis.compose import Composed, compose
 from nemesis.faults import Clock, Kill, LoseUnflushed, Pause
+from nemesis.liveness import LivenessChecker
 from nemesis.netfaults import Links, Partition
 from nemesis.plan import Step, merge, timeline
 from nemesis.schedule import schedule_of
@@ -43,6 +44,14 @@ class NemesisPackage:
 
     def plan_json(self) -> list[dict[str, Any]]:
         return [s.to_json() for s in self.plan]
+
+    def phases(self) -> list[dict[str, Any]] | None:
+        phases: list[dict[str, Any]] | None = (self.schedule or {}).get("phases")
+        return phases
+
+    def checkers(self) -> Sequence[Checker]:
+        """How fast the cluster served again after each heal (never changes the verdict)."""
+        return [LivenessChecker()]
 
 
 @dataclass(frozen=True, slots=True)

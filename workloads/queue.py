@@ -5,111 +5,32 @@ Shapes are HISTORY.md's: a send invokes `[["send", k, v]]` and completes ok with
 `[["poll", {"k": [[offset, v], ...]}]]`; an assign's value is the key list, with
 `"seek_to_beginning": true` beside it when reading restarts at offset 0.
 
-Each process has its own client (a fresh one after an `info`), with its own
-assigned keys and per-key positions, as a Kafka consumer has. Keys a process is
-newly assigned start at offset 0 (auto.offset.reset=earliest, as Jepsen's test).
-A send's ClientError maps to `fail` when definite, else `info`. A poll changes
-nothing on the server, so a poll that hits an error is `fail`, carrying whatever
-it had already read (HISTORY.md allows records in any completion).
+The client that performs these operations is the system's (`System.client`):
+each process has its own (a fresh one after an `info`), with its own assigned
+keys and per-key positions, as a Kafka consumer has. This module holds only what
+the clients do (pure generators) and how the outcome is judged (the checkers).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from checkers.suite import RunFileChecker
 from harness import generator as g
 from harness.history import Op
-from harness.protocols import Run
+from harness.protocols import Checker
 from harness.spec import TestSpec
+from harness.test import Test
 
 SEND_WEIGHT, POLL_WEIGHT, ASSIGN_WEIGHT = 5.0, 4.0, 1.0
 SEEK_PROBABILITY = 0.2
 EMPTY_POLLS_BEFORE_GIVING_UP = 20  # final reads: a key that stays short is lost, not late
 EMPTY_POLL_PAUSE_S = 0.1
-
-
-class QueueClient:
-    """harness.protocols.Client over workloads.client.BrokerClient; one per process."""
-
-    def __init__(self, *, keys: int, acks: str = "all", timeout_s: float = 3.0,
-                 conn: Any = None) -> None:
-        self.keys = keys
-        self.acks = acks
-        self.timeout_s = timeout_s
-        self.conn = conn  # a BrokerClient once opened
-        self.assigned: tuple[int, ...] = ()
-        self.positions: dict[int, int] = {}
-
-    def open(self, run: Run, node: str) -> QueueClient:
-        from workloads.client import BrokerClient
-
-        # the slot's node first: the client follows leaders from there
-        addrs = dict(run.client_addrs)
-        ordered = {node: addrs.pop(node)} if node in addrs else {}
-        ordered.update(addrs)
-        return QueueClient(keys=self.keys, acks=self.acks, timeout_s=self.timeout_s,
-                           conn=BrokerClient(ordered, timeout_s=self.timeout_s))
-
-    def invoke(self, run: Run, op: Op) -> Op:
-        if op.f == "send":
-            return self._send(op)
-        if op.f == "poll":
-            return self._poll(op)
-        if op.f == "assign":
-            keys = tuple(int(k) for k in op.value)
-            if op.extra.get("seek_to_beginning"):
-                self.positions.update({k: 0 for k in keys})
-            self.assigned = keys
-            return op.complete("ok")
-        return op.complete("fail", error=f"unknown f {op.f!r}")
-
-    def _send(self, op: Op) -> Op:
-        from workloads.client import ClientError
-
-        done: list[Any] = []
-        try:
-            for micro in op.value:
-                _, key, value = micro
-                offset = self.conn.produce(int(key), int(value), acks=self.acks)
-                done.append(["send", key, [offset, value]])
-        except ClientError as e:
-            if e.definite and not done:
-                return op.complete("fail", error=f"{e.code}: {e}")
-            # what was acknowledged before the error stays known (offsets count once it happened)
-            rest = op.value[len(done):]
-            return op.complete("info", [*done, *rest], error=f"{e.code}: {e}")
-        return op.complete("ok", done)
-
-    def _poll(self, op: Op) -> Op:
-        from workloads.client import ClientError
-
-        read: dict[str, list[list[int]]] = {}
-        try:
-            for key in self.assigned:
-                pos = self.positions.get(key, 0)
-                records = self.conn.fetch(key, pos)
-                if records:
-                    read[str(key)] = [[o, v] for o, v in records]
-                    self.positions[key] = records[-1][0] + 1
-        except ClientError as e:
-            if e.code == "OFFSET_OUT_OF_RANGE":
-                # The log was cut below our position (a new leader holds less): start that key
-                # over from the beginning, as Kafka's auto.offset.reset=earliest does. This poll
-                # completes `fail`, which ends the succession of polls for the checker.
-                self.positions[key] = 0
-            return op.complete("fail", [["poll", read]] if read else [["poll"]],
-                               error=f"{e.code}: {e}")
-        return op.complete("ok", [["poll", read]])
-
-    def close(self, run: Run) -> None:
-        if self.conn is not None:
-            self.conn.close()
-            self.conn = None
 
 
 # ---------------------------------------------------------------- generators
@@ -265,17 +186,19 @@ def acked_offsets(history: Path) -> dict[int, int]:
     return out
 
 
-@dataclass(frozen=True, slots=True)
 class QueueWorkload:
-    """What the runner needs: a client to open per process, and the generators."""
+    """harness.protocols.Workload: sends, polls and assigns; the run-file checkers judge it."""
 
-    client: QueueClient
-    generator: g.Gen
-    spec: TestSpec
+    name = "queue"
 
-    def final_generator(self, history: Path) -> g.Gen:
-        return final_generator(self.spec, acked_offsets(history))
+    def generator(self, test: Test) -> g.Gen:
+        return generator(test.spec)
+
+    def final_generator(self, test: Test, history: Path) -> g.Gen | None:
+        return final_generator(test.spec, acked_offsets(history))
+
+    def checkers(self, test: Test) -> Sequence[Checker]:
+        return [RunFileChecker()]
 
 
-def workload(spec: TestSpec) -> QueueWorkload:
-    return QueueWorkload(QueueClient(keys=spec.keys, acks=spec.broker.acks), generator(spec), spec)
+workload = QueueWorkload()

@@ -21,7 +21,7 @@ from typing import Any
 from broker.localcluster import LocalCluster
 from broker.protocol import MAX_RESPONSE_BYTES, FrameDecoder, decode_response, encode_frame
 
-from workloads.client import BrokerClient, ClientError
+from systems.undertow.client import BrokerClient, ClientError
 
 SETTINGS = {"min.insync.replicas": 2, "truncation": "leader-epoch",
             "unclean.leader.election.enable": False}

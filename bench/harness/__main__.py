@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness import core
 from harness import generator as g
 from harness.history import HistoryWriter, Op
 from harness.interpreter import Interpreter, client_node
@@ -59,33 +60,36 @@ def start_to_ready(tmp: Path, i: int) -> float:
     backend = LocalBackend()
     t0 = time.perf_counter()
     try:
-        backend.up(run)
+        core.cluster_up(backend, run)
         return time.perf_counter() - t0
     finally:
-        backend.down(run)
+        core.cluster_down(backend, run)
 
 
 def throughput(tmp: Path, seconds: float) -> dict[str, Any]:
+    from dataclasses import replace
+
     from harness.control.local import LocalBackend
-    from workloads.queue import workload
+    from harness.test import assemble
 
     spec = build_spec({"nemesis": [], "concurrency": 20, "results_dir": str(tmp)})
     run = new_run(spec, tmp / "ops")
     backend = LocalBackend()
-    wl = workload(spec)
+    test = replace(assemble(spec), backend=backend)
+    client = test.system.client(test)
     try:
-        backend.up(run)
+        core.cluster_up(backend, run)
         hw = HistoryWriter(run.paths.history)
         interp = Interpreter(run, hw, concurrency=20, nemesis=None, seed=1,
-                             open_client=lambda t: wl.client.open(run, client_node(run.nodes, t)))
+                             open_client=lambda t: client.open(run, client_node(run.nodes, t)))
         t0 = time.perf_counter()
-        interp.run(g.time_limit(seconds, g.clients(wl.generator)))
+        interp.run(g.time_limit(seconds, g.clients(test.workload.generator(test))))
         elapsed = time.perf_counter() - t0
         interp.close()
         hw.close()
         counts = dict(interp.stats.counts)
     finally:
-        backend.down(run)
+        core.cluster_down(backend, run)
     done = sum(counts.values())
     return {"ops_per_s": done / elapsed, "counts": counts, "seconds": elapsed}
 

@@ -21,11 +21,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness import core
 from harness.control.docker import DockerBackend
 from harness.control.ssh import SshBackend
 from harness.image import ensure_images
 from harness.protocols import Run, RunPaths
 from harness.spec import build_spec
+from systems.undertow.system import system as undertow
 
 OUT = Path(__file__).resolve().parents[1] / "out"
 
@@ -40,10 +42,12 @@ def _timed_up(backend: Any, spec_layer: dict[str, Any], root: Path) -> float:
     run = Run(spec=spec, nodes=spec.nodes, paths=RunPaths(root), log=logging.getLogger("bench"))
     t0 = time.monotonic()
     try:
-        backend.up(run)
+        core.cluster_up(backend, run)
         return time.monotonic() - t0
     finally:
-        backend.down(run)
+        core.cluster_down(backend, run)
+
+NODE = undertow.node_image()
 
 
 def main() -> None:
@@ -55,15 +59,15 @@ def main() -> None:
     out: dict[str, Any] = {"load_before": _load()}
     if not args.no_scratch:
         t0 = time.monotonic()
-        imgs = ensure_images(sshd=True, force=True, progress=lambda m: print("  image:", m))
+        imgs = ensure_images(NODE, sshd=True, force=True, progress=lambda m: print("  image:", m))
         out["build_scratch_s"] = round(time.monotonic() - t0, 1)
         out["build_scratch_parts_s"] = {b.tag: round(b.seconds, 1)
-                                        for b in (imgs.base, imgs.broker, imgs.sshd) if b}
+                                        for b in (imgs.base, imgs.node, imgs.sshd) if b}
         out["load_after_scratch"] = _load()
     t0 = time.monotonic()
-    imgs = ensure_images(sshd=True)
+    imgs = ensure_images(NODE, sshd=True)
     out["build_cached_s"] = round(time.monotonic() - t0, 2)
-    out["cached_rebuilt_anything"] = any(b.built for b in (imgs.base, imgs.broker, imgs.sshd) if b)
+    out["cached_rebuilt_anything"] = any(b.built for b in (imgs.base, imgs.node, imgs.sshd) if b)
     with tempfile.TemporaryDirectory(prefix="undertow-bench-image.") as tmp:
         docker_s = [_timed_up(DockerBackend(), {"backend": "docker"}, Path(tmp) / f"d{i}")
                     for i in range(args.rounds)]

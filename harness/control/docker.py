@@ -1,7 +1,8 @@
 """The docker backend: one container per node on a network of the run's own (docker SDK).
 
-Each container runs the broker image with NET_ADMIN; its PID 1 only keeps it alive, so
-the broker is started, killed (SIGKILL, data kept) and restarted inside it by exec, and
+Each container runs the system's node image (`HasNodeImage`) with NET_ADMIN; its PID 1
+only keeps it alive, so the system is started, killed (SIGKILL, data kept) and restarted
+inside it by exec, and
 iptables rules (harness.iptables, applied from the host inside the container's network
 namespace, so they work on a paused node too) survive a kill. Pause is `docker pause` (the cgroup
 freezer: the whole node stops, as a VM pause would). Clients and peers reach the
@@ -21,7 +22,6 @@ import math
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tarfile
 from collections.abc import Mapping, Sequence
@@ -29,14 +29,14 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from harness import leftovers
-from harness.control.remote_db import BROKER_PORT, Layout, NodeError, RemoteBroker, tar_bytes
+from harness.control.shell import NodeError, tar_bytes
+from harness.image import NodeImage
 from harness.iptables import IptablesNet
-from harness.protocols import Exec, Run
+from harness.protocols import Endpoints, Exec, HasNodeImage, Run, ShellHost, System
 
 LABEL = "undertow.run"
 SUBNET_POOL = ipaddress.IPv4Network("10.213.0.0/16")  # the project's range, split in /24s
 NODE_BASE = "/var/lib/undertow"
-PYTHONPATH = "/opt/undertow"
 
 
 def run_key(run: Run) -> str:
@@ -160,58 +160,34 @@ class NetnsRemote:
                                 cwd=str(Path(__file__).resolve().parents[2]))
 
 
-class DockerBroker(RemoteBroker):
-    """The broker in containers: RemoteBroker, with pause/resume by the cgroup freezer."""
+class DockerFreezer:
+    """Freezer: `docker pause` (the cgroup freezer) stops the whole node, as a VM pause would."""
 
-    def __init__(self, remote: DockerRemote, layouts: Mapping[str, Layout],
-                 addrs: Mapping[str, str]) -> None:
-        super().__init__(remote, layouts, addrs)
+    def __init__(self, remote: DockerRemote) -> None:
         self.docker = remote
 
-    def pause(self, run: Run, node: str) -> None:
+    def freeze(self, node: str) -> None:
         c = self.docker.container(node)
         c.reload()
         if c.status == "running":
             c.pause()
 
-    def resume(self, run: Run, node: str) -> None:
+    def thaw(self, node: str) -> None:
         c = self.docker.container(node)
         c.reload()
         if c.status == "paused":
             c.unpause()
 
-    def paused(self, node: str) -> bool:
+    def frozen(self, node: str) -> bool:
         c = self.docker.container(node)
         c.reload()
         return bool(c.status == "paused")
 
-    def _host_pids(self, node: str) -> list[int]:
-        """Host pids of the broker in a container (docker top works on a frozen one too)."""
+    def pids(self, node: str, pattern: str) -> list[int]:
+        """Host pids of live processes whose args hold pattern (docker top works when frozen)."""
         top = self.docker.container(node).top(ps_args="-o pid,stat,args")
         return [int(pid) for pid, stat, args in top.get("Processes") or []
-                if " -m broker --config" in args and not stat.startswith("Z")]
-
-    def running(self, node: str) -> bool:
-        if self.paused(node):
-            return bool(self._host_pids(node))
-        return super().running(node)
-
-    def kill(self, run: Run, node: str) -> None:
-        """SIGKILL, paused or not: on a frozen node the kill is sent from the host and lands
-        when the node thaws, before the broker runs another instruction."""
-        if self.paused(node):
-            for pid in self._host_pids(node):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-            self.resume(run, node)
-        super().kill(run, node)
-
-    def start(self, run: Run, node: str) -> None:
-        if self.paused(node):
-            if self._host_pids(node):
-                return  # running, only frozen: a resume is what ends that
-            self.resume(run, node)
-        super().start(run, node)
+                if pattern in args and not stat.startswith("Z")]
 
 
 def _used_networks(client: Any) -> list[ipaddress.IPv4Network]:
@@ -256,43 +232,53 @@ class DockerBackend:
         self.gateway = ""
         self._items: dict[str, str] = {}  # docker name -> leftovers item id
         self._auto_image = False
+        self._node_image: NodeImage | None = None
 
     # -- up --------------------------------------------------------------------------
 
-    def up(self, run: Run) -> None:
-        broker = self.provision(run)
-        for node in run.nodes:
-            broker.setup(run, node)
-        run.log.info("docker: %d brokers started on %s, waiting for leaders", len(run.nodes),
-                     self.network_name)
-        broker.wait_ready(run, self.ready_timeout_s)
-
-    def provision(self, run: Run) -> DockerBroker:
-        """The network and the containers (no broker started yet); fills run's parts."""
-        from harness.image import docker_client, ensure_images
-
+    def up(self, run: Run, system: System) -> ShellHost:
+        """The network and one container per node; the system starts itself in them."""
         if self.image is None:
+            if not isinstance(system, HasNodeImage):
+                raise NodeError(f"docker: the system {system.name!r} declares no node image")
             self._auto_image = True
-            self.image = ensure_images(progress=lambda m: run.log.info("image: %s", m)).broker.tag
+            self._node_image = system.node_image()
+            self.image = self._ensure_image(run)
+        return self.provision(run, system.port)
+
+    def provision(self, run: Run, port: int) -> ShellHost:
+        """The network and the containers, nothing started in them; fills run's parts."""
+        from harness.image import docker_client
+
         self.client = docker_client()
         self.key = run_key(run)
         self._create_network(run)
         for i, node in enumerate(run.nodes):
             self._create_container(run, node, i)
         remote = DockerRemote(self.client, self.containers)
-        layouts = {n: Layout(NODE_BASE, PYTHONPATH) for n in run.nodes}
-        addrs = {n: f"{self.ips[n]}:{BROKER_PORT}" for n in run.nodes}
-        broker = DockerBroker(remote, layouts, addrs)
+        addrs = {n: f"{self.ips[n]}:{port}" for n in run.nodes}
         run.remote = remote
-        run.db = broker
         netns = NetnsRemote(remote)
-        run.net = IptablesNet(netns, self.ips, tag=self.key, broker_port=BROKER_PORT,
+        run.net = IptablesNet(netns, self.ips, tag=self.key, broker_port=port,
                               client_addr=self.gateway,
                               delayers=netns if netns.direct else None)
         run.client_addrs = dict(addrs)
         run.extra.update({"docker_network": self.network_name, "run_key": self.key,
                           "containers": dict(self.containers)})
-        return broker
+        peers = {n: {m: a for m, a in addrs.items() if m != n} for n in run.nodes}
+        endpoints = Endpoints(listen=addrs, peers=peers, clients=addrs, admin=addrs)
+        return ShellHost(remote=remote, base_dirs={n: NODE_BASE for n in run.nodes},
+                         endpoints=endpoints, freezer=DockerFreezer(remote))
+
+    def connect(self, run: Run) -> None:
+        """Containers reach each other on the bridge: nothing more to wire."""
+
+    def _ensure_image(self, run: Run) -> str:
+        from harness.image import ensure_images
+
+        built = ensure_images(self._node_image, progress=lambda m: run.log.info("image: %s", m))
+        assert built.node is not None
+        return built.node.tag
 
     def _create_network(self, run: Run) -> None:
         import docker.errors
@@ -338,26 +324,13 @@ class DockerBackend:
         except docker.errors.ImageNotFound:
             if not self._auto_image:
                 raise
-            # another run rebuilt the broker (its sources changed) and pruned this tag
-            from harness.image import ensure_images
-
-            self.image = ensure_images(progress=lambda m: run.log.info("image: %s", m)).broker.tag
+            # another run rebuilt the image (its sources changed) and pruned this tag
+            self.image = self._ensure_image(run)
             cid = create()
         self.client.api.start(cid)
         self.containers[node] = name
 
     # -- collect / down --------------------------------------------------------------------
-
-    def collect(self, run: Run) -> None:
-        broker = run.db
-        if not isinstance(broker, DockerBroker):
-            return
-        for node in self.containers:
-            try:
-                broker.resume(run, node)
-                broker.collect(run, node, run.paths.node_dir(node))
-            except Exception as e:  # collect what can be collected; say what could not
-                run.log.warning("docker: could not collect %s: %s", node, e)
 
     def down(self, run: Run) -> None:
         """Remove the containers (rules and data go with them) and the network; never raises."""

@@ -1,14 +1,14 @@
-"""The local backend: broker processes on this machine, every link through the link proxy.
+"""The local backend: the system's processes on this machine, every link through the link proxy.
 
-No Docker, no root. Each node gets nodes/<node>/ in the run folder (NODE.json,
-data/, broker.log, clock_offset_ns) and a port on 127.0.0.1. Brokers dial each
-other, and clients dial brokers, through the harness's link proxy, one port
-per directed link; the harness itself (readiness, leaders, dumps) talks to
-each broker directly, so the control plane is never partitioned.
+No Docker, no root. Each node gets nodes/<node>/ in the run folder and a port on
+127.0.0.1 for the system's service. Nodes dial each other, and clients dial
+nodes, through the harness's link proxy, one port per directed link; the
+harness itself (readiness, leaders, dumps) talks to each node directly
+(`Endpoints.admin`), so the control plane is never partitioned.
 
 The proxy runs in its own process by default (UNDERTOW_PROXY=thread keeps it
 in the harness): in the harness it shares the GIL with every client thread.
-Brokers and the proxy die with the harness (PDEATHSIG, see local_db.py) and are
+Every process dies with the harness (harness.control.launcher) and is
 registered in harness.leftovers for `undertow heal`.
 """
 
@@ -26,13 +26,10 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from harness import db as brokerdb
 from harness import leftovers
-
-# re-exported: the local DB lives in its own module
-from harness.control.local_db import LocalBrokerDB, LocalNode
+from harness.control.launcher import Launcher
 from harness.net import CLIENT, ProxyNet
-from harness.protocols import Exec, Run
+from harness.protocols import Endpoints, Exec, LocalHost, Run, System
 from harness.proxy import LinkProxy, Links
 from harness.proxy_process import ProxyProcess
 
@@ -124,109 +121,75 @@ class LocalRemote:
 
 
 class LocalBackend:
-    """Backend: brokers as local processes, links through the harness's proxy."""
+    """Backend: the system's processes on this machine, links through the harness's proxy."""
 
     name = "local"
 
-    def __init__(self, *, python: str = sys.executable,
-                 ready_timeout_s: float = READY_TIMEOUT_S, proxy_mode: str | None = None) -> None:
+    def __init__(self, *, python: str = sys.executable, proxy_mode: str | None = None) -> None:
         self.python = python
-        self.ready_timeout_s = ready_timeout_s
         # "process": the proxy in a child with its own GIL (default); "thread": in the harness.
         self.proxy_mode = proxy_mode or os.environ.get(PROXY_ENV, "process")
         self._proxy_item: str | None = None
         self.proxy: Links | None = None
-        self.db: LocalBrokerDB | None = None
+        self.launcher: Launcher | None = None
         self.net: ProxyNet | None = None
         self.run_id: str | None = None
+        self.nodes: tuple[str, ...] = ()
+        self.listen: dict[str, str] = {}
+        self.link_ports: dict[tuple[str, str], int] = {}
 
-    def up(self, run: Run) -> None:
-        try:
-            self._up(run)
-        except BaseException:
-            self.down(run)
-            raise
-
-    def _up(self, run: Run) -> None:
-        spec = run.spec
-        nodes = tuple(run.nodes)
+    def up(self, run: Run, system: System) -> LocalHost:
+        """Folders, ports and the launcher; every link's port is chosen now, so the
+        system's processes start while the proxy process starts (each takes ~0.5 s)."""
+        self.nodes = nodes = tuple(run.nodes)
         self.run_id = run_id_for(run)
         run.extra["run_id"] = self.run_id
-        local = {n: LocalNode(n, run.paths.node_dir(n).resolve(), f"{HOST}:{free_port()}")
-                 for n in nodes}
-        db = self.db = LocalBrokerDB(self.run_id, local, python=self.python)
-        # Every link's port is chosen first, so the brokers start while the proxy
-        # process starts (each takes ~0.5 s; brokers retry their peers meanwhile).
+        self.launcher = Launcher(self.run_id)
+        dirs = {n: run.paths.node_dir(n).resolve() for n in nodes}
+        for d in dirs.values():
+            d.mkdir(parents=True, exist_ok=True)
+        self.listen = {n: f"{HOST}:{free_port()}" for n in nodes}
         links = [(s, d) for s in nodes for d in nodes if s != d] + [(CLIENT, d) for d in nodes]
-        port = {link: free_port() for link in links}
-        for n in nodes:
-            ln = local[n]
-            ln.data_dir.mkdir(parents=True, exist_ok=True)
-            if not ln.clock_file.exists():
-                ln.clock_file.write_text("0\n")
-            peers = {m: (ln.listen if m == n else f"{HOST}:{port[(n, m)]}") for m in nodes}
-            cfg = brokerdb.node_config(spec, n, ln.listen, peers, ln.data_dir, ln.clock_file)
-            brokerdb.write_node_json(ln.config, cfg)
-        run.remote = LocalRemote({n: local[n].dir for n in nodes}, db.env)
-        run.db = db
-        run.extra["admin_addrs"] = {n: local[n].listen for n in nodes}
-        for n in nodes:
-            db.start(run, n)
-        proxy = self.proxy = self._start_proxy(run, db)
-        for src, dst in links:
-            proxy.add_link(src, dst, local[dst].listen, port=port[(src, dst)])
-        self.net = run.net = ProxyNet(proxy, nodes)
-        run.client_addrs = {n: proxy.link(CLIENT, n).listen for n in nodes}
+        self.link_ports = {link: free_port() for link in links}
+        peers = {n: {m: f"{HOST}:{self.link_ports[(n, m)]}" for m in nodes if m != n}
+                 for n in nodes}
+        clients = {n: f"{HOST}:{self.link_ports[(CLIENT, n)]}" for n in nodes}
+        endpoints = Endpoints(listen=dict(self.listen), peers=peers, clients=clients,
+                              admin=dict(self.listen))
+        run.remote = LocalRemote(dirs, {leftovers.RUN_ENV: self.run_id})
+        return LocalHost(dirs=dirs, endpoints=endpoints, launcher=self.launcher,
+                         python=self.python)
 
-        def check() -> None:
-            dead = [n for n in nodes if not local[n].running]
-            if dead:
-                n = dead[0]
-                proc = local[n].proc
-                code = proc.returncode if proc is not None else None
-                raise RuntimeError(f"broker {n} exited with code {code} while starting; "
-                                   f"{local[n].log_path} ends with:\n"
-                                   f"{brokerdb.tail(local[n].log_path)}")
+    def connect(self, run: Run) -> None:
+        """The link proxy with every link; run.net and run.client_addrs through it."""
+        proxy = self.proxy = self._start_proxy(run)
+        for (src, dst), port in self.link_ports.items():
+            proxy.add_link(src, dst, self.listen[dst], port=port)
+        self.net = run.net = ProxyNet(proxy, self.nodes)
+        run.client_addrs = {n: proxy.link(CLIENT, n).listen for n in self.nodes}
+        run.log.info("local nodes: %s", ", ".join(f"{n}={a}" for n, a in self.listen.items()))
 
-        brokerdb.wait_ready({n: local[n].listen for n in nodes}, self.ready_timeout_s,
-                            partitions=spec.keys, check=check)
-        run.log.info("local cluster ready: %s", ", ".join(
-            f"{n}={local[n].listen}" for n in nodes))
-
-    def _start_proxy(self, run: Run, db: LocalBrokerDB) -> Links:
+    def _start_proxy(self, run: Run) -> Links:
         if self.proxy_mode == "thread":
             return LinkProxy(HOST)
         if self.proxy_mode != "process":
             raise ValueError(f"{PROXY_ENV}={self.proxy_mode!r}: expected process or thread")
+        launcher = self.launcher
+        assert launcher is not None
 
         def spawn(cmd: Sequence[str]) -> subprocess.Popen[bytes]:
-            proc, self._proxy_item = db.launch("proxy", cmd, run.paths.root,
-                                               run.paths.root / "proxy.log", pipes=True)
+            proc, self._proxy_item = launcher.launch("proxy", cmd, run.paths.root,
+                                                     run.paths.root / "proxy.log", pipes=True)
             return proc
 
         return ProxyProcess(HOST, spawn=spawn, python=self.python)
 
-    def wait_ready(self, run: Run, timeout_s: float) -> None:
-        """Every node answers and sees a leader per partition (e.g. after a final heal)."""
-        assert self.db is not None
-        brokerdb.wait_ready({n: ln.listen for n, ln in self.db.nodes.items()}, timeout_s,
-                            partitions=run.spec.keys)
-
-    def collect(self, run: Run) -> None:
-        """Logs and data already live in run.paths.node_dir(n); nothing to copy."""
-        if self.db is None:
-            return
-        for n in self.db.nodes:
-            self.db.collect(run, n, run.paths.node_dir(n))
-
     def down(self, run: Run) -> None:
-        """Resume, kill, stop the proxy, release leftovers. Idempotent; never raises."""
+        """Stop the proxy and the launcher, release leftovers. Idempotent; never raises.
+
+        The system's processes are the DB's to stop (the runner tears the DB down first);
+        any it left die with the launcher thread (PDEATHSIG)."""
         problems: list[str] = []
-        if self.db is not None:
-            try:
-                problems += self.db.kill_all()
-            except Exception as e:
-                problems.append(f"brokers: {e}")
         if self.net is not None:
             with contextlib.suppress(Exception):
                 self.net.heal(run)
@@ -234,14 +197,14 @@ class LocalBackend:
         if self.proxy is not None:
             try:
                 self.proxy.stop()
-                if self._proxy_item is not None and self.db is not None:
-                    self.db.release(self._proxy_item)
+                if self._proxy_item is not None and self.launcher is not None:
+                    self.launcher.release(self._proxy_item)
                     self._proxy_item = None
             except Exception as e:
                 problems.append(f"proxy: {e}")
-        if self.db is not None:
+        if self.launcher is not None:
             try:
-                problems += self.db.close()
+                self.launcher.close()
             except Exception as e:
                 problems.append(f"launcher: {e}")
         if self.run_id is not None and not problems:

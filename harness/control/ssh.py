@@ -1,4 +1,4 @@
-"""The ssh backend: brokers on real hosts, reached with paramiko.
+"""The ssh backend: the system under test on real hosts, reached with paramiko.
 
 Nodes come from `--node HOST[:PORT]` (user and key from spec.extra "ssh_user" /
 "ssh_key_file", else root and the ssh agent / default keys) or from a ducktape-style
@@ -8,9 +8,10 @@ cluster.json:
                 "ssh_config": {"host": "worker1", "hostname": "10.0.0.11", "user": "root",
                                "port": 22, "identityfile": "/path/key", "password": null}}]}
 
-The broker package is uploaded over SFTP into /var/tmp/undertow/<run key>/ and started
-detached (nohup, pid file); kill and pause are signals to that pid; partitions are
-iptables rules (harness.iptables; sudo -n when the user is not root). Host keys already
+Each host gets /var/tmp/undertow/<run key>/, where the system uploads its code over SFTP
+and starts itself detached (for our broker: nohup and a pid file; kill and pause are
+signals to that pid); partitions are iptables rules (harness.iptables; sudo -n when the
+user is not root). Host keys already
 known (~/.ssh/known_hosts) are checked; unknown ones are accepted, as ducktape does for
 test clusters. No password or key content is ever logged: a node prints as user@host:port.
 """
@@ -30,9 +31,9 @@ from typing import Any
 
 from harness import leftovers
 from harness.control.docker import run_key
-from harness.control.remote_db import BROKER_PORT, Layout, NodeError, RemoteBroker, tar_bytes
+from harness.control.shell import NodeError, tar_bytes
 from harness.iptables import IptablesNet
-from harness.protocols import Exec, Run
+from harness.protocols import Endpoints, Exec, Run, ShellHost, System
 from harness.spec import SpecError, TestSpec
 
 REMOTE_ROOT = "/var/tmp/undertow"
@@ -226,14 +227,14 @@ class SshBackend:
     def base_dir(self) -> str:
         return f"{REMOTE_ROOT}/{self.key}"
 
-    def up(self, run: Run) -> None:
-        from harness.image import broker_source
-
+    def up(self, run: Run, system: System) -> ShellHost:
+        """Connect to every host, check its Python, make the run's folder; the system
+        installs and starts itself there."""
         self.nodes = ssh_nodes(run.spec)
         if tuple(self.nodes) != run.nodes:
             raise SpecError(f"ssh: {len(self.nodes)} hosts but the run has nodes {run.nodes}")
         self.key = run_key(run)
-        port = int(run.spec.extra.get("broker_port", BROKER_PORT))
+        port = int(run.spec.extra.get("broker_port", system.port))
         remote = self.remote = SshRemote(self.nodes)
         base = self.base_dir()
         sudo = {n: h.user != "root" for n, h in self.nodes.items()}
@@ -249,33 +250,21 @@ class SshBackend:
             if not check.ok:
                 raise NodeError(f"ssh: {node} ({h}) needs python3 >= 3.11 and a writable "
                                 f"{REMOTE_ROOT}: {check.stderr.strip()[-300:]}")
-            remote.upload(node, broker_source(), f"{base}/lib/broker")
-        layouts = {n: Layout(base, f"{base}/lib") for n in self.nodes}
         addrs = {n: f"{h.ip}:{port}" for n, h in self.nodes.items()}
-        broker = RemoteBroker(remote, layouts, addrs, sudo=False)
         client_addr = remote.client_address(run.nodes[0])
         run.remote = remote
-        run.db = broker
         run.net = IptablesNet(remote, {n: h.ip for n, h in self.nodes.items()}, tag=self.key,
                               broker_port=port, client_addr=client_addr,
                               sudo=any(sudo.values()))
         run.client_addrs = dict(addrs)
         run.extra.update({"run_key": self.key})
-        for node in run.nodes:
-            broker.setup(run, node)
-        run.log.info("ssh: %d brokers started, waiting for leaders", len(run.nodes))
-        broker.wait_ready(run, self.ready_timeout_s)
+        peers = {n: {m: a for m, a in addrs.items() if m != n} for n in run.nodes}
+        endpoints = Endpoints(listen=addrs, peers=peers, clients=addrs, admin=addrs)
+        return ShellHost(remote=remote, base_dirs={n: base for n in run.nodes},
+                         endpoints=endpoints, ship_code=True)
 
-    def collect(self, run: Run) -> None:
-        broker = run.db
-        if not isinstance(broker, RemoteBroker):
-            return
-        for node in self.nodes:
-            try:
-                broker.resume(run, node)
-                broker.collect(run, node, run.paths.node_dir(node))
-            except Exception as e:
-                run.log.warning("ssh: could not collect %s: %s", node, e)
+    def connect(self, run: Run) -> None:
+        """Hosts reach each other directly: nothing more to wire."""
 
     def down(self, run: Run) -> None:
         """Kill the brokers, remove our rules and files on every host; never raises."""
@@ -293,19 +282,24 @@ class SshBackend:
 
 
 def undo_node(remote: SshRemote, node: str, base_dir: str, tag: str, *, sudo: bool) -> str:
-    """Kill the run's broker (SIGCONT first), delete its tagged rules and its files."""
+    """Kill the run's processes (SIGCONT first), delete its tagged rules and its files.
+
+    The shell-host contract (harness.protocols.ShellHost): a system's process on a host
+    runs in the node's base dir and leaves its pid in a `*.pid` file there; a pid whose
+    working directory is elsewhere (a recycled pid) is left alone."""
     q = shlex.quote
-    pid_file = f"{base_dir}/broker.pid"
-    kill = (f"p=$(cat {q(pid_file)} 2>/dev/null) && [ -n \"$p\" ] && "
-            f"grep -q broker /proc/$p/cmdline 2>/dev/null && kill -CONT $p && kill -KILL $p; true")
+    kill = (f"for f in {q(base_dir)}/*.pid; do p=$(cat \"$f\" 2>/dev/null) && "
+            f"[ -n \"$p\" ] && case $(readlink /proc/$p/cwd 2>/dev/null) in "
+            f"{q(base_dir)}*) kill -CONT $p; kill -KILL $p;; esac; done; true")
     r = remote.exec(node, ["sh", "-c", kill], timeout_s=20)
     if not r.ok:
-        raise NodeError(f"ssh: killing the broker on {node} failed: {r.stderr.strip()}")
+        raise NodeError(f"ssh: killing the run's processes on {node} failed: "
+                        f"{r.stderr.strip()}")
     net = IptablesNet(remote, {node: "0.0.0.0"}, tag=tag, broker_port=0, sudo=sudo)
     net.heal(None)
     net.fast(None)
     remote.exec(node, ["rm", "-rf", base_dir], timeout_s=30)
-    return f"stopped the broker and removed rules and {base_dir} on {node}"
+    return f"stopped the run's processes and removed rules and {base_dir} on {node}"
 
 
 def _undo_ssh_node(item: dict[str, Any]) -> str:

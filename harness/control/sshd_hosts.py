@@ -41,7 +41,7 @@ def sshd_hosts(workdir: Path, count: int = 3, *,
               log=logging.getLogger("sshd-hosts"))
     hosts = DockerBackend(image=images.sshd.tag)
     try:
-        hosts.provision(run)
+        hosts.provision(run, port=22)
         assert run.remote is not None
         for n in run.nodes:
             run.remote.upload(n, pub, "/root/.ssh/authorized_keys")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from workloads.client import BrokerClient, ClientError
+from systems.undertow.client import BrokerClient, ClientError
 
 
 class Producers:

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from broker.localcluster import LocalCluster, request
 
+from systems.undertow.client import BrokerClient, ClientError, admin_dump, admin_request
 from tests.broker.producers import Producers, read_all
-from workloads.client import BrokerClient, ClientError, admin_dump, admin_request
 
 pytestmark = pytest.mark.slow
 

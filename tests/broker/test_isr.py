@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from broker.localcluster import LocalCluster
 
+from systems.undertow.client import BrokerClient
 from tests.broker.test_kip101 import control, role, step, stepped_cluster, stepping, values
-from workloads.client import BrokerClient
 
 pytestmark = pytest.mark.slow
 

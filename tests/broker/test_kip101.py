@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from broker.localcluster import LocalCluster
 
-from workloads.client import BrokerClient, admin_dump, admin_request
+from systems.undertow.client import BrokerClient, admin_dump, admin_request
 
 pytestmark = pytest.mark.slow
 

@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from harness import core
 from harness.control.local import LocalBackend
-from harness.control.local_db import LocalBrokerDB
-from harness.db import controller_voters, default_voter_count
 from harness.net import ProxyNet, complete_grudge
 from harness.protocols import Run, RunPaths
 from harness.spec import build_spec
+from systems.undertow.admin import controller_voters, default_voter_count
+from systems.undertow.local_db import LocalBrokerDB
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("state")]
 
@@ -51,13 +52,13 @@ def test_default_quorum_sizes() -> None:
 
 
 def test_isolating_the_active_controller_fails_over(tmp_path: Path) -> None:
-    from workloads.client import BrokerClient, admin_metadata
+    from systems.undertow.client import BrokerClient, admin_metadata
 
     spec = build_spec({"keys": 4})
     run = Run(spec=spec, nodes=spec.nodes, paths=RunPaths(tmp_path / "run"),
               log=logging.getLogger("test"))
-    backend = LocalBackend(ready_timeout_s=30)
-    backend.up(run)
+    backend = LocalBackend()
+    core.cluster_up(backend, run)
     try:
         db = run.db
         net = run.net
@@ -99,4 +100,4 @@ def test_isolating_the_active_controller_fails_over(tmp_path: Path) -> None:
             db.nodes[old].listen, timeout_s=1)["quorum"]["leader"] == new)
         assert db.controller(run) == new
     finally:
-        backend.down(run)
+        core.cluster_down(backend, run)

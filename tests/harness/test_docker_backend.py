@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from harness import leftovers
-from harness.control.docker import DockerBroker
+from harness import core, leftovers
 from harness.iptables import IptablesNet
 from harness.protocols import Run, RunPaths
 from harness.spec import build_spec
+from systems.undertow.remote_db import RemoteBroker
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -70,7 +70,7 @@ def containers(tmp_path: Path, state: Path) -> Iterator[tuple[Run, Any]]:
     run = _run(tmp_path)
     backend = DockerBackend()
     try:
-        backend.provision(run)
+        backend.provision(run, 9092)
         assert run.remote is not None
         for n in run.nodes:
             r = run.remote.exec(n, ["sh", "-c", "nohup python3 -m http.server 9092 "
@@ -82,7 +82,7 @@ def containers(tmp_path: Path, state: Path) -> Iterator[tuple[Run, Any]]:
             time.sleep(0.1)
         yield run, backend
     finally:
-        backend.down(run)
+        core.cluster_down(backend, run)
     assert _ours(client, backend.key) == ([], []), "down left containers or the network"
     assert not (state / backend.key).exists() or not any(
         p.name != "run.json" for p in (state / backend.key).iterdir())
@@ -94,8 +94,8 @@ def iptables_net(run: Run) -> IptablesNet:
     return run.net
 
 
-def docker_db(run: Run) -> DockerBroker:
-    assert isinstance(run.db, DockerBroker), run.db
+def docker_db(run: Run) -> RemoteBroker:
+    assert isinstance(run.db, RemoteBroker) and run.db.freezer is not None, run.db
     return run.db
 
 
@@ -224,7 +224,7 @@ def test_heal_removes_what_a_dead_harness_left(tmp_path: Path, state: Path) -> N
                         "broker": {{"replication_factor": 2}}}})
         root = Path({str(tmp_path / 'dead')!r}); root.mkdir()
         run = Run(spec=s, nodes=s.nodes, paths=RunPaths(root), log=logging.getLogger("t"))
-        b = DockerBackend(); b.provision(run)
+        b = DockerBackend(); b.provision(run, 9092)
         print(b.key, flush=True)
         os._exit(0)  # dies without down()
     """)
@@ -242,7 +242,7 @@ def test_heal_removes_what_a_dead_harness_left(tmp_path: Path, state: Path) -> N
 
 def test_brokers_up_kill_start_pause_partition_collect(tmp_path: Path, state: Path) -> None:
     """The whole DB on containers: ready, leaders, kill keeps data, pause, partition, collect."""
-    pytest.importorskip("workloads.client")
+    pytest.importorskip("systems.undertow.client")
     from harness.control.docker import DockerBackend
 
     client = _docker()
@@ -250,12 +250,12 @@ def test_brokers_up_kill_start_pause_partition_collect(tmp_path: Path, state: Pa
     backend = DockerBackend()
     try:
         t0 = time.monotonic()
-        backend.up(run)
+        core.cluster_up(backend, run)
         run.log.info("docker cluster ready in %.1f s", time.monotonic() - t0)
         db = docker_db(run)
         assert db is not None and run.net is not None
         assert set(run.client_addrs) == {"n1", "n2", "n3"}
-        from workloads.client import BrokerClient
+        from systems.undertow.client import BrokerClient
 
         c = BrokerClient(run.client_addrs, timeout_s=5.0)
         offset = c.produce(0, 1)
@@ -275,16 +275,16 @@ def test_brokers_up_kill_start_pause_partition_collect(tmp_path: Path, state: Pa
         assert got == [(offset, 1)], "an acknowledged write did not survive the leader's kill"
 
         db.pause(run, "n3")
-        assert db.paused("n3") and db.running("n3")
+        assert db.frozen("n3") and db.running("n3")
         db.start(run, "n3")  # running, only frozen: start leaves it paused
-        assert db.paused("n3")
+        assert db.frozen("n3")
         db.kill(run, "n3")  # SIGKILL reaches a frozen broker too
-        assert not db.paused("n3") and not db.running("n3")
+        assert not db.frozen("n3") and not db.running("n3")
         db.start(run, "n3")
         assert db.running("n3")
         db.pause(run, "n3")
         db.resume(run, "n3")
-        assert not db.paused("n3")
+        assert not db.frozen("n3")
         run.net.partition(run, {"n1": ["n2", "n3"]})
         run.net.heal(run)
         db.shift_clock(run, "n2", 5_000_000_000)
@@ -295,12 +295,12 @@ def test_brokers_up_kill_start_pause_partition_collect(tmp_path: Path, state: Pa
         c.close()
         rows = db.dump_replicas(run)
         assert {r["node"] for r in rows} == {"n1", "n2", "n3"}
-        backend.collect(run)
         for n in run.nodes:
+            db.collect(run, n, run.paths.node_dir(n))
             assert (run.paths.node_dir(n) / "broker.log").stat().st_size > 0
             assert (run.paths.node_dir(n) / "data").is_dir()
     finally:
-        backend.down(run)
+        core.cluster_down(backend, run)
     assert _ours(client, backend.key) == ([], [])
 
 
@@ -308,17 +308,21 @@ def test_a_broker_image_pruned_by_another_build_is_rebuilt(tmp_path: Path, state
     """Another run rebuilt the broker and pruned our tag between choosing and creating."""
     from harness.control.docker import DockerBackend
     from harness.image import ensure_images
+    from systems.undertow.system import system as undertow
 
     client = _docker()
-    current = ensure_images().broker.tag
+    built = ensure_images(undertow.node_image()).node
+    assert built is not None
+    current = built.tag
     run = _run(tmp_path, node_count=1, broker={"replication_factor": 1,
                                                "min_insync_replicas": 1})
     backend = DockerBackend()
     backend.image, backend._auto_image = "undertow/broker:000000000000", True
+    backend._node_image = undertow.node_image()
     try:
-        backend.provision(run)
+        backend.provision(run, undertow.port)
         assert backend.image == current
         assert client.containers.get(backend.containers["n1"]).image.tags
     finally:
-        backend.down(run)
+        core.cluster_down(backend, run)
     assert _ours(client, backend.key) == ([], [])

@@ -10,6 +10,13 @@ from click.testing import CliRunner
 
 from harness import image
 from harness.image_cli import image as image_cmd
+from systems.undertow.system import system as undertow
+
+
+def _node(d: Path) -> image.NodeImage:
+    """Our broker's node image, with its Dockerfile from the folder d."""
+    node = undertow.node_image()
+    return image.NodeImage(node.repo, d / "Dockerfile", node.context)
 
 
 def _copy_image_dir(tmp_path: Path) -> Path:
@@ -22,13 +29,13 @@ def test_hashes_follow_content_only(tmp_path: Path) -> None:
     d = _copy_image_dir(tmp_path)
     base = image.base_hash(d)
     assert base == image.base_hash(image.IMAGE_DIR)  # same files, same hash, any location
-    broker = image.broker_hash(base, d)
+    broker = image.node_hash(base, _node(d))
     (d / "Dockerfile").write_text((d / "Dockerfile").read_text() + "# changed\n")
-    assert image.broker_hash(base, d) != broker
+    assert image.node_hash(base, _node(d)) != broker
     assert image.base_hash(d) == base  # the broker's Dockerfile is not the base's
     (d / "base" / "packages.txt").write_text("python3\n")
     assert image.base_hash(d) != base
-    assert image.broker_hash(image.base_hash(d), d) != image.broker_hash(base, d)
+    assert image.node_hash(image.base_hash(d), _node(d)) != image.node_hash(base, _node(d))
     assert image.tag_for("undertow/base", "ab" * 32) == "undertow/base:abababababab"
 
 
@@ -45,25 +52,28 @@ def test_build_skips_what_is_current_and_rebuilds_what_changed(tmp_path: Path) -
         client = image.docker_client()
     except image.ImageError as e:
         pytest.skip(str(e))
-    first = image.ensure_images(sshd=True)  # builds whatever a fresh machine lacks
-    again = image.ensure_images(sshd=True)
-    assert not (again.base.built or again.broker.built or (again.sshd and again.sshd.built))
-    assert again.broker.tag == first.broker.tag
-    labels = client.images.get(again.broker.tag).labels
-    assert labels[image.HASH_LABEL] == again.broker.content_hash
+    node = undertow.node_image()
+    first = image.ensure_images(node, sshd=True)  # builds whatever a fresh machine lacks
+    again = image.ensure_images(node, sshd=True)
+    assert first.node is not None and again.node is not None
+    assert not (again.base.built or again.node.built or (again.sshd and again.sshd.built))
+    assert again.node.tag == first.node.tag
+    labels = client.images.get(again.node.tag).labels
+    assert labels[image.HASH_LABEL] == again.node.content_hash
 
     d = _copy_image_dir(tmp_path)
     (d / "Dockerfile").write_text((d / "Dockerfile").read_text() + "LABEL undertow.test=1\n")
-    changed = image.ensure_images(image_dir=d, prune=False)
+    changed = image.ensure_images(_node(d), image_dir=d, prune=False)
+    assert changed.node is not None
     try:
-        assert not changed.base.built and changed.broker.built
-        assert changed.broker.tag != again.broker.tag
-        out = client.containers.run(changed.broker.tag, ["python3", "-c", "import broker"],
+        assert not changed.base.built and changed.node.built
+        assert changed.node.tag != again.node.tag
+        out = client.containers.run(changed.node.tag, ["python3", "-c", "import broker"],
                                     remove=True)
         assert out == b""
     finally:
-        client.images.get(again.broker.tag).tag(image.BROKER_REPO, "latest")
-        client.images.remove(changed.broker.tag)  # its last tag: the image goes too
+        client.images.get(again.node.tag).tag(node.repo, "latest")
+        client.images.remove(changed.node.tag)  # its last tag: the image goes too
 
     result = CliRunner().invoke(image_cmd, ["build"])
     assert result.exit_code == 0, result.output

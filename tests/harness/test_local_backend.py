@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import leftovers
+from harness import core, leftovers
 from harness.backends import make_backend
 from harness.control.local import LocalBackend
-from harness.control.local_db import LocalBrokerDB
 from harness.net import ProxyNet, complete_grudge
 from harness.protocols import (
     DumpsReplicas,
@@ -34,6 +33,7 @@ from harness.protocols import (
     RunPaths,
 )
 from harness.spec import build_spec
+from systems.undertow.local_db import LocalBrokerDB
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("state")]
 
@@ -46,10 +46,10 @@ def make_run(root: Path, **spec: object) -> Run:
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[tuple[Run, LocalBackend]]:
     run = make_run(tmp_path / "run")
-    backend = LocalBackend(ready_timeout_s=30)
-    backend.up(run)
+    backend = LocalBackend()
+    core.cluster_up(backend, run)
     yield run, backend
-    backend.down(run)
+    core.cluster_down(backend, run)
 
 
 def wait_for(what: str, pred: Callable[[], bool], timeout_s: float = 15.0) -> None:
@@ -81,7 +81,7 @@ def db_of(run: Run) -> LocalBrokerDB:
 
 def test_up_writes_configs_and_serves_clients_through_the_proxy(
         cluster: tuple[Run, LocalBackend]) -> None:
-    from workloads.client import BrokerClient
+    from systems.undertow.client import BrokerClient
 
     run, backend = cluster
     db = db_of(run)
@@ -115,7 +115,7 @@ def test_up_writes_configs_and_serves_clients_through_the_proxy(
 
 
 def test_kill_start_pause_resume_are_real(cluster: tuple[Run, LocalBackend]) -> None:
-    from workloads.client import BrokerClient, admin_metadata
+    from systems.undertow.client import BrokerClient, admin_metadata
 
     run, _ = cluster
     db = db_of(run)
@@ -146,7 +146,7 @@ def test_kill_start_pause_resume_are_real(cluster: tuple[Run, LocalBackend]) -> 
     assert not leftovers.same_process(pid, leftovers.proc_start_time(pid))
     assert refused(node.listen)
     db.kill(run, "n3")  # idempotent
-    offline = db.dump_node("n3")  # from the data dir while down
+    offline = db.dump_node(run, "n3")  # from the data dir while down
     with pytest.raises(RuntimeError, match="kill it first"):
         db.lose_unflushed(run, "n1")
     db.lose_unflushed(run, "n3")
@@ -154,7 +154,7 @@ def test_kill_start_pause_resume_are_real(cluster: tuple[Run, LocalBackend]) -> 
     db.start(run, "n3")  # idempotent
     assert node.proc is not None and node.proc.pid != pid
     wait_for("n3 to answer again", lambda: not refused(node.listen))
-    wait_for("n3 to dump live", lambda: bool(db.dump_node("n3")) or not offline)
+    wait_for("n3 to dump live", lambda: bool(db.dump_node(run, "n3")) or not offline)
     db.shift_clock(run, "n2", 5_000_000_000)
     db.shift_clock(run, "n2", -1_000_000_000)
     assert (run.paths.node_dir("n2") / "clock_offset_ns").read_text().strip() == "4000000000"
@@ -163,7 +163,7 @@ def test_kill_start_pause_resume_are_real(cluster: tuple[Run, LocalBackend]) -> 
 
 
 def test_a_partition_really_cuts_brokers_apart(cluster: tuple[Run, LocalBackend]) -> None:
-    from workloads.client import admin_metadata
+    from systems.undertow.client import admin_metadata
 
     run, _ = cluster
     db = db_of(run)
@@ -193,7 +193,7 @@ def test_down_leaves_no_process_port_thread_or_state(tmp_path: Path, state: Path
     run = make_run(tmp_path / "run")
     backend = make_backend(run.spec)
     assert isinstance(backend, LocalBackend)
-    backend.up(run)
+    core.cluster_up(backend, run)
     db = db_of(run)
     pids = {n: (ln.proc.pid if ln.proc else -1) for n, ln in db.nodes.items()}
     starts = {n: leftovers.proc_start_time(p) for n, p in pids.items()}
@@ -202,8 +202,8 @@ def test_down_leaves_no_process_port_thread_or_state(tmp_path: Path, state: Path
     items = list((state / run.extra["run_id"]).glob("process-*.json"))
     assert len(items) == 4  # 3 brokers + the proxy
     db.pause(run, "n2")  # down resumes before it kills
-    backend.down(run)
-    backend.down(run)  # idempotent, never raises
+    core.cluster_down(backend, run)
+    core.cluster_down(backend, run)  # idempotent, never raises
     for n, pid in pids.items():
         assert not leftovers.same_process(pid, starts[n])
     assert all(refused(a) for a in addrs)
@@ -218,12 +218,12 @@ def test_failed_start_says_why_and_cleans_up(tmp_path: Path, state: Path) -> Non
     (tmp_path / "bad" / "broker").mkdir()
     (tmp_path / "bad" / "broker" / "__init__.py").write_text("")
     (tmp_path / "bad" / "broker" / "__main__.py").write_text("raise SystemExit('no broker')\n")
-    backend = LocalBackend(ready_timeout_s=20)
+    backend = LocalBackend()
     backend.python = sys.executable
     os.environ["PYTHONPATH"] = str(tmp_path / "bad")
     try:
         with pytest.raises(RuntimeError, match=r"broker n\d exited with code 1"):
-            backend.up(run)
+            core.cluster_up(backend, run)
     finally:
         del os.environ["PYTHONPATH"]
     assert backend.proxy is not None and refused(backend.proxy.links()[0].listen)
@@ -240,7 +240,7 @@ HARNESS = textwrap.dedent("""
     run = Run(spec=spec, nodes=spec.nodes, paths=RunPaths(Path(sys.argv[1])),
               log=logging.getLogger("h"))
     b = LocalBackend()
-    b.up(run)
+    core.cluster_up(b, run)
     print(" ".join(f"{n}={ln.proc.pid}" for n, ln in b.db.nodes.items()), flush=True)
     print(" ".join(li.listen for li in b.proxy.links()), flush=True)
     time.sleep(120)

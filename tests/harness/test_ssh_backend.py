@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from harness import leftovers
+from harness import core, leftovers
 from harness.control.ssh import SshNode, load_cluster_file, parse_host, ssh_nodes
 from harness.protocols import Run, RunPaths
 from harness.spec import SpecError, build_spec
@@ -88,35 +88,37 @@ def _host_state(docker_hosts: Any, node: str, key: str) -> tuple[str, str, str]:
 def test_ssh_backend_end_to_end(hosts: tuple[Path, Any], tmp_path: Path,
                                 caplog: pytest.LogCaptureFixture) -> None:
     from harness.control.ssh import SshBackend
-    from workloads.client import BrokerClient
+    from systems.undertow.client import BrokerClient
+    from systems.undertow.remote_db import RemoteBroker
 
     cluster, docker_hosts = hosts
     caplog.set_level(logging.DEBUG)
     run = _ssh_run(tmp_path, cluster)
     backend = SshBackend()
     try:
-        backend.up(run)
+        core.cluster_up(backend, run)
         db, net, remote = run.db, run.net, run.remote
+        assert isinstance(db, RemoteBroker)
         assert db is not None and net is not None and remote is not None
         c = BrokerClient(run.client_addrs, timeout_s=5.0)
         offset = c.produce(1, 7)
-        leader = db.leader_of(run, 1)  # type: ignore[attr-defined]
+        leader = db.leader_of(run, 1)
         assert leader in run.nodes
-        db.kill(run, leader)  # type: ignore[attr-defined]
+        db.kill(run, leader)
         assert "-m broker" not in _host_state(docker_hosts, leader, backend.key)[0]
-        db.start(run, leader)  # type: ignore[attr-defined]
-        db.pause(run, "n2")  # type: ignore[attr-defined]
+        db.start(run, leader)
+        db.pause(run, "n2")
         stat = remote.exec("n2", ["sh", "-c", "ps -o stat= -p $(cat "
                                   f"/var/tmp/undertow/{backend.key}/broker.pid)"]).stdout
         assert stat.startswith("T"), stat
-        db.resume(run, "n2")  # type: ignore[attr-defined]
+        db.resume(run, "n2")
         net.partition(run, {"n1": ["n2"], "n2": ["n1"]})
         assert backend.key in _host_state(docker_hosts, "n1", backend.key)[1]
         probe = "import socket; socket.create_connection(('%s', 9092), timeout=1.5)"
         assert not remote.exec("n2", ["python3", "-c", probe % docker_hosts.ips["n1"]]).ok
         net.heal(run)
         assert remote.exec("n2", ["python3", "-c", probe % docker_hosts.ips["n1"]]).ok
-        db.wait_ready(run, 60)  # type: ignore[attr-defined]
+        db.wait_ready(run, 60)
         deadline = time.monotonic() + 20
         got: list[tuple[int, int]] = []
         while not got and time.monotonic() < deadline:
@@ -124,12 +126,12 @@ def test_ssh_backend_end_to_end(hosts: tuple[Path, Any], tmp_path: Path,
             time.sleep(0.2)
         assert got == [(offset, 7)]
         c.close()
-        backend.collect(run)
         for n in run.nodes:
+            db.collect(run, n, run.paths.node_dir(n))
             assert (run.paths.node_dir(n) / "broker.log").stat().st_size > 0
             assert (run.paths.node_dir(n) / "NODE.json").exists()
     finally:
-        backend.down(run)
+        core.cluster_down(backend, run)
     for n in run.nodes:
         assert _host_state(docker_hosts, n, backend.key) == ("", "", ""), n
     key_file = json.loads(cluster.read_text())["nodes"][0]["ssh_config"]["identityfile"]
@@ -145,7 +147,7 @@ def test_heal_undoes_an_ssh_run_left_behind(hosts: tuple[Path, Any], tmp_path: P
     cluster, docker_hosts = hosts
     run = _ssh_run(tmp_path, cluster)
     backend = SshBackend()
-    backend.up(run)  # and never down: as if the harness died
+    core.cluster_up(backend, run)  # and never down: as if the harness died
     assert run.net is not None
     run.net.partition(run, {"n3": ["n1"]})
     run.net.lossy(run, ["n2"], 0.5)

@@ -20,9 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import leftovers
+from harness import core, leftovers
 from harness.control.local import LocalBackend
-from harness.control.local_db import LocalBrokerDB
 from harness.history import NEMESIS, Op
 from harness.net import ProxyNet
 from harness.protocols import Run, RunPaths
@@ -30,6 +29,7 @@ from harness.spec import build_spec
 from nemesis.compose import Composed, compose
 from nemesis.faults import Clock, Kill, LoseUnflushed, Pause
 from nemesis.netfaults import Links, Partition
+from systems.undertow.local_db import LocalBrokerDB
 
 pytestmark = pytest.mark.slow
 
@@ -47,15 +47,15 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Run, Com
     spec = build_spec({"keys": 4})
     run = Run(spec=spec, nodes=spec.nodes, paths=RunPaths(root / "run"),
               log=logging.getLogger("test"))
-    backend = LocalBackend(ready_timeout_s=30)
-    backend.up(run)
+    backend = LocalBackend()
+    core.cluster_up(backend, run)
     nem = compose(Kill(1), Pause(1), Partition(1), Links(1), Clock(1), LoseUnflushed(1))
     nem.setup(run)
     try:
         yield run, nem
     finally:
         nem.teardown(run)
-        backend.down(run)
+        core.cluster_down(backend, run)
 
 
 def wait_for(what: str, pred: Callable[[], bool], timeout_s: float = 20.0) -> None:
@@ -109,7 +109,7 @@ def test_pause_really_stops_and_resume_really_continues(cluster: tuple[Run, Comp
 
 
 def test_partition_really_cuts_and_heal_really_heals(cluster: tuple[Run, Composed]) -> None:
-    from workloads.client import admin_metadata
+    from systems.undertow.client import admin_metadata
 
     run, nem = cluster
     db, net = db_net(run)
@@ -189,7 +189,7 @@ def test_a_fault_on_the_controller_records_the_controller_elected_after_it(
         assert run.db.controller(run) == done.value["new_controller"]  # type: ignore[union-attr]
     finally:
         nem.invoke(run, Op("invoke", NEMESIS, "start", {}))
-    from workloads.client import ClientError, admin_metadata
+    from systems.undertow.client import ClientError, admin_metadata
 
     def answers() -> bool:
         try:

@@ -97,9 +97,9 @@ def test_scenarios_cli_lists_every_scenario_with_settings() -> None:
 
 def test_known_bug_scenarios_keep_one_controller_voter_and_safe_a_quorum() -> None:
     """The sequences kill two replicas; a 3-voter quorum on those nodes would stop elections."""
-    from harness.db import controller_voters
     from harness.spec import build_spec
     from nemesis.scenarios import SCENARIOS
+    from systems.undertow.admin import controller_voters
 
     for name, sc in SCENARIOS.items():
         voters = controller_voters(build_spec(sc.settings))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from broker.localcluster import LocalCluster, free_ports
 
-from workloads.client import (
+from systems.undertow.client import (
     BrokerClient,
     ClientError,
     admin_dump,

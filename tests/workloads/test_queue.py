@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import core
 from harness import generator as g
 from harness.history import HistoryWriter, Op, OpType
 from harness.protocols import Run, RunPaths
@@ -102,6 +103,7 @@ def test_acked_offsets_from_a_history(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_client_against_real_brokers(tmp_path: Path) -> None:
     from harness.control.local import LocalBackend
+    from systems.undertow.queue_client import QueueClient
 
     spec = build_spec({"keys": 2, "node_count": 3, "results_dir": str(tmp_path)})
     paths = RunPaths(tmp_path / "run")
@@ -110,9 +112,8 @@ def test_client_against_real_brokers(tmp_path: Path) -> None:
     run = Run(spec=spec, nodes=spec.nodes, paths=paths, log=logging.getLogger("t.queue"))
     backend = LocalBackend()
     try:
-        backend.up(run)
-        wl = queue.workload(spec)
-        c = wl.client.open(run, "n1")
+        core.cluster_up(backend, run)
+        c = QueueClient(keys=2, acks="all").open(run, "n1")
         sent = []
         for v in range(10):
             done = c.invoke(run, Op("invoke", 0, "send", [["send", v % 2, v]]))
@@ -143,7 +144,7 @@ def test_client_against_real_brokers(tmp_path: Path) -> None:
         # with every broker down, a send cannot be acknowledged: fail or info, never ok
         for n in spec.nodes:
             run.db.kill(run, n)  # type: ignore[union-attr]
-        c = queue.QueueClient(keys=2, timeout_s=1.0).open(run, "n2")
+        c = QueueClient(keys=2, timeout_s=1.0).open(run, "n2")
         done = c.invoke(run, Op("invoke", 1, "send", [["send", 0, 99]]))
         assert done.type in ("fail", "info") and done.error
         p = c.invoke(run, Op("invoke", 1, "poll", [["poll"]]))
@@ -153,4 +154,4 @@ def test_client_against_real_brokers(tmp_path: Path) -> None:
         assert p.type == "fail" and p.error
         c.close(run)
     finally:
-        backend.down(run)
+        core.cluster_down(backend, run)

@@ -1,32 +1,36 @@
-"""The broker on a node reached through a Remote (docker exec or ssh): shared by both backends.
+"""Our broker on a shell host (docker exec or ssh): the same code drives a container and a host.
 
-Everything is a shell command on the node, so the same code drives a container and a
-real host: the broker runs detached (nohup, pid file), a kill is SIGKILL of that pid
-(the node, its data and its iptables rules stay), a pause SIGSTOP (the docker backend
-overrides pause with `docker pause`), the clock offset is a file the broker re-reads.
+Everything is a shell command on the node: the broker runs detached (nohup, pid
+file), a kill is SIGKILL of that pid (the node, its data and its iptables rules
+stay), a pause is the host's freezer where it has one (`docker pause`: the whole
+node stops) and SIGSTOP otherwise, the clock offset is a file the broker re-reads.
+On a bare host (ssh) the broker's package is uploaded first; the node image
+(broker-image/Dockerfile) already holds it under IMAGE_PYTHONPATH.
 """
 
 from __future__ import annotations
 
-import io
+import contextlib
 import json
+import os
 import shlex
+import signal
 import tarfile
 import tempfile
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import db
-from harness.protocols import Exec, Remote, Run
+from harness.control.shell import NodeError
+from harness.control.shell import check_exec as _check
+from harness.protocols import Exec, Run, ShellHost
+from systems.undertow import admin as db
+from systems.undertow.client import admin_dump
 
 BROKER_PORT = 9092
-
-
-class NodeError(RuntimeError):
-    """A command on a node failed: names the node, the step and its stderr."""
+IMAGE_PYTHONPATH = "/opt/undertow"  # where broker-image/Dockerfile puts the package
+BROKER_ARGS = " -m broker --config"  # how a broker process is told from others on a node
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,23 +62,23 @@ class Layout:
         return f"{self.base_dir}/clock_offset_ns"
 
 
-def _check(r: Exec, node: str, what: str) -> Exec:
-    if not r.ok:
-        raise NodeError(f"{what} on {node} failed (exit {r.returncode}): "
-                        f"{(r.stderr or r.stdout).strip()[-800:]}")
-    return r
+def layouts_for(host: ShellHost) -> dict[str, Layout]:
+    """Each node's files: under its base dir; the package shipped beside them or in the image."""
+    return {n: Layout(base, f"{base}/lib" if host.ship_code else IMAGE_PYTHONPATH, host.python)
+            for n, base in host.base_dirs.items()}
 
 
 class RemoteBroker:
-    """DB with Killable, Pausable (signals), HasLogs, HasLeaders, HasClock, LosesUnflushed,
-    DumpsReplicas, over any Remote. addrs: node -> "ip:port" as clients and peers dial it."""
+    """DB with Killable, Pausable, HasLogs, HasLeaders, HasClock, LosesUnflushed,
+    DumpsReplicas, over a ShellHost (its endpoints: node -> "ip:port" as peers dial it)."""
 
-    def __init__(self, remote: Remote, layouts: Mapping[str, Layout],
-                 addrs: Mapping[str, str], *, sudo: bool = False, timeout_s: float = 30.0) -> None:
-        self.remote = remote
-        self.layouts = dict(layouts)
-        self.addrs = dict(addrs)
-        self.sudo = sudo
+    def __init__(self, host: ShellHost, *, timeout_s: float = 30.0) -> None:
+        self.host = host
+        self.remote = host.remote
+        self.freezer = host.freezer
+        self.layouts = layouts_for(host)
+        self.addrs = dict(host.endpoints.admin)
+        self.sudo = host.sudo
         self.timeout_s = timeout_s
 
     # -- plumbing ---------------------------------------------------------------------
@@ -92,9 +96,12 @@ class RemoteBroker:
 
     def setup(self, run: Run, node: str) -> None:
         lay = self.layouts[node]
-        cfg = db.node_config(run.spec, node, self.addrs[node], self.addrs, lay.data_dir,
-                             lay.clock_file)
+        listen = self.host.endpoints.listen[node]
+        peers = {**self.host.endpoints.peers[node], node: listen}
+        cfg = db.node_config(run.spec, node, listen, peers, lay.data_dir, lay.clock_file)
         _check(self.sh(node, f"mkdir -p {shlex.quote(lay.data_dir)}"), node, "mkdir")
+        if self.host.ship_code:
+            self.remote.upload(node, db.broker_source(), f"{lay.pythonpath}/broker")
         with tempfile.TemporaryDirectory() as tmp:
             p = Path(tmp) / "NODE.json"
             p.write_text(json.dumps(cfg, indent=1))
@@ -107,14 +114,23 @@ class RemoteBroker:
 
     # -- Killable ---------------------------------------------------------------------
 
+    def frozen(self, node: str) -> bool:
+        return self.freezer is not None and self.freezer.frozen(node)
+
     def running(self, node: str) -> bool:
         """The broker's pid is alive, not a zombie, and is the broker."""
+        if self.freezer is not None and self.freezer.frozen(node):
+            return bool(self.freezer.pids(node, BROKER_ARGS))  # docker top works when frozen
         pid = self._pid_expr(node)
         r = self.sh(node, f'p={pid}; [ "$p" -gt 0 ] && s=$(ps -o stat= -p "$p") '
                           f'&& [ "${{s#Z}}" = "$s" ] && grep -q broker /proc/$p/cmdline')
         return r.ok
 
     def start(self, run: Run, node: str) -> None:
+        if self.frozen(node):
+            if self.running(node):
+                return  # running, only frozen: a resume is what ends that
+            self.resume(run, node)
         if self.running(node):
             return
         lay = self.layouts[node]
@@ -126,6 +142,12 @@ class RemoteBroker:
         _check(self.sh(node, script), node, "starting the broker")
 
     def kill(self, run: Run, node: str) -> None:
+        if self.freezer is not None and self.freezer.frozen(node):
+            # SIGKILL from the host lands when the node thaws, before another instruction
+            for pid in self.freezer.pids(node, BROKER_ARGS):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            self.resume(run, node)
         if not self.running(node):
             return
         _check(self.sh(node, f"kill -KILL {self._pid_expr(node)}"), node, "kill -KILL")
@@ -138,10 +160,15 @@ class RemoteBroker:
     # -- Pausable (signals; docker overrides) -----------------------------------------------
 
     def pause(self, run: Run, node: str) -> None:
-        if self.running(node):
+        if self.freezer is not None:
+            self.freezer.freeze(node)
+        elif self.running(node):
             _check(self.sh(node, f"kill -STOP {self._pid_expr(node)}"), node, "kill -STOP")
 
     def resume(self, run: Run, node: str) -> None:
+        if self.freezer is not None:
+            self.freezer.thaw(node)
+            return
         self.sh(node, f"kill -CONT {self._pid_expr(node)} 2>/dev/null; true")
 
     # -- HasLogs ----------------------------------------------------------------------------
@@ -212,36 +239,21 @@ class RemoteBroker:
         _check(self._tool(node, *db.lose_unflushed_command(lay.python, lay.data_dir)),
                node, "broker.tools lose-unflushed")
 
-    def dump_replicas(self, run: Run) -> list[dict[str, Any]]:
-        """Every node's replicas.jsonl rows: live over the admin API, else offline from disk."""
-        from workloads.client import admin_dump  # type: ignore[import-not-found,unused-ignore]
-
-        rows: list[dict[str, Any]] = []
-        for node in sorted(self.layouts):
+    def dump_node(self, run: Run | None, node: str) -> list[dict[str, Any]]:
+        """A node's replicas.jsonl rows: live over the admin API, else offline from disk."""
+        if not self.frozen(node):
             try:
-                rows.extend(admin_dump(self.addrs[node], timeout_s=10.0))
-                continue
+                rows: list[dict[str, Any]] = admin_dump(self.addrs[node], timeout_s=10.0)
+                return rows
             except Exception:
                 pass
-            lay = self.layouts[node]
-            r = _check(self._tool(node, *db.dump_command(lay.python, lay.data_dir, node)),
-                       node, "broker.tools dump")
-            rows.extend(db.parse_dump(r.stdout, f"broker.tools dump on {node}"))
+        lay = self.layouts[node]
+        r = _check(self._tool(node, *db.dump_command(lay.python, lay.data_dir, node)),
+                   node, "broker.tools dump")
+        return db.parse_dump(r.stdout, f"broker.tools dump on {node}")
+
+    def dump_replicas(self, run: Run) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        for node in sorted(self.layouts):
+            rows.extend(self.dump_node(run, node))
         return rows
-
-
-def tar_bytes(files: Mapping[str, bytes | Path], *, mode: int = 0o644) -> bytes:
-    """A tar archive (in memory) of name -> content or local path (dirs recurse)."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tf:
-        for name, content in files.items():
-            if isinstance(content, Path):
-                tf.add(str(content), arcname=name,
-                       filter=lambda ti: None if "__pycache__" in ti.name else ti)
-            else:
-                ti = tarfile.TarInfo(name)
-                ti.size = len(content)
-                ti.mode = mode
-                ti.mtime = int(time.time())
-                tf.addfile(ti, io.BytesIO(content))
-    return buf.getvalue()

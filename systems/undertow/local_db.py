@@ -1,64 +1,29 @@
-"""The brokers of a local run as processes: start, SIGKILL, SIGSTOP/SIGCONT, clock, dumps.
+"""Our broker on a local host: processes on this machine, started by the backend's launcher.
 
-Every process is spawned from one launcher thread that lives as long as the
-backend: each child sets PR_SET_PDEATHSIG=SIGKILL before exec, and that signal
-fires when the *thread* that forked it ends. Each is also registered in
-harness.leftovers (pid + start time) and carries UNDERTOW_RUN_ID, for `undertow heal`.
+Each node's folder (nodes/<node>/ in the run folder) holds NODE.json, data/,
+broker.log and clock_offset_ns. The processes die with the harness and are known
+to `undertow heal` (harness.control.launcher). Admin requests (readiness, leaders,
+dumps) go to each broker directly, so the control plane is never partitioned.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import shutil
 import signal
 import subprocess
-import sys
 import threading
-import time
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import db as brokerdb
-from harness import leftovers
-from harness.protocols import Run
+from harness.control.launcher import wait_state
+from harness.protocols import LocalHost, Run
+from systems.undertow import admin as brokerdb
+from systems.undertow.client import admin_dump
 
 KILL_WAIT_S = 10.0
-_PR_SET_PDEATHSIG = 1
-
-_prctl: Any = None
-with contextlib.suppress(OSError, AttributeError):  # not Linux: heal and teardown still kill
-    _prctl = ctypes.CDLL(None, use_errno=True).prctl
-
-
-def _die_with_parent(parent_pid: int) -> Callable[[], None]:
-    """preexec_fn: SIGKILL this child when the forking thread ends (Linux only)."""
-
-    def preexec() -> None:
-        if _prctl is not None:
-            _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent_pid:  # the harness died before prctl took effect
-            os._exit(1)
-
-    return preexec
-
-
-def _wait_state(pid: int, *, stopped: bool, timeout_s: float = 2.0) -> None:
-    """Return once /proc says the process is (not) stopped: signals are delivered async."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            return
-        state = stat[stat.rindex(")") + 2]
-        if state in "ZX" or (state in "Tt") == stopped:
-            return
-        time.sleep(0.002)
 
 
 @dataclass(slots=True)
@@ -97,14 +62,13 @@ class LocalBrokerDB:
     """The brokers of a local run: DB plus Killable, Pausable, HasLogs, HasLeaders,
     HasClock, LosesUnflushed and DumpsReplicas."""
 
-    def __init__(self, run_id: str, nodes: Mapping[str, LocalNode], *,
-                 python: str = sys.executable) -> None:
-        self.run_id = run_id
-        self.nodes = dict(nodes)
-        self.python = python
-        self.env = {**os.environ, leftovers.RUN_ENV: run_id, "PYTHONUNBUFFERED": "1"}
+    def __init__(self, host: LocalHost) -> None:
+        self.host = host
+        self.launcher = host.launcher
+        self.python = host.python
+        self.nodes = {n: LocalNode(n, d, host.endpoints.listen[n]) for n, d in host.dirs.items()}
+        self.env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self._lock = threading.RLock()
-        self._launcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="undertow-launcher")
         self._closed = False
 
     def node(self, name: str) -> LocalNode:
@@ -116,46 +80,36 @@ class LocalBrokerDB:
     # -- DB --------------------------------------------------------------------
 
     def setup(self, run: Run, node: str) -> None:
+        """NODE.json from the spec and the host's addresses, then the broker."""
+        n = self.node(node)
+        n.data_dir.mkdir(parents=True, exist_ok=True)
+        if not n.clock_file.exists():
+            n.clock_file.write_text("0\n")
+        peers = {m: (n.listen if m == node else addr)
+                 for m, addr in self.host.endpoints.peers[node].items()}
+        peers[node] = n.listen
+        cfg = brokerdb.node_config(run.spec, node, n.listen, peers, n.data_dir, n.clock_file)
+        brokerdb.write_node_json(n.config, cfg)
         self.start(run, node)
 
     def teardown(self, run: Run, node: str) -> None:
+        self.resume(run, node)
         self.kill(run, node)
 
+    def wait_ready(self, run: Run, timeout_s: float) -> None:
+        """Every node answers and sees a leader per partition; a broker that exits fails fast."""
+        def check() -> None:
+            dead = [n for n in self.nodes.values() if not n.running]
+            if dead:
+                n = dead[0]
+                code = n.proc.returncode if n.proc is not None else None
+                raise RuntimeError(f"broker {n.name} exited with code {code}; "
+                                   f"{n.log_path} ends with:\n{brokerdb.tail(n.log_path)}")
+
+        brokerdb.wait_ready({n: ln.listen for n, ln in self.nodes.items()}, timeout_s,
+                            partitions=run.spec.keys, check=check)
+
     # -- Killable --------------------------------------------------------------
-
-    def _popen(self, cmd: Sequence[str], cwd: Path, log_path: Path,
-               pipes: bool) -> subprocess.Popen[bytes]:
-        """Runs on the launcher thread, so PDEATHSIG is tied to a thread that lives on."""
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "ab") as log:
-            return subprocess.Popen(
-                list(cmd), cwd=cwd, env=self.env,
-                stdin=subprocess.PIPE if pipes else subprocess.DEVNULL,
-                stdout=subprocess.PIPE if pipes else log,
-                stderr=log if pipes else subprocess.STDOUT,
-                start_new_session=True,  # Ctrl-C goes to the harness, which tears down
-                preexec_fn=_die_with_parent(os.getpid()))
-
-    def launch(self, name: str, cmd: Sequence[str], cwd: Path, log_path: Path, *,
-               pipes: bool = False) -> tuple[subprocess.Popen[bytes], str]:
-        """Start a process that dies with the harness and is known to `undertow heal`.
-
-        Returns the process and its leftovers item (release it once the process is gone).
-        """
-        if self._closed:
-            raise RuntimeError("the local backend is down")
-        item = leftovers.register(self.run_id, "process", name=name, cmd=" ".join(cmd))
-        try:
-            proc = self._launcher.submit(self._popen, cmd, cwd, log_path, pipes).result()
-        except BaseException:
-            leftovers.release(self.run_id, item)
-            raise
-        leftovers.update(self.run_id, item, pid=proc.pid,
-                         start_time=leftovers.proc_start_time(proc.pid))
-        return proc, item
-
-    def release(self, item: str) -> None:
-        leftovers.release(self.run_id, item)
 
     def start(self, run: Run | None, node: str) -> None:
         n = self.node(node)
@@ -166,7 +120,7 @@ class LocalBrokerDB:
                 return
             self._forget(n)
             cmd = brokerdb.broker_command(self.python, str(n.config))
-            proc, item = self.launch(node, cmd, n.dir, n.log_path)
+            proc, item = self.launcher.launch(node, cmd, n.dir, n.log_path)
             n.proc, n.item, n.paused = proc, item, False
 
     def kill(self, run: Run | None, node: str) -> None:
@@ -182,7 +136,7 @@ class LocalBrokerDB:
     def _forget(self, n: LocalNode) -> None:
         """The process has exited: release its leftovers item."""
         if n.proc is not None and n.proc.poll() is not None and n.item is not None:
-            leftovers.release(self.run_id, n.item)
+            self.launcher.release(n.item)
             n.item = None
         n.paused = False
 
@@ -197,14 +151,14 @@ class LocalBrokerDB:
             if n.running and n.proc is not None:
                 n.proc.send_signal(signal.SIGSTOP)
                 n.paused = True
-                _wait_state(n.proc.pid, stopped=True)
+                wait_state(n.proc.pid, stopped=True)
 
     def resume(self, run: Run | None, node: str) -> None:
         n = self.node(node)
         with self._lock:
             if n.running and n.proc is not None:
                 n.proc.send_signal(signal.SIGCONT)
-                _wait_state(n.proc.pid, stopped=False)
+                wait_state(n.proc.pid, stopped=False)
             n.paused = False
 
     def is_paused(self, node: str) -> bool:
@@ -278,13 +232,11 @@ class LocalBrokerDB:
 
     # -- DumpsReplicas ---------------------------------------------------------
 
-    def dump_node(self, node: str) -> list[dict[str, Any]]:
+    def dump_node(self, run: Run | None, node: str) -> list[dict[str, Any]]:
         """A node's replicas: from the live broker, else offline from its data dir."""
         n = self.node(node)
         if n.running and not n.paused:
             try:
-                from workloads.client import admin_dump
-
                 rows: list[dict[str, Any]] = admin_dump(n.listen, timeout_s=10.0)
                 return rows
             except Exception:
@@ -300,7 +252,7 @@ class LocalBrokerDB:
     def dump_replicas(self, run: Run | None) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
         for node in self.nodes:
-            rows.extend(self.dump_node(node))
+            rows.extend(self.dump_node(run, node))
         return rows
 
     # -- teardown --------------------------------------------------------------
@@ -319,7 +271,5 @@ class LocalBrokerDB:
         return problems
 
     def close(self) -> list[str]:
-        """kill_all, then end the launcher thread (children left would get PDEATHSIG)."""
-        problems = self.kill_all()
-        self._launcher.shutdown(wait=True)
-        return problems
+        """kill_all; the backend ends the launcher thread."""
+        return self.kill_all()

@@ -1,14 +1,15 @@
-"""The broker's lifecycle on a node, shared by every backend (local, docker, ssh).
+"""What our broker needs on any host: its NODE.json, command lines, readiness, admin answers.
 
-What is common: NODE.json from the spec, the command lines that start the
-broker and its offline tools, readiness (every node answers the admin
-`metadata` request and sees a leader for every partition), and reading the
-admin API (leaders, controller, replica dumps). Backends differ only in where
+Shared by the local and the shell-host DBs: NODE.json from the spec, the command
+lines that start the broker and its offline tools, readiness (every node answers
+the admin `metadata` request and sees a leader for every partition), and reading
+the admin API (leaders, controller, replica dumps). The DBs differ only in where
 processes run and how addresses are reached.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.spec import TestSpec
+from systems.undertow.client import admin_metadata
 
 TOPIC = "queue"
 READY_POLL_S = 0.05
@@ -119,10 +121,15 @@ def not_ready_reason(meta: Mapping[str, Any], partitions: int | None) -> str | N
 
 
 def metadata(addr: str, timeout_s: float = 1.0) -> dict[str, Any]:
-    from workloads.client import admin_metadata
+    return admin_metadata(addr, timeout_s=timeout_s)
 
-    meta: dict[str, Any] = admin_metadata(addr, timeout_s=timeout_s)  # lazily: its own part
-    return meta
+
+def broker_source() -> Path:
+    """The broker package's folder (broker-image/broker in this repo), to ship or bake in."""
+    spec = importlib.util.find_spec("broker")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("cannot find the `broker` package; install undertow with pip -e .")
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 def wait_ready(addrs: Mapping[str, str], timeout_s: float, *, partitions: int | None = None,
@@ -212,9 +219,3 @@ def tail(path: Path, lines: int = 20) -> str:
     except OSError:
         return "(no log)"
     return "\n".join(text.splitlines()[-lines:])
-
-
-def order_nodes(nodes: Sequence[str], prefer: Iterable[str]) -> list[str]:
-    """`nodes` with those in `prefer` first (e.g. the last known controller)."""
-    first = [n for n in prefer if n in nodes]
-    return first + [n for n in nodes if n not in first]

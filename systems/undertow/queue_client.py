@@ -1,0 +1,89 @@
+"""Our broker's client for the queue workload: send, poll and assign over BrokerClient.
+
+A send's ClientError maps to `fail` when definite, else `info`. A poll changes
+nothing on the server, so a poll that hits an error is `fail`, carrying whatever
+it had already read (HISTORY.md allows records in any completion). Keys a
+process is newly assigned start at offset 0 (auto.offset.reset=earliest, as
+Jepsen's test).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.history import Op
+from harness.protocols import Run
+from systems.undertow.client import BrokerClient, ClientError
+
+
+class QueueClient:
+    """harness.protocols.Client over BrokerClient; one per process."""
+
+    def __init__(self, *, keys: int, acks: str = "all", timeout_s: float = 3.0,
+                 conn: Any = None) -> None:
+        self.keys = keys
+        self.acks = acks
+        self.timeout_s = timeout_s
+        self.conn = conn  # a BrokerClient once opened
+        self.assigned: tuple[int, ...] = ()
+        self.positions: dict[int, int] = {}
+
+    def open(self, run: Run, node: str) -> QueueClient:
+        # the slot's node first: the client follows leaders from there
+        addrs = dict(run.client_addrs)
+        ordered = {node: addrs.pop(node)} if node in addrs else {}
+        ordered.update(addrs)
+        return QueueClient(keys=self.keys, acks=self.acks, timeout_s=self.timeout_s,
+                           conn=BrokerClient(ordered, timeout_s=self.timeout_s))
+
+    def invoke(self, run: Run, op: Op) -> Op:
+        if op.f == "send":
+            return self._send(op)
+        if op.f == "poll":
+            return self._poll(op)
+        if op.f == "assign":
+            keys = tuple(int(k) for k in op.value)
+            if op.extra.get("seek_to_beginning"):
+                self.positions.update({k: 0 for k in keys})
+            self.assigned = keys
+            return op.complete("ok")
+        return op.complete("fail", error=f"unknown f {op.f!r}")
+
+    def _send(self, op: Op) -> Op:
+        done: list[Any] = []
+        try:
+            for micro in op.value:
+                _, key, value = micro
+                offset = self.conn.produce(int(key), int(value), acks=self.acks)
+                done.append(["send", key, [offset, value]])
+        except ClientError as e:
+            if e.definite and not done:
+                return op.complete("fail", error=f"{e.code}: {e}")
+            # what was acknowledged before the error stays known (offsets count once it happened)
+            rest = op.value[len(done):]
+            return op.complete("info", [*done, *rest], error=f"{e.code}: {e}")
+        return op.complete("ok", done)
+
+    def _poll(self, op: Op) -> Op:
+        read: dict[str, list[list[int]]] = {}
+        try:
+            for key in self.assigned:
+                pos = self.positions.get(key, 0)
+                records = self.conn.fetch(key, pos)
+                if records:
+                    read[str(key)] = [[o, v] for o, v in records]
+                    self.positions[key] = records[-1][0] + 1
+        except ClientError as e:
+            if e.code == "OFFSET_OUT_OF_RANGE":
+                # The log was cut below our position (a new leader holds less): start that key
+                # over from the beginning, as Kafka's auto.offset.reset=earliest does. This poll
+                # completes `fail`, which ends the succession of polls for the checker.
+                self.positions[key] = 0
+            return op.complete("fail", [["poll", read]] if read else [["poll"]],
+                               error=f"{e.code}: {e}")
+        return op.complete("ok", [["poll", read]])
+
+    def close(self, run: Run) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None

@@ -1,0 +1,71 @@
+"""The `undertow` system: our broker, on any host a backend makes.
+
+The spec's durability settings are Kafka's own and the broker honours every one
+of them (truncation `hw` brings back the pre-KIP-101 rule). The topic, its
+partitions (one per key of the history) and the controller quorum are this
+system's business, not the harness's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from harness.image import NodeImage
+from harness.protocols import DB, Client, LocalHost, NodeHost, ShellHost
+from harness.spec import SpecError, TestSpec
+from harness.test import Test
+from systems.undertow import admin
+from systems.undertow.local_db import LocalBrokerDB
+from systems.undertow.queue_client import QueueClient
+from systems.undertow.remote_db import BROKER_PORT, RemoteBroker
+
+IMAGE_DIR = Path(__file__).resolve().parents[2] / "broker-image"
+WORKLOADS = ("queue",)
+
+
+class UndertowSystem:
+    """harness.protocols.System (and HasNodeImage) for our broker."""
+
+    name = "undertow"
+    port = BROKER_PORT
+
+    def check(self, spec: TestSpec) -> None:
+        if spec.workload not in WORKLOADS:
+            raise SpecError(f"--workload {spec.workload}: the undertow system speaks "
+                            f"{', '.join(WORKLOADS)}")
+        try:
+            admin.controller_voters(spec)
+        except ValueError as e:
+            raise SpecError(str(e)) from e
+
+    def db(self, test: Test, host: NodeHost) -> DB:
+        if isinstance(host, LocalHost):
+            return LocalBrokerDB(host)
+        if isinstance(host, ShellHost):
+            return RemoteBroker(host)
+        raise TypeError(f"undertow: no DB for a host of type {type(host).__name__}")
+
+    def client(self, test: Test) -> Client:
+        return QueueClient(keys=test.spec.keys, acks=test.spec.broker.acks)
+
+    def describe(self, spec: TestSpec) -> Mapping[str, Any]:
+        return {"name": self.name, "version": _version(),
+                "topic": admin.TOPIC, "controller_voters": admin.controller_voters(spec)}
+
+    def node_image(self) -> NodeImage:
+        return NodeImage("undertow/broker", IMAGE_DIR / "Dockerfile",
+                         {"broker": admin.broker_source()})
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("undertow")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+system = UndertowSystem()
