@@ -18,7 +18,7 @@ COMMANDS: dict[str, str] = {
     "serve": "harness.report.cli:serve",
     "heal": "harness.run_cli:heal",
     "image": "harness.image_cli:image",
-    "scenarios": "nemesis.scenarios_cli:scenarios",
+    "scenarios": "harness.scenarios_cli:scenarios",
 }
 
 
@@ -28,7 +28,7 @@ HELP: dict[str, str] = {
     "report": "Render report.html for a run folder.",
     "serve": "Serve the results folder and its index on localhost.",
     "heal": "Undo whatever a dead run left behind (processes, proxies, containers, rules).",
-    "image": "Build the base and broker images for the docker backend.",
+    "image": "Build the docker backend's images: the base and a system's node image.",
     "scenarios": "List the named scenarios and their settings.",
 }
 

@@ -108,7 +108,7 @@ def run_scenario(name: str, expected: Sequence[str], *, backend: str, results_di
                  seed: int, time_limit_s: float | None, scenario_time_s: float,
                  require: str, fixed_by: Sequence[str] = ()) -> Judgement:
     """One run of a scenario, judged; with fixed_by (its fix's options) it must be valid."""
-    from nemesis.scenarios import control_label
+    from harness.scenarios import control_label
 
     label = control_label(name) if fixed_by else name
     if fixed_by:
@@ -174,7 +174,9 @@ def write_summary(results_dir: Path, judgements: Sequence[Judgement]) -> None:
 def main(backend: str, scenarios: tuple[str, ...], results_dir: Path, seed: int,
          time_limit_s: float | None, require: str, controls: bool, heal: bool) -> None:
     """Run the nightly matrix of scenarios and judge each verdict; exit 1 on any failure."""
-    from nemesis.scenarios import SCENARIOS
+    from harness.scenarios import all_scenarios
+
+    SCENARIOS = all_scenarios()
 
     names = scenarios or MATRIX
     unknown = [n for n in names if n not in SCENARIOS]

@@ -68,11 +68,9 @@ def _cli_layer(ctx: click.Context, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def _scenario_layer(name: str) -> dict[str, Any]:
-    from nemesis.scenarios import SCENARIOS  # type: ignore[import-not-found,unused-ignore]
+    from harness.scenarios import scenario
 
-    if name not in SCENARIOS:
-        raise SpecError(f"--scenario: {name!r} is not known; known: {', '.join(sorted(SCENARIOS))}")
-    settings = dict(SCENARIOS[name].settings)
+    settings = dict(scenario(name).settings)
     return {**settings, "scenario": name}
 
 

@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.findbugs.firsts import first_anomaly_s
-from nemesis.scenarios import SCENARIOS, control_label
+from harness.scenarios import all_scenarios, control_label
+
+SCENARIOS = all_scenarios()
 
 OUT = Path("bench/out/findbugs")
 

@@ -20,6 +20,7 @@ from systems.undertow import admin
 from systems.undertow.local_db import LocalBrokerDB
 from systems.undertow.queue_client import QueueClient
 from systems.undertow.remote_db import BROKER_PORT, RemoteBroker
+from systems.undertow.scenarios import SCENARIOS
 
 IMAGE_DIR = Path(__file__).resolve().parents[2] / "broker-image"
 WORKLOADS = ("queue",)
@@ -30,6 +31,7 @@ class UndertowSystem:
 
     name = "undertow"
     port = BROKER_PORT
+    scenarios = SCENARIOS
 
     def check(self, spec: TestSpec) -> None:
         if spec.workload not in WORKLOADS:

@@ -53,7 +53,9 @@ def test_examples_experiment_toml_is_valid() -> None:
 
 def test_scenario_layer_under_the_command_line() -> None:
     pytest.importorskip("nemesis.scenarios")
-    from nemesis.scenarios import SCENARIOS
+    from harness.scenarios import all_scenarios
+
+    SCENARIOS = all_scenarios()
 
     name = sorted(SCENARIOS)[0]
     s = spec_of("--scenario", name, "--time-limit", "7")

@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 
 from harness import generator as gen
+from harness.scenarios import all_scenarios
 from harness.spec import SpecError, build_spec
 from nemesis.packages import FAULTS, HEALS, known_faults, nemesis_package
-from nemesis.scenarios import SCENARIOS
+
+SCENARIOS = all_scenarios()
 
 CLOSE = {"kill": "start", "pause": "resume", "partition": "heal", "slow": "fast",
          "lossy": "fast", "clock-bump": "clock-reset", "clock-skew": "clock-reset"}
@@ -87,7 +89,7 @@ def test_scenarios_are_exactly_the_known_bugs_and_build() -> None:
 def test_scenarios_cli_lists_every_scenario_with_settings() -> None:
     from click.testing import CliRunner
 
-    from nemesis.scenarios_cli import scenarios
+    from harness.scenarios_cli import scenarios
 
     out = CliRunner().invoke(scenarios, []).output
     for name in SCENARIOS:
@@ -98,7 +100,6 @@ def test_scenarios_cli_lists_every_scenario_with_settings() -> None:
 def test_known_bug_scenarios_keep_one_controller_voter_and_safe_a_quorum() -> None:
     """The sequences kill two replicas; a 3-voter quorum on those nodes would stop elections."""
     from harness.spec import build_spec
-    from nemesis.scenarios import SCENARIOS
     from systems.undertow.admin import controller_voters
 
     for name, sc in SCENARIOS.items():

@@ -12,7 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from harness.nightly import MATRIX, Judgement, judge, main, write_summary
-from nemesis.scenarios import SCENARIOS
+from harness.scenarios import all_scenarios
+
+SCENARIOS = all_scenarios()
 
 
 def test_matrix_is_the_documented_scenarios() -> None:

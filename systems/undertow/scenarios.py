@@ -1,4 +1,4 @@
-"""Named scenarios: DESIGN.md's known bugs, each as settings + faults + what must be found.
+"""Our broker's named scenarios: Kafka's known bugs, each as settings + faults + what must be found.
 
 `settings` is a build_spec layer (TestSpec fields and a `broker` table), so
 `undertow run --scenario NAME --seed N` runs it and any option overrides it.
@@ -10,29 +10,16 @@ up to elect while the sequence breaks that partition.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-
-@dataclass(frozen=True, slots=True)
-class Scenario:
-    name: str
-    description: str
-    settings: Mapping[str, Any]
-    expected: tuple[str, ...]  # anomaly types the checkers must report (all of them)
-    # `undertow run` options that fix the bug: the same faults with these settings must be
-    # valid (the control run that shows the loss comes from the setting, not the harness)
-    fixed_by: tuple[str, ...] = ()
-
-    @property
-    def safe(self) -> bool:
-        return not self.expected
+from harness.scenarios import Scenario
 
 
 def _scenario(name: str, description: str, expected: tuple[str, ...],
               broker: Mapping[str, Any], fixed_by: tuple[str, ...] = (),
               **spec: Any) -> Scenario:
-    settings: dict[str, Any] = {"name": name, "scenario": name, "keys": 8, "concurrency": 10,
+    settings: dict[str, Any] = {"name": name, "scenario": name, "system": "undertow",
+                                "keys": 8, "concurrency": 10,
                                 **spec, "broker": dict(broker)}
     if expected:
         # The known-bug sequences kill or cut two replicas of a partition; with a 3-voter
@@ -104,16 +91,3 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         nemesis=("kill", "pause", "partition"), node_count=3, time_limit_s=120.0,
         nemesis_interval_s=8.0, nemesis_targets=("one", "minority", "majority", "leader")),
 )}
-
-
-def control_label(name: str) -> str:
-    """How a control run (a scenario with its fixed_by options) is named in results and tables."""
-    return f"{name} (fixed)"
-
-
-def scenario(name: str) -> Scenario:
-    """The named scenario, or a ValueError listing the names."""
-    try:
-        return SCENARIOS[name]
-    except KeyError:
-        raise ValueError(f"--scenario: {name!r} is not one of {', '.join(SCENARIOS)}") from None

@@ -6,13 +6,14 @@ import json
 
 import click
 
-from nemesis.scenarios import SCENARIOS
+from harness.scenarios import all_scenarios
 
 
 @click.command("scenarios")
 @click.option("--json", "as_json", is_flag=True, help="Print the scenarios as JSON.")
 def scenarios(as_json: bool) -> None:
     """List the named scenarios (undertow run --scenario NAME) with their settings."""
+    SCENARIOS = all_scenarios()
     if as_json:
         click.echo(json.dumps({n: {"description": s.description, "settings": s.settings,
                                    "expected": list(s.expected),
@@ -20,6 +21,7 @@ def scenarios(as_json: bool) -> None:
                                for n, s in SCENARIOS.items()}, indent=1, default=list))
         return
     for name, s in SCENARIOS.items():
+        click.echo(f"[{s.settings.get('system', 'undertow')}] ", nl=False)
         must = ", ".join(s.expected) if s.expected else "nothing (valid)"
         click.echo(click.style(name, bold=True) + f"  -> must find: {must}")
         click.echo(f"  {s.description}")

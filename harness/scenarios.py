@@ -1,0 +1,65 @@
+"""Named scenarios, gathered from every registered system: a known bug, or a safe control.
+
+A scenario is a build_spec layer (TestSpec fields and a `broker` table) plus what
+the checkers must report, and the options that fix the bug (its control). Each
+system declares its own (`System.scenarios`); names are unique across systems.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from harness import registry
+from harness.spec import SpecError
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A known bug (or a safe run) as settings, faults and the anomalies it must show."""
+
+    name: str
+    description: str
+    settings: Mapping[str, Any]
+    expected: tuple[str, ...]  # anomaly types the checkers must report (all of them)
+    # `undertow run` options that fix the bug: the same faults with these settings must be
+    # valid (the control run that shows the loss comes from the setting, not the harness)
+    fixed_by: tuple[str, ...] = ()
+
+    @property
+    def safe(self) -> bool:
+        return not self.expected
+
+
+
+@runtime_checkable
+class HasScenarios(Protocol):
+    """A system that brings named scenarios."""
+
+    scenarios: Mapping[str, Scenario]
+
+
+def all_scenarios() -> dict[str, Scenario]:
+    """Every registered system's scenarios, by name (systems in name order)."""
+    out: dict[str, Scenario] = {}
+    for name in registry.names("system"):
+        system = registry.get("system", name)
+        if isinstance(system, HasScenarios):
+            out.update(system.scenarios)
+    return out
+
+
+def scenario(name: str) -> Scenario:
+    """The named scenario, or a SpecError listing the names."""
+    known = all_scenarios()
+    try:
+        return known[name]
+    except KeyError:
+        raise SpecError(f"--scenario: {name!r} is not known; known: "
+                        f"{', '.join(sorted(known))}") from None
+
+
+def control_label(name: str) -> str:
+    """How a control run (a scenario with its fixed_by options) is named in results and tables."""
+    return f"{name} (fixed)"

@@ -1,0 +1,67 @@
+"""The dependency rules of the architecture, checked on the import lines themselves.
+
+- the generic harness (runner, backends, network shaping, report) imports no system,
+  no workload and not the broker: parts are found through harness.registry;
+- nemesis and workloads never import each other;
+- the broker imports nothing of the harness (it runs alone in its image);
+- a package imports no private (`_name`) name of another package.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("harness", "nemesis", "workloads", "checkers", "systems")
+
+
+def _imports(path: Path) -> Iterator[tuple[int, str, list[str]]]:
+    """(line, module, names) of every import in the file, wherever it stands."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                yield node.lineno, a.name, []
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.lineno, node.module, [a.name for a in node.names]
+
+
+def _files(package: str) -> list[Path]:
+    root = ROOT / ("broker-image/broker" if package == "broker" else package)
+    return sorted(root.rglob("*.py"))
+
+
+def _violations(package: str, forbidden: tuple[str, ...]) -> list[str]:
+    return [f"{p.relative_to(ROOT)}:{line}: imports {module}"
+            for p in _files(package) for line, module, _ in _imports(p)
+            if module.split(".")[0] in forbidden]
+
+
+def test_the_harness_names_no_system_no_workload_and_not_the_broker() -> None:
+    assert _violations("harness", ("systems", "workloads", "broker")) == []
+
+
+def test_nemesis_and_workloads_never_import_each_other() -> None:
+    assert _violations("nemesis", ("workloads", "systems", "broker")) == []
+    assert _violations("workloads", ("nemesis", "systems", "broker")) == []
+
+
+def test_the_broker_imports_nothing_of_the_harness() -> None:
+    assert _violations("broker", PACKAGES) == []
+
+
+def test_no_package_imports_a_private_name_of_another() -> None:
+    bad = [f"{p.relative_to(ROOT)}:{line}: {module}.{name}"
+           for package in PACKAGES for p in _files(package)
+           for line, module, names in _imports(p) for name in names
+           if module.split(".")[0] in PACKAGES and module.split(".")[0] != package
+           and name.startswith("_") and not name.startswith("__")]
+    assert bad == []
+
+
+def test_the_rules_see_a_violation(tmp_path: Path) -> None:
+    """The check reads real import lines: a planted one is found."""
+    planted = tmp_path / "m.py"
+    planted.write_text("def f():\n    from systems.undertow import admin\n")
+    assert [m for _, m, _ in _imports(planted)] == ["systems.undertow"]
