@@ -16,12 +16,12 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from nemesis import kinds as fk
 from nemesis.plan import Step
 
-# the heal verb of each fault verb (lose-unflushed needs none: it crashes and restarts)
-HEAL_OF = {"kill": "start", "pause": "resume", "partition": "heal", "slow": "fast",
-           "lossy": "fast", "clock-bump": "clock-reset", "clock-skew": "clock-reset"}
-HEALS = frozenset(HEAL_OF.values())
+# the stop verb of each fault's start verb (an instant, as lose-unflushed, has none)
+HEAL_OF = {k.start: k.stop for k in fk.KINDS if k.stop is not None}
+HEALS = frozenset(fk.stops(fk.KINDS))
 ROLE_REFS = ("role", "key_of", "shorter_of")
 
 
