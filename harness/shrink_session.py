@@ -105,7 +105,9 @@ class Session:
                    f"windows in {self.failing.spec.time_limit_s:g} s; trials link from "
                    f"{self.dir}", err=True)
         counter = iter(range(1, 1 << 30))
-        shrinker = Shrinker(self.plan.spans(), self.failing.spec.time_limit_s,
+        limit = self.failing.spec.time_limit_s  # a step past it never ran: the final heal did
+        spans = [(a, min(b, limit)) for a, b in self.plan.spans()]
+        shrinker = Shrinker(spans, limit,
                             lambda c: self._trial(c, next(counter)), tries=self.tries,
                             should_stop=self._stop, on_progress=self._progress)
         out = shrinker.run()
@@ -121,7 +123,8 @@ class Session:
             own = self.plan.restrict([w], c.scales(), c.shift_s)
             fault, target = self.plan.describe(w)
             out.append({"window": w, "fault": fault, "target": target,
-                        "from_s": round(own[0].at_s, 2), "to_s": round(own[-1].at_s, 2)})
+                        "from_s": round(own[0].at_s, 2),
+                        "to_s": round(min(own[-1].at_s, c.time_limit_s), 2)})
         return out
 
     def minimal_run(self, out: Shrunk) -> Path:

@@ -90,19 +90,40 @@ def target_text(value: Mapping[str, Any]) -> str:
         parts.append(",".join(map(str, value["nodes"])))
     elif "role" in value:
         parts.append(f"role {value['role']}")
+    elif "grudge" in value and isinstance(value["grudge"], Mapping):
+        parts.append(sides(value["grudge"]))
     elif "target" in value or "kind" in value:
         t = str(value.get("target") or value.get("kind"))
         key = value.get("key")
         parts.append(f"{t} of key {key}" if key is not None and t in (
             "leader", "followers") else t)
-    if "grudge" in value and "nodes" not in value:
-        grudge = value["grudge"]
-        if isinstance(grudge, Mapping):
-            cut = sorted(n for n, v in grudge.items() if v)
-            parts.append(f"cut {','.join(cut)}")
     if "as" in value:
         parts.append(f"as {value['as']}")
     return " ".join(parts) or "all"
+
+
+def sides(grudge: Mapping[str, Any]) -> str:
+    """A partition's sides (`n2 | n1,n3`): the groups of nodes that still reach each other;
+    a grudge that splits no group apart (a ring, a bridge) is shown as who drops whom."""
+    nodes = sorted(grudge)
+    drops = {n: {str(x) for x in grudge[n] or ()} for n in nodes}
+    group: dict[str, int] = {}
+    for n in nodes:
+        if n in group:
+            continue
+        group[n], todo = len(set(group.values())), [n]
+        while todo:
+            a = todo.pop()
+            for b in nodes:
+                if b not in group and b not in drops[a] and a not in drops[b]:
+                    group[b] = group[n]
+                    todo.append(b)
+    ids = sorted(set(group.values()))
+    cut = [",".join(n for n in nodes if group[n] == i) for i in ids]
+    if len(cut) > 1 and all(drops[a] >= {b for b in nodes if group[b] != group[a]}
+                            for a in nodes):
+        return " | ".join(sorted(cut, key=len))
+    return "; ".join(f"{n} drops {','.join(sorted(drops[n]))}" for n in nodes if drops[n])
 
 
 def windows(steps: Sequence[Step]) -> Windowed:

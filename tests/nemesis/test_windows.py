@@ -93,3 +93,12 @@ def test_a_bad_plan_is_refused_before_anything_starts(plan: object, needle: str)
     spec = build_spec({"nemesis": ["kill"], "nemesis_plan": plan})
     with pytest.raises(SpecError, match=needle):
         nemesis_package(spec)
+
+
+def test_a_partition_is_shown_by_its_sides() -> None:
+    from nemesis.windows import sides, target_text
+
+    assert sides({"n1": ["n2"], "n2": ["n1", "n3"], "n3": ["n2"]}) == "n2 | n1,n3"
+    assert sides({"n1": ["n3"], "n2": [], "n3": ["n1"]}) == "n1 drops n3; n3 drops n1"
+    assert target_text({"target": "leader", "key": 3}) == "leader of key 3"
+    assert target_text({"role": "A"}) == "role A"
