@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "heal": "harness.run_cli:heal",
     "image": "harness.image_cli:image",
     "scenarios": "harness.scenarios_cli:scenarios",
+    "shrink": "harness.shrink_cli:shrink",
 }
 
 
@@ -30,6 +31,7 @@ HELP: dict[str, str] = {
     "heal": "Undo whatever a dead run left behind (processes, proxies, containers, rules).",
     "image": "Build the docker backend's images: the base and a system's node image.",
     "scenarios": "List the named scenarios and their settings.",
+    "shrink": "Shrink a failing run's fault plan to the smallest that still fails.",
 }
 
 

@@ -90,27 +90,37 @@ class Outcome:
         return f"{head}: {anomalies}{stalled}; {where}{err}"
 
 
-class _Stopper:
-    """SIGINT/SIGTERM: the first asks the run to stop; a second one interrupts at once."""
+class Stopper:
+    """SIGINT/SIGTERM from the first moment of a command to its last.
+
+    `mode` says what a signal does where the run is: "note" (nothing to stop yet, or
+    tearing down: it is only noted, the run ends interrupted at the next check),
+    "stop" (cluster up: the first asks the run to stop and heal, a second one
+    interrupts at once) and "raise" (checking and reporting: nothing to undo, so it
+    interrupts at once). Either way the run ends on the interrupted path.
+    """
 
     def __init__(self) -> None:
         self.requested = threading.Event()
         self.interp: Interpreter | None = None
-        self.shielded = False  # while tearing down: further signals are ignored
+        self.mode = "note"
+        self.watch: Watch | None = None
+        self.phase = ""  # the run's phase when the first signal came
         self._old: dict[signal.Signals, Any] = {}
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        if self.shielded:
-            self.requested.set()
-            return
-        if self.requested.is_set():
-            raise KeyboardInterrupt
+        first = not self.requested.is_set()
+        if first:
+            self.phase = self.watch.phase if self.watch is not None else "starting"
         self.requested.set()
-        if self.interp is not None:
+        if self.mode == "raise" or (self.mode == "stop" and not first):
+            raise KeyboardInterrupt
+        if self.mode == "stop" and self.interp is not None:
             self.interp.stop()
 
     @contextlib.contextmanager
-    def installed(self) -> Iterator[_Stopper]:
+    def installed(self) -> Iterator[Stopper]:
+        """Handle the signals in this block (main thread only; elsewhere a no-op)."""
         if threading.current_thread() is threading.main_thread():
             for s in (signal.SIGINT, signal.SIGTERM):
                 self._old[s] = signal.signal(s, self._handle)
@@ -119,6 +129,20 @@ class _Stopper:
         finally:
             for s, h in self._old.items():
                 signal.signal(s, h)
+            self._old.clear()
+
+    def reinstall(self) -> None:
+        """Take the signals back from whoever replaced the handler meanwhile."""
+        for s in self._old:
+            signal.signal(s, self._handle)
+
+    @contextlib.contextmanager
+    def mode_of(self, mode: str) -> Iterator[None]:
+        old, self.mode = self.mode, mode
+        try:
+            yield
+        finally:
+            self.mode = old
 
 
 def _render(run_dir: Path, log: Any) -> Path | None:
@@ -179,7 +203,7 @@ def _stop_system(run: Run, db: DB | None) -> None:
             run.log.exception("teardown of %s failed", n)
 
 
-def _drive(test: Test, run: Run, history: HistoryWriter, stopper: _Stopper,
+def _drive(test: Test, run: Run, history: HistoryWriter, stopper: Stopper,
            watch: Watch) -> None:
     """Everything between the nodes coming up and going down."""
     spec, log, pkg, wl = test.spec, run.log, test.nemesis, test.workload
@@ -218,6 +242,7 @@ def _drive(test: Test, run: Run, history: HistoryWriter, stopper: _Stopper,
             except Exception as e:  # final reads still try, and record what they get
                 log.warning("cluster not ready after the final heal: %s", e)
             watch.phase = "final reads"
+            log.info("final reads")
             interp.run(g.clients(final))
     finally:
         interp.close()
@@ -238,17 +263,100 @@ def _drive(test: Test, run: Run, history: HistoryWriter, stopper: _Stopper,
                 log.exception("collecting the files of %s failed", node)
 
 
-def run(spec: TestSpec, *, watch: Watch | None = None) -> Outcome:
-    """One run of spec; see the module docstring. Raises SpecError before starting."""
-    return run_test(assemble(spec), watch=watch)
+def _running(pid: int) -> bool:
+    import os
+
+    try:
+        return os.waitpid(pid, os.WNOHANG) == (0, 0)
+    except ChildProcessError:  # reaped elsewhere
+        return False
 
 
-def run_test(test: Test, *, watch: Watch | None = None) -> Outcome:
+def _end_children(log: Any, grace_s: float = 5.0) -> None:
+    """End what this process still has running: an interrupted check can leave the Spark
+    JVM it was launching (it holds our stdout and never exits by itself)."""
+    import os
+
+    me = str(os.getpid())
+    children: list[int] = []
+    for p in Path("/proc").iterdir():
+        try:
+            if p.name.isdigit() and (p / "stat").read_text().rsplit(") ", 1)[1].split()[1] == me:
+                children.append(int(p.name))
+        except (OSError, IndexError):
+            continue
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        alive = []
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+                alive.append(pid)
+        deadline = time.monotonic() + grace_s
+        while alive and time.monotonic() < deadline:
+            alive = [pid for pid in alive if _running(pid)]
+            time.sleep(0.05)
+        if not alive:
+            return
+        log.warning("children %s did not end on %s", alive, sig.name)
+        children = alive
+
+
+def check_startable(spec: TestSpec) -> Test:
+    """The Test of spec, assembled without starting anything.
+
+    Every SpecError a run can meet is raised here, before a folder, process or rule exists.
+    """
+    return assemble(spec)
+
+
+def _interrupted(stored: store.StoredRun, phase: str, error: str | None) -> Outcome:
+    """results.json saying the run was interrupted (and in which phase), and its Outcome."""
+    import json
+
+    res: dict[str, Any] = {"valid": "unknown", "interrupted": True, "interrupted_during": phase,
+                           "error": error or f"interrupted during {phase}"}
+    path = stored.paths.root / "results.json"
+    tmp = path.with_name("results.json.tmp")
+    tmp.write_text(json.dumps(res, indent=1) + "\n")
+    tmp.replace(path)
+    stored.log.warning("interrupted during %s", phase)
+    return Outcome(stored.paths.root, "unknown", res, None, True, error)
+
+
+def run(spec: TestSpec, *, watch: Watch | None = None, stopper: Stopper | None = None) -> Outcome:
+    """One run of spec; see the module docstring. Raises SpecError before starting.
+
+    `stopper`: one the caller installed earlier (the CLI does, at its first moment);
+    else the run installs its own.
+    """
+    if stopper is None:
+        stopper = Stopper()
+        with stopper.installed():
+            return run(spec, watch=watch, stopper=stopper)
+    return run_test(check_startable(spec), watch=watch, stopper=stopper)
+
+
+def run_test(test: Test, *, watch: Watch | None = None,
+             stopper: Stopper | None = None) -> Outcome:
     """One run of an assembled Test; see the module docstring."""
+    if stopper is None:
+        stopper = Stopper()
+        with stopper.installed():
+            return run_test(test, watch=watch, stopper=stopper)
     spec = test.spec
     watch = watch or Watch()
     watch.time_limit_s = spec.time_limit_s
+    stopper.watch = watch
     stored = store.create_run(spec)
+    try:
+        return _run_stored(test, stored, stopper, watch)
+    finally:
+        stored.close()
+
+
+def _run_stored(test: Test, stored: store.StoredRun, stopper: Stopper,
+                watch: Watch) -> Outcome:
+    spec = test.spec
     watch.run_dir = stored.paths.root
     log = stored.log
     log.info("seed %d; spec %s", spec.seed, spec)
@@ -258,41 +366,50 @@ def run_test(test: Test, *, watch: Watch | None = None) -> Outcome:
                           nemesis_plan=pkg.plan_json() if pkg is not None else [],
                           system_info=dict(test.system.describe(spec)),
                           **({"nemesis_phases": phases} if phases else {}))
+    if stopper.requested.is_set():
+        return _interrupted(stored, stopper.phase, None)
     run_ = Run(spec=spec, nodes=spec.nodes, paths=stored.paths, log=log)
     history = HistoryWriter(stored.paths.history)
-    stopper = _Stopper()
     error: str | None = None
     try:
-        with stopper.installed():
-            try:
-                _drive(test, run_, history, stopper, watch)
-            except KeyboardInterrupt:
-                stopper.requested.set()
-                log.warning("interrupted twice: tearing down at once")
-            except Exception as e:
-                log.exception("the run failed")
-                error = f"{type(e).__name__}: {e}"
-            finally:
-                stopper.shielded = True
-                watch.phase = "cluster down"
-                history.close()
-                _stop_system(run_, run_.db)
-                test.backend.down(run_)
-        interrupted = stopper.requested.is_set()
-        if interrupted or error is not None:
-            res: dict[str, Any] = {"valid": "unknown", "error": error or "interrupted"}
-            return Outcome(stored.paths.root, "unknown", res, None, interrupted, error)
-        watch.phase = "checking"
-        results = checking.check(test.checkers(), stored.paths.root, spec, log)
-        watch.phase = "report"
-        report = _render(stored.paths.root, log)
-        valid = results.get("valid", "unknown")
-        log.info("verdict %s: %s", valid, results.get("counts"))
-        error = results.get("error")
-        return Outcome(stored.paths.root, valid, results, report, False,
-                       str(error) if error else None)
+        with stopper.mode_of("stop"):
+            _drive(test, run_, history, stopper, watch)
+    except KeyboardInterrupt:
+        stopper.requested.set()
+        log.warning("interrupted twice: tearing down at once")
+    except Exception as e:
+        log.exception("the run failed")
+        error = f"{type(e).__name__}: {e}"
     finally:
-        stored.close()
+        with stopper.mode_of("note"):
+            watch.phase = "cluster down"
+            history.close()
+            _stop_system(run_, run_.db)
+            test.backend.down(run_)
+    if stopper.requested.is_set():
+        return _interrupted(stored, stopper.phase, error)
+    if error is not None:
+        res: dict[str, Any] = {"valid": "unknown", "error": error}
+        return Outcome(stored.paths.root, "unknown", res, None, False, error)
+    try:
+        with stopper.mode_of("raise"):
+            watch.phase = "checking"
+            results = checking.check(test.checkers(), stored.paths.root, spec, log)
+            watch.phase = "report"
+            report = _render(stored.paths.root, log)
+    except KeyboardInterrupt:
+        stopper.requested.set()
+        _end_children(log)
+        return _interrupted(stored, stopper.phase or watch.phase, None)
+    finally:
+        stopper.reinstall()  # pyspark puts its own SIGINT handler in place of ours
+    if stopper.requested.is_set():  # a signal the check swallowed
+        return _interrupted(stored, stopper.phase, None)
+    valid = results.get("valid", "unknown")
+    log.info("verdict %s: %s", valid, results.get("counts"))
+    check_error = results.get("error")
+    return Outcome(stored.paths.root, valid, results, report, False,
+                   str(check_error) if check_error else None)
 
 
 def run_many(spec: TestSpec, count: int, *, watch_factory: Callable[[], Watch] | None = None,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from harness import registry
-from harness.spec import TestSpec
+from harness.spec import SpecError, TestSpec
 
 if TYPE_CHECKING:
     from harness.protocols import Backend, Checker, NemesisPackage, System, Workload
@@ -44,6 +44,9 @@ def assemble(spec: TestSpec) -> Test:
     workload: Workload = registry.get("workload", spec.workload)
     system.check(spec)
     nemesis: NemesisPackage | None = None
+    if spec.nemesis_plan and not spec.nemesis:
+        raise SpecError("nemesis_plan: a plan to replay needs the faults that inject it "
+                        "(`nemesis`, e.g. [\"kill\", \"partition\"])")
     if spec.nemesis:
         package: Callable[[TestSpec], NemesisPackage] = registry.get("nemesis", "standard")
         nemesis = package(spec)
