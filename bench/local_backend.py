@@ -139,7 +139,7 @@ def produce(threads: int, seconds: float, proxy_mode: str) -> dict[str, float]:
                     return op
                 return make
 
-            return {"direct_ops_s": _parallel(threads, seconds, via(run.extra["admin_addrs"])),
+            return {"direct_ops_s": _parallel(threads, seconds, via(b.listen)),
                     "proxied_ops_s": _parallel(threads, seconds, via(run.client_addrs))}
         finally:
             core.cluster_down(b, run)

@@ -52,7 +52,6 @@ def test_examples_experiment_toml_is_valid() -> None:
 
 
 def test_scenario_layer_under_the_command_line() -> None:
-    pytest.importorskip("nemesis.scenarios")
     from harness.scenarios import all_scenarios
 
     SCENARIOS = all_scenarios()

@@ -242,7 +242,6 @@ def test_heal_removes_what_a_dead_harness_left(tmp_path: Path, state: Path) -> N
 
 def test_brokers_up_kill_start_pause_partition_collect(tmp_path: Path, state: Path) -> None:
     """The whole DB on containers: ready, leaders, kill keeps data, pause, partition, collect."""
-    pytest.importorskip("systems.undertow.client")
     from harness.control.docker import DockerBackend
 
     client = _docker()

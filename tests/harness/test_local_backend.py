@@ -88,7 +88,7 @@ def test_up_writes_configs_and_serves_clients_through_the_proxy(
     for ability in (Killable, Pausable, HasLogs, HasLeaders, HasClock, LosesUnflushed,
                     DumpsReplicas):
         assert isinstance(db, ability)
-    admin = run.extra["admin_addrs"]
+    admin = dict(db.admin_addrs(live_only=False))
     assert backend.proxy is not None
     for n in run.nodes:
         cfg = json.loads((run.paths.node_dir(n) / "NODE.json").read_text())
@@ -198,7 +198,7 @@ def test_down_leaves_no_process_port_thread_or_state(tmp_path: Path, state: Path
     pids = {n: (ln.proc.pid if ln.proc else -1) for n, ln in db.nodes.items()}
     starts = {n: leftovers.proc_start_time(p) for n, p in pids.items()}
     assert backend.proxy is not None
-    addrs = [li.listen for li in backend.proxy.links()] + list(run.extra["admin_addrs"].values())
+    addrs = [li.listen for li in backend.proxy.links()] + list(backend.listen.values())
     items = list((state / run.extra["run_id"]).glob("process-*.json"))
     assert len(items) == 4  # 3 brokers + the proxy
     db.pause(run, "n2")  # down resumes before it kills
@@ -235,13 +235,14 @@ HARNESS = textwrap.dedent("""
     from pathlib import Path
     from harness.spec import build_spec
     from harness.protocols import Run, RunPaths
+    from harness import core
     from harness.control.local import LocalBackend
     spec = build_spec({"keys": 2})
     run = Run(spec=spec, nodes=spec.nodes, paths=RunPaths(Path(sys.argv[1])),
               log=logging.getLogger("h"))
     b = LocalBackend()
-    core.cluster_up(b, run)
-    print(" ".join(f"{n}={ln.proc.pid}" for n, ln in b.db.nodes.items()), flush=True)
+    db = core.cluster_up(b, run)
+    print(" ".join(f"{n}={ln.proc.pid}" for n, ln in db.nodes.items()), flush=True)
     print(" ".join(li.listen for li in b.proxy.links()), flush=True)
     time.sleep(120)
 """)
