@@ -1,8 +1,9 @@
 """Packages: each fault paired with its seeded schedule and its heal; several compose.
 
 `nemesis_package(spec)` is what the runner uses: the composed nemesis, the
-generator of its ops for the main phase (a seeded `Timeline`), and a final
-generator that heals everything the package can break.
+generator of its ops for the main phase (a seeded `Timeline`, or the recorded
+plan the spec replays), and a final generator that heals everything the package
+can break.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from harness import generator as gen
 from harness.protocols import Nemesis
 from harness.spec import SpecError, TestSpec
 from nemesis import grudges as g
+from nemesis import kinds as fk
+from nemesis import replay
 from nemesis.compose import Composed, compose
 from nemesis.faults import Clock, Kill, LoseUnflushed, Pause
 from nemesis.netfaults import Links, Partition
@@ -24,7 +27,7 @@ from nemesis.schedule import schedule_of
 from nemesis.targets import PURE_TARGETS, pick
 
 # heal ops in the order the final generator sends them (a node must be up to resume)
-HEALS = ("start", "resume", "heal", "fast", "clock-reset")
+HEALS = fk.stops(fk.KINDS)
 
 # partition kind for each --nemesis-targets value
 PARTITION_KIND = {"one": "one", "minority": "random-halves", "majority": "random-halves",
@@ -41,13 +44,18 @@ class NemesisPackage:
     plan: tuple[Step, ...] = ()
     schedule: dict[str, Any] | None = None  # Schedule.to_json(): its kind and phases
 
+    @property
+    def kinds(self) -> tuple[fk.FaultKind, ...]:
+        """The fault kinds this package can inject (test.json records them)."""
+        return tuple(k for k in fk.KINDS if k in self.nemesis.kinds)
+
     def plan_json(self) -> list[dict[str, Any]]:
         return [s.to_json() for s in self.plan]
 
 
 @dataclass(frozen=True, slots=True)
 class Fault:
-    """A fault kind: the nemesis that injects it and how its steps are planned."""
+    """One `--nemesis` name: the nemeses that inject its faults and how its steps are planned."""
 
     name: str
     needs: tuple[Callable[[int], Nemesis], ...]  # nemesis classes, shared across faults
@@ -62,11 +70,12 @@ def _target_value(spec: TestSpec, rng: random.Random) -> dict[str, Any]:
     return {"target": target, "key": rng.randrange(spec.keys)}
 
 
-def _node_fault(fault: str, heal: str) -> Callable[[TestSpec, random.Random], list[Step]]:
+def _node_fault(kind: fk.FaultKind) -> Callable[[TestSpec, random.Random], list[Step]]:
     def plan(spec: TestSpec, rng: random.Random) -> list[Step]:
         out: list[Step] = []
         for start, end in schedule_of(spec).windows(rng):
-            out += [Step(start, fault, _target_value(spec, rng)), Step(end, heal, {})]
+            out += [Step(start, kind.start, _target_value(spec, rng)),
+                    Step(end, kind.heal, {})]
         return out
     return plan
 
@@ -91,17 +100,12 @@ def _partition_value(spec: TestSpec, rng: random.Random) -> dict[str, Any]:
 def _plan_partition(spec: TestSpec, rng: random.Random) -> list[Step]:
     out: list[Step] = []
     for start, end in schedule_of(spec).windows(rng):
-        out += [Step(start, "partition", _partition_value(spec, rng)), Step(end, "heal", {})]
+        out += [Step(start, fk.PARTITION.start, _partition_value(spec, rng)),
+                Step(end, fk.PARTITION.heal, {})]
     return out
 
 
-def _plan_link(kind: str) -> Callable[[TestSpec, random.Random], list[Step]]:
-    def plan(spec: TestSpec, rng: random.Random) -> list[Step]:
-        out: list[Step] = []
-        for start, end in schedule_of(spec).windows(rng):
-            out += [Step(start, kind, _target_value(spec, rng)), Step(end, "fast", {})]
-        return out
-    return plan
+
 
 
 def _plan_clock(spec: TestSpec, rng: random.Random) -> list[Step]:
@@ -109,27 +113,27 @@ def _plan_clock(spec: TestSpec, rng: random.Random) -> list[Step]:
     for start, end in schedule_of(spec).windows(rng):
         if rng.random() < 0.5:
             delta_ms = rng.choice((-1, 1)) * rng.uniform(100, 10_000)
-            out.append(Step(start, "clock-bump",
+            out.append(Step(start, fk.CLOCK_BUMP.start,
                             {**_target_value(spec, rng), "delta_ns": int(delta_ms * 1e6)}))
         else:
             offsets = {n: int(rng.uniform(-5000, 5000) * 1e6) for n in spec.nodes}
-            out.append(Step(start, "clock-skew", {"nodes": list(spec.nodes),
-                                                  "offsets_ns": offsets}))
-        out.append(Step(end, "clock-reset", {}))
+            out.append(Step(start, fk.CLOCK_SKEW.start, {"nodes": list(spec.nodes),
+                                                      "offsets_ns": offsets}))
+        out.append(Step(end, fk.CLOCK_BUMP.heal, {}))
     return out
 
 
 def _plan_lose_unflushed(spec: TestSpec, rng: random.Random) -> list[Step]:
-    return [Step(start, "lose-unflushed", _target_value(spec, rng))
+    return [Step(start, fk.LOSE_UNFLUSHED.start, _target_value(spec, rng))
             for start, _ in schedule_of(spec).windows(rng)]
 
 
 FAULTS: dict[str, Fault] = {
-    "kill": Fault("kill", (Kill,), _node_fault("kill", "start")),
-    "pause": Fault("pause", (Pause,), _node_fault("pause", "resume")),
+    "kill": Fault("kill", (Kill,), _node_fault(fk.KILL)),
+    "pause": Fault("pause", (Pause,), _node_fault(fk.PAUSE)),
     "partition": Fault("partition", (Partition,), _plan_partition),
-    "slow": Fault("slow", (Links,), _plan_link("slow")),
-    "lossy": Fault("lossy", (Links,), _plan_link("lossy")),
+    "slow": Fault("slow", (Links,), _node_fault(fk.SLOW)),
+    "lossy": Fault("lossy", (Links,), _node_fault(fk.LOSSY)),
     "clock": Fault("clock", (Clock,), _plan_clock),
     "lose-unflushed": Fault("lose-unflushed", (LoseUnflushed,), _plan_lose_unflushed),
 }
@@ -172,6 +176,9 @@ def nemesis_package(spec: TestSpec) -> NemesisPackage:
         plans.append(fault.plan(spec, _rng(spec.seed, name)))
     nemesis: Composed = compose(*parts.values())
     plan = merge(*plans)
+    if spec.nemesis_plan is not None:  # replay: the recorded plan instead of the drawn one
+        plan = replay.steps_from_json(spec.nemesis_plan, "the spec")
+        replay.check_verbs(plan, nemesis.fs, spec.nemesis)
     return NemesisPackage(nemesis=nemesis, generator=timeline(plan),
                           final_generator=final_generator(nemesis), plan=plan,
                           schedule=schedule_of(spec).to_json())

@@ -8,7 +8,7 @@ the values and indices that the checkers' anomaly examples name.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +16,8 @@ import numpy as np
 import numpy.typing as npt
 
 from harness.report.faults import FaultWindow, fault_nodes, fault_windows
+from nemesis.kinds import KINDS as FAULT_KINDS
+from nemesis.kinds import FaultKind
 
 KIND_CODES: dict[str, int] = {"ok": 0, "fail": 1, "info": 2}
 KINDS = ("ok", "fail", "info")
@@ -90,8 +92,10 @@ def anomaly_refs(anomalies: Mapping[str, Any]) -> tuple[set[int], set[int]]:
     return indices, values
 
 
-def scan(ops: list[dict[str, Any]], anomalies: Mapping[str, Any] | None = None) -> Scan:
+def scan(ops: list[dict[str, Any]], anomalies: Mapping[str, Any] | None = None,
+         fault_kinds: Sequence[FaultKind] = FAULT_KINDS) -> Scan:
     """Walk the history once; tolerant of shapes it does not know (they are skipped).
+    Fault windows are read in the vocabulary of `fault_kinds` (see report.faults.run_kinds).
 
     The hot loop only appends to flat lists; de-duplication and sorting of the
     records seen happen afterwards in numpy (a million operations in seconds).
@@ -229,7 +233,7 @@ def scan(ops: list[dict[str, Any]], anomalies: Mapping[str, Any] | None = None) 
         invoke_ns=np.asarray(inv_t, dtype=np.int64), complete_ns=np.asarray(comp_t, dtype=np.int64),
         f_code=np.asarray(f_codes, dtype=np.int64), kind=np.asarray(kinds, dtype=np.int64),
         process=np.asarray(procs, dtype=np.int64), f_names=tuple(f_index))
-    windows = fault_windows(nem, end_ns)
+    windows = fault_windows(nem, end_ns, fault_kinds)
     nodes: set[str] = set()
     for row in nem_rows:
         nodes.update(fault_nodes(row.get("value")))
