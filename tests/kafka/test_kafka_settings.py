@@ -20,11 +20,13 @@ def test_versions_before_3_9_and_nonsense_are_refused() -> None:
 
 
 def test_newest_complete_cached_4x_is_used(tmp_path: Path) -> None:
+    (tmp_path / "4.3.0" / "libs").mkdir(parents=True)  # resolved with another pom
+    (tmp_path / "4.3.0" / "libs" / ".complete").write_text("4.3.0 0123456789abcdef")
     for v, complete in (("4.0.0", True), ("4.2.0", True), ("4.10.1", False), ("3.9.1", True)):
         libs = tmp_path / v / "libs"
         libs.mkdir(parents=True)
         if complete:
-            (libs / ".complete").write_text(v)
+            (libs / ".complete").write_text(f"{v} {jars.pom_digest()}")
     found = jars.newest_cached(tmp_path)
     assert found is not None and found.version == "4.2.0" and found.cached
     assert jars.resolve(root=tmp_path).version == "4.2.0"  # no Maven: the cache answers
