@@ -16,7 +16,7 @@ from systems.kafka.client import KafkaQueueClient
 from systems.kafka.dump import parse_dump
 from tests.kafka.cluster import PARTITIONS, Cluster
 
-pytestmark = pytest.mark.kafka
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 _values = itertools.count(2_000_000)
 
 
