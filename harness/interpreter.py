@@ -27,8 +27,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from harness.generator import Context, Gen, Pending, Thread
-from harness.history import NEMESIS, HistoryWriter, Op, Process
 from harness.protocols import Client, Nemesis, Run
+from harness.runfiles import NEMESIS, HistoryWriter, Op, Process
 
 # verb that starts a fault -> verb that ends it (for the "faults in force" display)
 FAULT_ENDS: dict[str, str] = {"kill": "start", "pause": "resume", "partition": "heal",

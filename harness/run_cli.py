@@ -157,6 +157,7 @@ def run(ctx: click.Context, /, **params: Any) -> None:
         click.echo(json.dumps(spec.to_json(), indent=1, default=str))
         return
     from harness import core
+    from harness.runfiles import worst_exit_code
     from harness.store import test_name
 
     click.echo(f"undertow run: {test_name(spec)}, "
@@ -176,7 +177,7 @@ def run(ctx: click.Context, /, **params: Any) -> None:
         codes.append(outcome.exit_code)
         if outcome.interrupted:
             break
-    sys.exit(core.worst_exit_code(codes))
+    sys.exit(worst_exit_code(codes))
 
 
 def _with_seed(spec: TestSpec, seed: int) -> TestSpec:

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.history import NEMESIS, Op
+from harness.runfiles import NEMESIS, Op
 
 HEAL_VERBS = frozenset({"start", "resume", "heal", "fast", "clock-reset", "lose-unflushed"})
 NS = 1_000_000_000

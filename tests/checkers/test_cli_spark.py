@@ -68,7 +68,7 @@ def test_unreadable_input_exits_2_without_spark(tmp_path: Path) -> None:
 
 
 def test_worst_exit_code() -> None:
-    from checkers.cli import worst
+    from harness.runfiles import worst_exit_code as worst
 
     assert worst([0, 3]) == 3 and worst([3, 1, 0]) == 1 and worst([1, 2, 3]) == 2
-    assert worst([0]) == 0
+    assert worst([0]) == 0 and worst([0, 130, 2]) == 130 and worst([]) == 2
