@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from harness.report.render import render_run
+from nemesis.kinds import KILL, PARTITION, PAUSE
 
 DURATION_NS = 600 * 10**9
 NODES = ("n1", "n2", "n3")
@@ -42,10 +43,11 @@ def generate(run_dir: Path, ops: int, *, keys: int = 8, concurrency: int = 10,
     lines: list[bytes] = []
     t = 0
     nem_next = 10 * 10**9
-    nem_cycle = [("kill", {"nodes": ["n2"]}), ("start", {"nodes": ["n2"]}),
-                 ("pause", {"nodes": ["n3"]}), ("resume", {"nodes": ["n3"]}),
-                 ("partition", {"grudge": {"n1": ["n3"], "n2": ["n3"], "n3": ["n1", "n2"]}}),
-                 ("heal", {})]
+    nem_cycle = [(KILL.start, {"nodes": ["n2"]}), (KILL.heal, {"nodes": ["n2"]}),
+                 (PAUSE.start, {"nodes": ["n3"]}), (PAUSE.heal, {"nodes": ["n3"]}),
+                 (PARTITION.start,
+                  {"grudge": {"n1": ["n3"], "n2": ["n3"], "n3": ["n1", "n2"]}}),
+                 (PARTITION.heal, {})]
     nem_i = 0
     slot = 0
 

@@ -27,49 +27,47 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from harness.generator import Context, Gen, Pending, Thread
-from harness.protocols import Client, Nemesis, Run
+from harness.inforce import InForce
+from harness.protocols import Client, FaultKind, Nemesis, Run
 from harness.runfiles import NEMESIS, HistoryWriter, Op, Process
 
-# verb that starts a fault -> verb that ends it (for the "faults in force" display)
-FAULT_ENDS: dict[str, str] = {"kill": "start", "pause": "resume", "partition": "heal",
-                              "slow": "fast", "lossy": "fast", "clock": "reset-clock",
-                              "shift-clock": "reset-clock"}
 MAX_WAIT_S = 0.05  # longest the scheduler blocks before looking at stop/timers again
 
 
 @dataclass
 class Stats:
-    """Live counts for the progress line; updated by workers, read by the display."""
+    """Live counts for the progress line; updated by workers, read by the display.
+
+    The faults in force are read in the vocabulary of the fault kinds the nemesis
+    declares (`declare`, called by the Interpreter with its nemesis's kinds).
+    """
 
     counts: Counter[str] = field(default_factory=Counter)  # ok / fail / info of clients
-    faults: dict[str, str] = field(default_factory=dict)   # fault verb -> its value, in force
+    faults: dict[str, str] = field(default_factory=dict)   # fault label -> its targets, in force
     nemesis_ops: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    in_force: InForce = field(default_factory=InForce)
+
+    def declare(self, kinds: Sequence[FaultKind]) -> None:
+        with self.lock:
+            self.in_force = InForce(kinds)
+            self.faults = {}
 
     def record(self, op: Op) -> None:
+        """Take one event: client completions are counted, nemesis events move faults."""
         with self.lock:
             if op.process != NEMESIS:
-                self.counts[op.type] += 1
+                if op.type != "invoke":
+                    self.counts[op.type] += 1
                 return
-            self.nemesis_ops += 1
-            if op.f in FAULT_ENDS:
-                self.faults[op.f] = _short(op.value)
-            for start, end in FAULT_ENDS.items():
-                if op.f == end:
-                    self.faults.pop(start, None)
+            if op.type != "invoke":
+                self.nemesis_ops += 1
+            self.in_force.record(op)
+            self.faults = self.in_force.text()
 
     def snapshot(self) -> tuple[dict[str, int], dict[str, str]]:
         with self.lock:
             return dict(self.counts), dict(self.faults)
-
-
-def _short(value: object) -> str:
-    if isinstance(value, dict):
-        if "nodes" in value:
-            return ",".join(map(str, value["nodes"]))
-        if "grudge" in value:
-            return " ".join(f"{k}x{','.join(map(str, v))}" for k, v in value["grudge"].items())
-    return str(value)[:40]
 
 
 class _Worker:
@@ -143,6 +141,8 @@ class Interpreter:
         self.nemesis = nemesis
         self.log = run.log
         self.stats = stats or Stats()
+        if nemesis is not None:
+            self.stats.declare(nemesis.kinds)
         self.abandon_after_s = abandon_after_s
         self.start_ns = time.monotonic_ns() if start_ns is None else start_ns
         self._done: queue.SimpleQueue[tuple[Thread, Op]] = queue.SimpleQueue()
@@ -168,8 +168,7 @@ class Interpreter:
             if self._closed:
                 return op
             written = self.history.append(op)
-        if written.type != "invoke":
-            self.stats.record(written)
+        self.stats.record(written)
         return written
 
     def _completed(self, thread: Thread, done: Op) -> None:

@@ -156,8 +156,30 @@ class Client(Protocol):
     def close(self, run: Run) -> None: ...
 
 
+class FaultKind(Protocol):
+    """A fault kind as the harness reads it; the nemesis package declares each once.
+
+    Its window runs from `start` to the completion of `stop` (None: an instant, the
+    op is its window); `aims` says whether its value names `nodes` or a `grudge`.
+    """
+
+    @property
+    def start(self) -> str: ...
+    @property
+    def stop(self) -> str | None: ...
+    @property
+    def colour(self) -> str: ...
+    @property
+    def label(self) -> str: ...
+    @property
+    def aims(self) -> str: ...
+
+
 class Nemesis(Protocol):
     fs: frozenset[str]  # the verbs it handles; compose routes by them
+
+    @property  # the fault kinds it injects (the live status line reads them)
+    def kinds(self) -> Sequence[FaultKind]: ...
 
     def setup(self, run: Run) -> Nemesis: ...
     def invoke(self, run: Run, op: Op) -> Op: ...  # completion is always info

@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 
-from harness.protocols import HasLeaders, Nemesis, Run
+from harness.protocols import FaultKind, HasLeaders, Nemesis, Run
 from harness.runfiles import Op
 from nemesis.faults import NemesisError
 
@@ -20,7 +20,8 @@ log = logging.getLogger(__name__)
 
 
 class Composed:
-    """Several nemeses behind one; `fs` is the union of theirs, which must not overlap."""
+    """Several nemeses behind one; `fs` is the union of theirs, which must not overlap,
+    and `kinds` all their fault kinds."""
 
     def __init__(self, parts: Sequence[Nemesis]) -> None:
         self.parts = tuple(parts)
@@ -32,6 +33,8 @@ class Composed:
                                        f" and {type(p).__name__}")
                 self.routes[f] = p
         self.fs = frozenset(self.routes)
+        self.kinds: tuple[FaultKind, ...] = tuple(dict.fromkeys(k for p in self.parts
+                                                               for k in p.kinds))
 
     def setup(self, run: Run) -> Composed:
         done: list[Nemesis] = []

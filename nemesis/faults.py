@@ -16,6 +16,7 @@ from typing import Any
 
 from harness.protocols import DumpsReplicas, HasClock, Killable, LosesUnflushed, Pausable, Run
 from harness.runfiles import Op
+from nemesis.kinds import CLOCK_BUMP, CLOCK_SKEW, KILL, LOSE_UNFLUSHED, PAUSE, FaultKind, verbs
 from nemesis.targets import LiveView, resolve
 
 
@@ -117,6 +118,7 @@ def _done(op: Op, value: dict[str, Any], errors: list[str]) -> Op:
 class _NodeFault:
     """Shared plumbing: a seeded rng, a lock, and the set of nodes currently faulted."""
 
+    kinds: tuple[FaultKind, ...] = ()
     fs: frozenset[str] = frozenset()
     name = "fault"
 
@@ -133,8 +135,9 @@ class _NodeFault:
 class Kill(_NodeFault):
     """SIGKILL brokers (`kill`) and start them again (`start`, `{}` = every node)."""
 
-    fs = frozenset({"kill", "start"})
-    name = "kill"
+    kinds = (KILL,)
+    fs = verbs(kinds)
+    name = KILL.start
 
     def setup(self, run: Run) -> Kill:
         if not isinstance(run.db, Killable):
@@ -146,12 +149,12 @@ class Kill(_NodeFault):
         assert isinstance(db, Killable)
         with self.lock:
             v = _value(op)
-            if op.f == "kill":
+            if op.f == KILL.start:
                 nodes = target_nodes(run, v, self.rng)
                 self.faulted |= set(nodes)
                 return _done(op, {**v, "nodes": list(nodes)},
                              _each(nodes, lambda n: db.kill(run, n)))
-            if op.f == "start":
+            if op.f == KILL.stop:
                 nodes = self._shorter(run, v) if "shorter_of" in v else heal_nodes(run, v, self.rng)
                 named = [n for n in nodes if n in self.faulted] or list(nodes)
                 errors = _each(nodes, lambda n: db.start(run, n))
@@ -196,8 +199,9 @@ class Kill(_NodeFault):
 class Pause(_NodeFault):
     """SIGSTOP brokers (`pause`) and SIGCONT them (`resume`, `{}` = every node)."""
 
-    fs = frozenset({"pause", "resume"})
-    name = "pause"
+    kinds = (PAUSE,)
+    fs = verbs(kinds)
+    name = PAUSE.start
 
     def setup(self, run: Run) -> Pause:
         if not isinstance(run.db, Pausable):
@@ -209,12 +213,12 @@ class Pause(_NodeFault):
         assert isinstance(db, Pausable)
         with self.lock:
             v = _value(op)
-            if op.f == "pause":
+            if op.f == PAUSE.start:
                 nodes = target_nodes(run, v, self.rng)
                 self.faulted |= set(nodes)
                 return _done(op, {**v, "nodes": list(nodes)},
                              _each(nodes, lambda n: db.pause(run, n)))
-            if op.f == "resume":
+            if op.f == PAUSE.stop:
                 nodes = heal_nodes(run, v, self.rng)
                 named = [n for n in nodes if n in self.faulted] or list(nodes)
                 errors = _each(nodes, lambda n: db.resume(run, n))
@@ -234,7 +238,8 @@ class Clock(_NodeFault):
     """Shift brokers' clocks: `clock-bump` (one delta on the nodes), `clock-skew`
     (a different seeded offset per node), `clock-reset` (`{}`: every clock true again)."""
 
-    fs = frozenset({"clock-bump", "clock-skew", "clock-reset"})
+    kinds = (CLOCK_BUMP, CLOCK_SKEW)
+    fs = verbs(kinds)
     name = "clock"
 
     def __init__(self, seed: int = 0, max_skew_ms: float = 5000.0) -> None:
@@ -252,13 +257,13 @@ class Clock(_NodeFault):
         assert isinstance(db, HasClock)
         with self.lock:
             v = _value(op)
-            if op.f == "clock-bump":
+            if op.f == CLOCK_BUMP.start:
                 nodes = target_nodes(run, v, self.rng)
                 delta = int(v.get("delta_ns", self.rng.choice((-1, 1)) * self.max_skew_ns))
                 self.faulted |= set(nodes)
                 return _done(op, {**v, "nodes": list(nodes), "delta_ns": delta},
                              _each(nodes, lambda n: db.shift_clock(run, n, delta)))
-            if op.f == "clock-skew":
+            if op.f == CLOCK_SKEW.start:
                 nodes = target_nodes(run, {"target": "all", **v}, self.rng)
                 given = v.get("offsets_ns")
                 offsets = ({str(k): int(x) for k, x in given.items()} if isinstance(given, Mapping)
@@ -267,7 +272,7 @@ class Clock(_NodeFault):
                 self.faulted |= set(offsets)
                 errors = _each(sorted(offsets), lambda n: db.shift_clock(run, n, offsets[n]))
                 return _done(op, {**v, "nodes": sorted(offsets), "offsets_ns": offsets}, errors)
-            if op.f == "clock-reset":
+            if op.f in (CLOCK_BUMP.stop, CLOCK_SKEW.stop):
                 named = list(self._heal_value(run))
                 errors = _each(run.nodes, lambda n: db.reset_clock(run, n))
                 self.faulted.clear()
@@ -287,8 +292,9 @@ class LoseUnflushed(_NodeFault):
     to its last flushed position, start again. The op is its own window (the node is
     back when it completes); teardown starts any node left down by an error."""
 
-    fs = frozenset({"lose-unflushed"})
-    name = "lose-unflushed"
+    kinds = (LOSE_UNFLUSHED,)
+    fs = verbs(kinds)
+    name = LOSE_UNFLUSHED.start
 
     def setup(self, run: Run) -> LoseUnflushed:
         if not (isinstance(run.db, LosesUnflushed) and isinstance(run.db, Killable)):
@@ -299,7 +305,7 @@ class LoseUnflushed(_NodeFault):
     def invoke(self, run: Run, op: Op) -> Op:
         db = run.db
         assert isinstance(db, LosesUnflushed) and isinstance(db, Killable)
-        if op.f != "lose-unflushed":
+        if op.f != LOSE_UNFLUSHED.start:
             raise NemesisError(f"lose-unflushed nemesis cannot {op.f!r}")
         with self.lock:
             v = _value(op)

@@ -1,8 +1,9 @@
 """Liveness: after each heal, how long until the cluster served a client again.
 
 Pure over a history (a list of Op or of history.jsonl dicts). A heal is the
-completion of a nemesis op that ends a fault (start, resume, heal, fast,
-clock-reset) or a lose-unflushed (its node is back when it completes). The
+completion of a nemesis op that ends a fault: a kind's stop verb (start, resume,
+heal, ...) or an instant kind's own verb (lose-unflushed: its node is back when
+it completes), as nemesis.kinds declares them. The
 recovery time is from that completion to the next `ok` client completion that
 was invoked after it (an op invoked before the heal proves nothing). A heal
 with no such op within `stall_s` is flagged, as is a run whose longest stretch
@@ -16,8 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.runfiles import NEMESIS, Op
+from nemesis.kinds import KINDS, recovery_verbs
 
-HEAL_VERBS = frozenset({"start", "resume", "heal", "fast", "clock-reset", "lose-unflushed"})
+HEAL_VERBS = recovery_verbs(KINDS)
 NS = 1_000_000_000
 
 

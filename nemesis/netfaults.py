@@ -17,6 +17,7 @@ from harness.protocols import Run
 from harness.runfiles import Op
 from nemesis import grudges as g
 from nemesis.faults import NemesisError, resolve_key, roles_of, target_nodes
+from nemesis.kinds import LOSSY, PARTITION, SLOW, verbs
 from nemesis.targets import LiveView, resolve
 
 
@@ -66,8 +67,9 @@ def grudge_for(kind: str, run: Run, rng: random.Random, value: dict[str, Any]) -
 class Partition:
     """`partition` by grudge or kind; `heal` ends every partition."""
 
-    fs = frozenset({"partition", "heal"})
-    name = "partition"
+    kinds = (PARTITION,)
+    fs = verbs(kinds)
+    name = PARTITION.start
 
     def __init__(self, seed: int = 0) -> None:
         self.rng = random.Random(seed)
@@ -84,7 +86,7 @@ class Partition:
         assert net is not None
         v: dict[str, Any] = dict(op.value) if isinstance(op.value, Mapping) else {}
         with self.lock:
-            if op.f == "partition":
+            if op.f == PARTITION.start:
                 if "grudge" in v:
                     grudge = g.validate(v["grudge"], run.nodes)
                 else:
@@ -96,7 +98,7 @@ class Partition:
                 except Exception as e:
                     return op.complete("info", out, error=f"{type(e).__name__}: {e}")
                 return op.complete("info", out)
-            if op.f == "heal":
+            if op.f == PARTITION.stop:
                 try:
                     net.heal(run)
                     self.active = False
@@ -118,7 +120,8 @@ class Links:
     """`slow` (delay and jitter) and `lossy` (drop probability) links of some nodes;
     `fast` ends all shaping."""
 
-    fs = frozenset({"slow", "lossy", "fast"})
+    kinds = (SLOW, LOSSY)
+    fs = verbs(kinds)
     name = "links"
 
     def __init__(self, seed: int = 0, delay_ms: float = 100.0, jitter_ms: float = 50.0,
@@ -138,18 +141,18 @@ class Links:
         v: dict[str, Any] = dict(op.value) if isinstance(op.value, Mapping) else {}
         with self.lock:
             try:
-                if op.f == "slow":
+                if op.f == SLOW.start:
                     nodes = target_nodes(run, v, self.rng)
                     delay = float(v.get("delay_ms", self.delay_ms))
                     jitter = float(v.get("jitter_ms", self.jitter_ms))
                     v.update(nodes=list(nodes), delay_ms=delay, jitter_ms=jitter)
                     net.slow(run, nodes, delay, jitter)
-                elif op.f == "lossy":
+                elif op.f == LOSSY.start:
                     nodes = target_nodes(run, v, self.rng)
                     p = float(v.get("drop_probability", self.drop_probability))
                     v.update(nodes=list(nodes), drop_probability=p)
                     net.lossy(run, nodes, p)
-                elif op.f == "fast":
+                elif op.f in (SLOW.stop, LOSSY.stop):
                     net.fast(run)
                 else:
                     raise NemesisError(f"links nemesis cannot {op.f!r}")

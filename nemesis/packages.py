@@ -16,6 +16,7 @@ from harness import generator as gen
 from harness.protocols import Nemesis
 from harness.spec import SpecError, TestSpec
 from nemesis import grudges as g
+from nemesis import kinds as fk
 from nemesis.compose import Composed, compose
 from nemesis.faults import Clock, Kill, LoseUnflushed, Pause
 from nemesis.netfaults import Links, Partition
@@ -24,7 +25,7 @@ from nemesis.schedule import schedule_of
 from nemesis.targets import PURE_TARGETS, pick
 
 # heal ops in the order the final generator sends them (a node must be up to resume)
-HEALS = ("start", "resume", "heal", "fast", "clock-reset")
+HEALS = fk.stops(fk.KINDS)
 
 # partition kind for each --nemesis-targets value
 PARTITION_KIND = {"one": "one", "minority": "random-halves", "majority": "random-halves",
@@ -41,13 +42,18 @@ class NemesisPackage:
     plan: tuple[Step, ...] = ()
     schedule: dict[str, Any] | None = None  # Schedule.to_json(): its kind and phases
 
+    @property
+    def kinds(self) -> tuple[fk.FaultKind, ...]:
+        """The fault kinds this package can inject (test.json records them)."""
+        return tuple(k for k in fk.KINDS if k in self.nemesis.kinds)
+
     def plan_json(self) -> list[dict[str, Any]]:
         return [s.to_json() for s in self.plan]
 
 
 @dataclass(frozen=True, slots=True)
 class Fault:
-    """A fault kind: the nemesis that injects it and how its steps are planned."""
+    """One `--nemesis` name: the nemeses that inject its faults and how its steps are planned."""
 
     name: str
     needs: tuple[Callable[[int], Nemesis], ...]  # nemesis classes, shared across faults
@@ -62,11 +68,12 @@ def _target_value(spec: TestSpec, rng: random.Random) -> dict[str, Any]:
     return {"target": target, "key": rng.randrange(spec.keys)}
 
 
-def _node_fault(fault: str, heal: str) -> Callable[[TestSpec, random.Random], list[Step]]:
+def _node_fault(kind: fk.FaultKind) -> Callable[[TestSpec, random.Random], list[Step]]:
     def plan(spec: TestSpec, rng: random.Random) -> list[Step]:
         out: list[Step] = []
         for start, end in schedule_of(spec).windows(rng):
-            out += [Step(start, fault, _target_value(spec, rng)), Step(end, heal, {})]
+            out += [Step(start, kind.start, _target_value(spec, rng)),
+                    Step(end, kind.heal, {})]
         return out
     return plan
 
@@ -91,17 +98,12 @@ def _partition_value(spec: TestSpec, rng: random.Random) -> dict[str, Any]:
 def _plan_partition(spec: TestSpec, rng: random.Random) -> list[Step]:
     out: list[Step] = []
     for start, end in schedule_of(spec).windows(rng):
-        out += [Step(start, "partition", _partition_value(spec, rng)), Step(end, "heal", {})]
+        out += [Step(start, fk.PARTITION.start, _partition_value(spec, rng)),
+                Step(end, fk.PARTITION.heal, {})]
     return out
 
 
-def _plan_link(kind: str) -> Callable[[TestSpec, random.Random], list[Step]]:
-    def plan(spec: TestSpec, rng: random.Random) -> list[Step]:
-        out: list[Step] = []
-        for start, end in schedule_of(spec).windows(rng):
-            out += [Step(start, kind, _target_value(spec, rng)), Step(end, "fast", {})]
-        return out
-    return plan
+
 
 
 def _plan_clock(spec: TestSpec, rng: random.Random) -> list[Step]:
@@ -109,27 +111,27 @@ def _plan_clock(spec: TestSpec, rng: random.Random) -> list[Step]:
     for start, end in schedule_of(spec).windows(rng):
         if rng.random() < 0.5:
             delta_ms = rng.choice((-1, 1)) * rng.uniform(100, 10_000)
-            out.append(Step(start, "clock-bump",
+            out.append(Step(start, fk.CLOCK_BUMP.start,
                             {**_target_value(spec, rng), "delta_ns": int(delta_ms * 1e6)}))
         else:
             offsets = {n: int(rng.uniform(-5000, 5000) * 1e6) for n in spec.nodes}
-            out.append(Step(start, "clock-skew", {"nodes": list(spec.nodes),
-                                                  "offsets_ns": offsets}))
-        out.append(Step(end, "clock-reset", {}))
+            out.append(Step(start, fk.CLOCK_SKEW.start, {"nodes": list(spec.nodes),
+                                                      "offsets_ns": offsets}))
+        out.append(Step(end, fk.CLOCK_BUMP.heal, {}))
     return out
 
 
 def _plan_lose_unflushed(spec: TestSpec, rng: random.Random) -> list[Step]:
-    return [Step(start, "lose-unflushed", _target_value(spec, rng))
+    return [Step(start, fk.LOSE_UNFLUSHED.start, _target_value(spec, rng))
             for start, _ in schedule_of(spec).windows(rng)]
 
 
 FAULTS: dict[str, Fault] = {
-    "kill": Fault("kill", (Kill,), _node_fault("kill", "start")),
-    "pause": Fault("pause", (Pause,), _node_fault("pause", "resume")),
+    "kill": Fault("kill", (Kill,), _node_fault(fk.KILL)),
+    "pause": Fault("pause", (Pause,), _node_fault(fk.PAUSE)),
     "partition": Fault("partition", (Partition,), _plan_partition),
-    "slow": Fault("slow", (Links,), _plan_link("slow")),
-    "lossy": Fault("lossy", (Links,), _plan_link("lossy")),
+    "slow": Fault("slow", (Links,), _node_fault(fk.SLOW)),
+    "lossy": Fault("lossy", (Links,), _node_fault(fk.LOSSY)),
     "clock": Fault("clock", (Clock,), _plan_clock),
     "lose-unflushed": Fault("lose-unflushed", (LoseUnflushed,), _plan_lose_unflushed),
 }

@@ -17,8 +17,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from nemesis.kinds import KINDS, stops
+
 NS = 1_000_000_000
-HEALS = frozenset({"start", "resume", "heal", "fast", "clock-reset"})
+HEALS = frozenset(stops(KINDS))  # a nemesis invoke of any other verb injects a fault
 
 
 def _ints(x: Any) -> Iterable[int]:

@@ -1,29 +1,26 @@
 """Fault windows from the nemesis operations of a history, per node, for shading plots.
 
-A window runs from a fault's invocation to the completion of the operation that
-undoes it: kill..start, pause..resume, partition..heal, clock-bump/skew..clock-reset,
-slow/lossy..fast; an unknown verb X is closed by stop-X, X-stop, end-X, X-end,
-heal-X, X-heal, undo-X or reset-X. A fault with no known undo (lose-unflushed) is
-an instant. Windows still open at the end of the history end there.
+The vocabulary is the fault kinds: those a run recorded in its test.json, then
+those nemesis.kinds declares (which hold HISTORY.md's kill..start, pause..resume
+and partition..heal, so histories from other tools draw too). A window runs from
+a kind's start to the completion of its stop; a kind with no stop (lose-unflushed)
+is an instant, its op's own span. An unknown verb X is closed by stop-X, X-stop,
+end-X, X-end, heal-X, X-heal, undo-X or reset-X, and is an instant otherwise.
+Windows still open at the end of the history end there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-# closing verb -> the faults it ends
-CLOSES: dict[str, frozenset[str]] = {
-    "start": frozenset({"kill", "crash"}),
-    "resume": frozenset({"pause"}),
-    "heal": frozenset({"partition"}),
-    "clock-reset": frozenset({"clock-bump", "clock-skew", "clock-strobe"}),
-    "fast": frozenset({"slow", "lossy", "flaky"}),
-}
+from nemesis.kinds import KINDS, FaultKind
+
 _PREFIXES = ("stop-", "end-", "heal-", "undo-", "reset-")
 _SUFFIXES = ("-stop", "-end", "-heal", "-undo", "-reset")
 ALL_NODES = "all"
+UNKNOWN_COLOUR = "#7f7f7f"  # a verb no kind declares
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,16 +28,33 @@ class FaultWindow:
     """One fault on one node (or on `all`), from start_ns to end_ns (equal: an instant)."""
 
     node: str
-    kind: str
+    kind: str  # the verb that started it
     start_ns: int
     end_ns: int
     index: int  # history index of the fault's invocation
+    colour: str = UNKNOWN_COLOUR
+    label: str = ""  # the kind's label ("" for an unknown verb: its verb stands)
 
 
-def closed_by(verb: str) -> frozenset[str]:
-    """The fault kinds a verb ends; empty when the verb is not an undo."""
-    if verb in CLOSES:
-        return CLOSES[verb]
+def run_kinds(test: Mapping[str, Any] | None) -> tuple[FaultKind, ...]:
+    """The kinds to draw a run with: test.json's `fault_kinds` (ill-formed ones are
+    skipped, a report draws what it can), then every declared kind it does not name."""
+    recorded: list[FaultKind] = []
+    rows = (test or {}).get("fault_kinds")
+    for row in rows if isinstance(rows, list) else []:
+        try:
+            recorded.append(FaultKind.from_json(row if isinstance(row, Mapping) else {}))
+        except ValueError:
+            continue
+    starts = {k.start for k in recorded}
+    return (*recorded, *(k for k in KINDS if k.start not in starts))
+
+
+def closed_by(verb: str, kinds: Sequence[FaultKind] = KINDS) -> frozenset[str]:
+    """The fault verbs a verb ends; empty when the verb is not an undo."""
+    declared = frozenset(k.start for k in kinds if k.stop == verb)
+    if declared:
+        return declared
     for p in _PREFIXES:
         if verb.startswith(p):
             return frozenset({verb[len(p):]})
@@ -69,25 +83,30 @@ def fault_nodes(value: Any) -> list[str]:
 
 
 def fault_windows(nemesis_ops: Sequence[tuple[int, str, Any, int, int]],
-                  end_ns: int) -> list[FaultWindow]:
+                  end_ns: int, kinds: Sequence[FaultKind] = KINDS) -> list[FaultWindow]:
     """Windows from (index, f, value, invoke_ns, complete_ns) of each nemesis operation.
 
-    A verb has a duration when a known undo exists for it or the history undoes it.
+    A verb has a duration when its kind has a stop or the history undoes it.
     """
-    durable: set[str] = set()
-    for kinds in CLOSES.values():
-        durable |= kinds
+    by_start = {k.start: k for k in kinds}
+    durable = {k.start for k in kinds if k.stop is not None}
     for _, f, _, _, _ in nemesis_ops:
-        durable |= closed_by(f)
+        durable |= closed_by(f, kinds)
+
+    def window(node: str, f: str, start: int, end: int, index: int) -> FaultWindow:
+        k = by_start.get(f)
+        return (FaultWindow(node, f, start, end, index) if k is None
+                else FaultWindow(node, f, start, end, index, k.colour, k.label))
+
     open_: dict[tuple[str, str], tuple[int, int]] = {}  # (node, kind) -> (start, index)
     out: list[FaultWindow] = []
     for index, f, value, t_inv, t_done in nemesis_ops:
-        ends = closed_by(f)
+        ends = closed_by(f, kinds)
         nodes = fault_nodes(value)
         if ends:
             for (node, kind), (start, idx) in list(open_.items()):
                 if kind in ends and (not nodes or node in nodes or node == ALL_NODES):
-                    out.append(FaultWindow(node, kind, start, t_done, idx))
+                    out.append(window(node, kind, start, t_done, idx))
                     del open_[(node, kind)]
             continue
         targets = nodes or [ALL_NODES]
@@ -95,8 +114,8 @@ def fault_windows(nemesis_ops: Sequence[tuple[int, str, Any, int, int]],
             for node in targets:
                 open_.setdefault((node, f), (t_inv, index))
         else:
-            out.extend(FaultWindow(node, f, t_inv, t_done, index) for node in targets)
-    out.extend(FaultWindow(node, kind, start, max(start, end_ns), idx)
+            out.extend(window(node, f, t_inv, t_done, index) for node in targets)
+    out.extend(window(node, kind, start, max(start, end_ns), idx)
                for (node, kind), (start, idx) in open_.items())
     out.sort(key=lambda w: (w.start_ns, w.node))
     return out

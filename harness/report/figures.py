@@ -34,8 +34,9 @@ def _lanes(scan: Scan) -> list[str]:
     return list(scan.nodes)
 
 
-def _fault_rows(scan: Scan) -> list[tuple[str, str, float, float]]:
-    return [(w.node, w.kind, _s(w.start_ns), _s(w.end_ns)) for w in scan.faults]
+def _fault_rows(scan: Scan) -> list[tuple[str, str, str, float, float]]:
+    return [(w.node, w.label or w.kind, w.colour, _s(w.start_ns), _s(w.end_ns))
+            for w in scan.faults]
 
 
 def _sample(n: int, cap: int, rng: np.random.Generator) -> np.ndarray:

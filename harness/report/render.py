@@ -19,6 +19,7 @@ import numpy as np
 from markupsafe import Markup
 
 from harness.report import figures, sections
+from harness.report.faults import run_kinds
 from harness.report.liveness import liveness_section
 from harness.report.scan import Scan, scan
 from harness.runfiles import RunFiles, load_run, no_gc
@@ -51,8 +52,9 @@ def _concurrency(test: Mapping[str, Any] | None) -> int | None:
 def report_context(run: RunFiles) -> dict[str, Any]:
     """Everything the report template shows, computed from the run's files alone."""
     anomalies_raw = (run.results or {}).get("anomalies")
-    s = scan(run.ops, anomalies_raw if isinstance(anomalies_raw, dict) else None)
     test = run.test or {}
+    s = scan(run.ops, anomalies_raw if isinstance(anomalies_raw, dict) else None,
+             run_kinds(test))
     lost, div = sections.marked_offsets(run.results)
     focus = sections.anomaly_keys(run.results)
     order = [k for k in focus if k in s.keys] + [k for k in s.keys if k not in focus]

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from harness.report.faults import FaultWindow, fault_nodes, fault_windows
 from harness.runfiles.walk import Completions, KeyLog, walk_history
+from nemesis.kinds import KINDS as FAULT_KINDS
+from nemesis.kinds import FaultKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,10 +28,12 @@ class Scan:
     nemesis_ops: list[dict[str, Any]] = field(default_factory=list)
 
 
-def scan(ops: list[dict[str, Any]], anomalies: Mapping[str, Any] | None = None) -> Scan:
-    """Walk the history once (tolerant of shapes it does not know); add the fault windows."""
+def scan(ops: list[dict[str, Any]], anomalies: Mapping[str, Any] | None = None,
+         fault_kinds: Sequence[FaultKind] = FAULT_KINDS) -> Scan:
+    """Walk the history once (tolerant of shapes it does not know); add the fault windows,
+    read in the vocabulary of `fault_kinds` (see report.faults.run_kinds)."""
     w = walk_history(ops, anomalies)
-    windows = fault_windows(w.nemesis, w.end_ns)
+    windows = fault_windows(w.nemesis, w.end_ns, fault_kinds)
     nodes: set[str] = set()
     for row in w.nemesis_ops:
         nodes.update(fault_nodes(row.get("value")))

@@ -21,18 +21,11 @@ F64 = npt.NDArray[np.float64]
 PALETTE = ("#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
            "#7f7f7f", "#393b79", "#637939")
 KIND_COLOURS = {"ok": "#2ca02c", "fail": "#d62728", "info": "#ff7f0e"}
-FAULT_COLOURS = {"kill": "#d62728", "crash": "#d62728", "pause": "#9467bd",
-                 "partition": "#ff7f0e", "clock-bump": "#1f77b4", "clock-skew": "#1f77b4",
-                 "slow": "#17becf", "lossy": "#17becf", "lose-unflushed": "#8c564b"}
 LANE_H = 9
 
 
 def esc(text: object) -> str:
     return str(escape(str(text)))
-
-
-def fault_colour(kind: str) -> str:
-    return FAULT_COLOURS.get(kind, "#7f7f7f")
 
 
 def nice_ticks(lo: float, hi: float, n: int = 6) -> list[float]:
@@ -170,8 +163,9 @@ def legend(fr: Frame, items: Sequence[tuple[str, str]]) -> str:
     return "".join(out)
 
 
-def fault_bands(fr: Frame, windows: Sequence[tuple[str, str, float, float]]) -> list[str]:
-    """Faint shading across the plot, plus a lane per node under it: (node, kind, x0, x1)."""
+def fault_bands(fr: Frame, windows: Sequence[tuple[str, str, str, float, float]]) -> list[str]:
+    """Faint shading across the plot, plus a lane per node under it:
+    (node, label, colour, x0, x1), the colour being the fault kind's own."""
     out: list[str] = []
     top, bottom = fr.top, fr.height - fr.bottom
     lane_top = fr.height + 2
@@ -181,11 +175,11 @@ def fault_bands(fr: Frame, windows: Sequence[tuple[str, str, float, float]]) -> 
                    f'{esc(node)}</text><line x1="{fr.left}" x2="{fr.width - fr.right}" '
                    f'y1="{y + LANE_H - 1}" y2="{y + LANE_H - 1}" class="grid"/>')
     lane_of = {n: i for i, n in enumerate(fr.lanes)}
-    for node, kind, a, b in windows:
+    for node, label, raw_colour, a, b in windows:
+        colour = esc(raw_colour)  # a run's test.json may name it
         xa = float(fr.sx(np.float64(a)))
         xb = max(float(fr.sx(np.float64(b))), xa + 1.5)
-        colour = fault_colour(kind)
-        tip = f"<title>{esc(kind)} {esc(node)}</title>"
+        tip = f"<title>{esc(label)} {esc(node)}</title>"
         out.append(f'<rect x="{xa:.1f}" y="{top}" width="{xb - xa:.1f}" height="{bottom - top}" '
                    f'fill="{colour}" opacity="0.07"/>')
         if node in lane_of:

@@ -12,7 +12,7 @@ from typing import Any
 
 from harness import generator as g
 from harness.interpreter import Interpreter
-from harness.protocols import Run, RunPaths
+from harness.protocols import FaultKind, Run, RunPaths
 from harness.runfiles import NEMESIS, HistoryWriter, Op
 from harness.spec import TestSpec as Spec
 
@@ -57,6 +57,7 @@ class MemClient:
 
 class MemNemesis:
     fs = frozenset({"kill", "start"})
+    kinds: tuple[FaultKind, ...] = ()
 
     def setup(self, run: Run) -> MemNemesis:
         return self
