@@ -143,6 +143,9 @@ class Stopper:
 
 def _nemesis_package(spec: TestSpec) -> Any:
     if not spec.nemesis:
+        if spec.nemesis_plan:
+            raise SpecError("nemesis_plan: a plan to replay needs the faults that inject it "
+                            "(`nemesis`, e.g. [\"kill\", \"partition\"])")
         return None
     from nemesis.packages import nemesis_package
 

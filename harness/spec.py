@@ -77,6 +77,9 @@ class TestSpec:
     final_read_timeout_s: float = 30.0
     spark_master: str = "local[2]"
     extra: Mapping[str, Any] = field(default_factory=dict)  # scenario-specific knobs
+    # a recorded fault plan to replay as it is (nemesis/replay.py), instead of one drawn
+    # from the seed; test.json always records the plan a run used under this key
+    nemesis_plan: tuple[Mapping[str, Any], ...] | None = None
 
     @property
     def nodes(self) -> tuple[str, ...]:
