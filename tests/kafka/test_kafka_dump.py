@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from checkers.api import check_local
-from harness.history import Op
+from harness.runfiles import Op
 from systems.kafka.client import KafkaQueueClient
 from systems.kafka.dump import parse_dump
 from tests.kafka.cluster import PARTITIONS, Cluster
