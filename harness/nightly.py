@@ -38,9 +38,12 @@ from typing import Any
 
 import click
 
+from harness.runfiles import EXIT_INVALID, EXIT_MEANING, EXIT_VALID, read_results
+
 # The documented matrix: every known bug, and the safe settings that must stay clean.
 MATRIX: tuple[str, ...] = ("kip101-loss", "kip101-divergence", "isr-shrink-2013",
                            "unclean-election", "last-replica-standing", "safe")
+TIMED_OUT = 124  # the exit code of a run the nightly stopped (as timeout(1) gives)
 RUN_MARGIN_S = 600.0  # setup, final reads, Spark check and report on top of the time limit
 
 
@@ -89,16 +92,6 @@ def _latest(results_dir: Path, scenario: str) -> Path | None:
     return link.resolve() if link.exists() else None
 
 
-def _read_results(run_dir: Path | None) -> dict[str, Any] | None:
-    if run_dir is None:
-        return None
-    try:
-        data = json.loads((run_dir / "results.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def undertow(*args: str, timeout_s: float | None = None) -> int:
     """Run the undertow CLI in a child process with this interpreter; its exit code."""
     cmd = [sys.executable, "-m", "harness.cli", *args]
@@ -107,7 +100,7 @@ def undertow(*args: str, timeout_s: float | None = None) -> int:
         return subprocess.run(cmd, timeout=timeout_s, check=False).returncode
     except subprocess.TimeoutExpired:
         click.echo(f"nightly: undertow {args[0]} timed out after {timeout_s:.0f} s", err=True)
-        return 124
+        return TIMED_OUT
 
 
 def run_scenario(name: str, expected: Sequence[str], *, backend: str, results_dir: Path,
@@ -128,10 +121,12 @@ def run_scenario(name: str, expected: Sequence[str], *, backend: str, results_di
     code = undertow(*args, timeout_s=(time_limit_s or scenario_time_s) + RUN_MARGIN_S)
     after = _latest(results_dir, name)
     run_dir = after if after is not None and after != before else None
-    results = _read_results(run_dir)
+    results = None if run_dir is None else read_results(run_dir)
     passed, reason = judge(name, expected, results, require=require)
     if run_dir is None:
-        reason = f"no new run folder under {results_dir / name} (exit {code}); " + reason
+        meaning = "timed out" if code == TIMED_OUT else EXIT_MEANING.get(code, "crashed")
+        reason = f"no new run folder under {results_dir / name} (exit {code}: {meaning}); " \
+            + reason
     return Judgement(label, passed, reason, None if results is None else results.get("valid"),
                      tuple(map(str, (results or {}).get("anomaly_types") or [])),
                      tuple(expected), None if run_dir is None else str(run_dir), code,
@@ -239,7 +234,7 @@ def main(backend: str, scenarios: tuple[str, ...], results_dir: Path, seed: int 
                f"({backend} backend, seed {seed}); summary {results_dir / 'nightly.json'}")
     for j in failed:
         click.echo(f"  FAIL {j.scenario}: {j.reason}")
-    sys.exit(1 if failed or len(judgements) < len(runs) else 0)
+    sys.exit(EXIT_INVALID if failed or len(judgements) < len(runs) else EXIT_VALID)
 
 
 if __name__ == "__main__":

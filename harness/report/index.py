@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from harness.report.sections import verdict
+from harness.runfiles import HistoryError, read_json
 
 _STAMP = re.compile(r"^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$")
 
@@ -32,11 +31,12 @@ class IndexRow:
 
 
 def _json(path: Path) -> dict[str, Any] | None:
+    """A small JSON file of a run folder; None when absent or unreadable (the index
+    lists every run, whatever state its folder is in)."""
     try:
-        data = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
+        return read_json(path)
+    except HistoryError:
         return None
-    return data if isinstance(data, dict) else None
 
 
 def run_dirs(results_dir: Path) -> list[Path]:
