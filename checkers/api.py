@@ -14,7 +14,7 @@ import orjson
 from checkers.graph import cycle_results, find_cycles
 from checkers.logcheck import EXAMPLES
 from checkers.tables import OK, Tables, load_tables
-from harness.history import F_CODES, write_results
+from harness.runfiles import F_CODES, write_results
 
 ALWAYS_ALLOWED = frozenset({"int-send-skip"})
 ALLOWED_WITH_SUBSCRIBE = frozenset({"poll-skip", "nonmonotonic-poll"})

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.history import HistoryError
+from harness.runfiles import HistoryError
 from harness.spec import TestSpec
 
 

@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.history import write_results
 from harness.protocols import Checker
+from harness.runfiles import write_results
 from harness.spec import TestSpec
 
 _RANK = {False: 0, "unknown": 1, True: 2}

@@ -27,16 +27,20 @@ from typing import Any
 
 from harness import checking, store
 from harness import generator as g
-from harness.history import HistoryWriter, write_jsonl
 from harness.interpreter import Interpreter, Stats, client_node
 from harness.protocols import DB, Backend, DumpsReplicas, HasLogs, Nemesis, Run
+from harness.runfiles import (
+    EXIT_INTERRUPTED,
+    HistoryWriter,
+    exit_code,
+    write_jsonl,
+    write_results,
+)
 from harness.spec import TestSpec
 from harness.test import Test, assemble
 
 READY_TIMEOUT_S = 60.0
 WAIT_READY_AFTER_HEAL_S = 30.0
-EXIT_CODES: dict[bool | str, int] = {True: 0, False: 1, "unknown": 3}
-EXIT_INTERRUPTED = 130
 
 
 @dataclass
@@ -64,11 +68,7 @@ class Outcome:
 
     @property
     def exit_code(self) -> int:
-        if self.interrupted:
-            return EXIT_INTERRUPTED
-        if self.valid is True or self.valid is False:
-            return EXIT_CODES[self.valid]
-        return 3
+        return EXIT_INTERRUPTED if self.interrupted else exit_code(self.valid)
 
     def summary(self) -> str:
         """The one line a person reads at the end."""
@@ -311,14 +311,9 @@ def check_startable(spec: TestSpec) -> Test:
 
 def _interrupted(stored: store.StoredRun, phase: str, error: str | None) -> Outcome:
     """results.json saying the run was interrupted (and in which phase), and its Outcome."""
-    import json
-
     res: dict[str, Any] = {"valid": "unknown", "interrupted": True, "interrupted_during": phase,
                            "error": error or f"interrupted during {phase}"}
-    path = stored.paths.root / "results.json"
-    tmp = path.with_name("results.json.tmp")
-    tmp.write_text(json.dumps(res, indent=1) + "\n")
-    tmp.replace(path)
+    write_results(stored.paths.root, res)
     stored.log.warning("interrupted during %s", phase)
     return Outcome(stored.paths.root, "unknown", res, None, True, error)
 
@@ -411,24 +406,3 @@ def _run_stored(test: Test, stored: store.StoredRun, stopper: Stopper,
     return Outcome(stored.paths.root, valid, results, report, False,
                    str(check_error) if check_error else None)
 
-
-def run_many(spec: TestSpec, count: int, *, watch_factory: Callable[[], Watch] | None = None,
-             on_outcome: Callable[[Outcome], None] | None = None) -> list[Outcome]:
-    """`--test-count N`: N runs, seeds spec.seed, spec.seed + 1, ...; stops after an interrupt."""
-    outcomes: list[Outcome] = []
-    for i in range(count):
-        o = run(replace(spec, seed=spec.seed + i), watch=watch_factory() if watch_factory else None)
-        outcomes.append(o)
-        if on_outcome is not None:
-            on_outcome(o)
-        if o.interrupted:
-            break
-    return outcomes
-
-
-def worst_exit_code(codes: list[int]) -> int:
-    """As `undertow check` with several folders: worst in the order 130, 2, 1, 3, 0."""
-    for c in (EXIT_INTERRUPTED, 2, 1, 3):
-        if c in codes:
-            return c
-    return 0

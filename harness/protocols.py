@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from harness.history import Op
+from harness.runfiles import Op
 
 if TYPE_CHECKING:
     import subprocess
@@ -242,6 +242,15 @@ class System(Protocol):
     def db(self, test: Test, host: NodeHost) -> DB: ...  # with the optional abilities it has
     def client(self, test: Test) -> Client: ...          # speaks the workload's operations
     def describe(self, spec: TestSpec) -> Mapping[str, Any]: ...  # for test.json: name, version
+
+
+@runtime_checkable
+class DirectLinks(Protocol):
+    """A system whose nodes announce one address to peers and clients alike (Kafka's
+    advertised listeners): no per-link proxy can sit between them, so the local backend
+    lets them dial each other directly (and cannot partition them without namespaces)."""
+
+    def direct_links(self) -> bool: ...
 
 
 @runtime_checkable

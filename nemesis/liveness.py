@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from harness.history import NEMESIS, Op
+from harness.runfiles import NEMESIS, Op
 from harness.spec import TestSpec
 from nemesis.kinds import KINDS, recovery_verbs
 

@@ -22,8 +22,8 @@ import orjson
 
 from checkers.suite import RunFileChecker
 from harness import generator as g
-from harness.history import Op
 from harness.protocols import Checker
+from harness.runfiles import Op
 from harness.spec import TestSpec
 from harness.test import Test
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from harness import leftovers
 from harness.control.launcher import Launcher
 from harness.net import CLIENT, ProxyNet
-from harness.protocols import Endpoints, Exec, LocalHost, Run, System
+from harness.protocols import DirectLinks, Endpoints, Exec, LocalHost, Run, System
 from harness.proxy import LinkProxy, Links
 from harness.proxy_process import ProxyProcess
 
@@ -137,6 +137,7 @@ class LocalBackend:
         self.nodes: tuple[str, ...] = ()
         self.listen: dict[str, str] = {}
         self.link_ports: dict[tuple[str, str], int] = {}
+        self.proxied = True
 
     def up(self, run: Run, system: System) -> LocalHost:
         """Folders, ports and the launcher; every link's port is chosen now, so the
@@ -149,11 +150,17 @@ class LocalBackend:
         for d in dirs.values():
             d.mkdir(parents=True, exist_ok=True)
         self.listen = {n: f"{HOST}:{free_port()}" for n in nodes}
-        links = [(s, d) for s in nodes for d in nodes if s != d] + [(CLIENT, d) for d in nodes]
-        self.link_ports = {link: free_port() for link in links}
-        peers = {n: {m: f"{HOST}:{self.link_ports[(n, m)]}" for m in nodes if m != n}
-                 for n in nodes}
-        clients = {n: f"{HOST}:{self.link_ports[(CLIENT, n)]}" for n in nodes}
+        self.proxied = not (isinstance(system, DirectLinks) and system.direct_links())
+        if self.proxied:
+            links = [(s, d) for s in nodes for d in nodes if s != d] + \
+                [(CLIENT, d) for d in nodes]
+            self.link_ports = {link: free_port() for link in links}
+            peers = {n: {m: f"{HOST}:{self.link_ports[(n, m)]}" for m in nodes if m != n}
+                     for n in nodes}
+            clients = {n: f"{HOST}:{self.link_ports[(CLIENT, n)]}" for n in nodes}
+        else:
+            peers = {n: {m: a for m, a in self.listen.items() if m != n} for n in nodes}
+            clients = dict(self.listen)
         endpoints = Endpoints(listen=dict(self.listen), peers=peers, clients=clients,
                               admin=dict(self.listen))
         run.remote = LocalRemote(dirs, {leftovers.RUN_ENV: self.run_id})
@@ -161,7 +168,11 @@ class LocalBackend:
                          python=self.python)
 
     def connect(self, run: Run) -> None:
-        """The link proxy with every link; run.net and run.client_addrs through it."""
+        """The link proxy with every link; run.net and run.client_addrs through it (or,
+        for a system that dials directly, no proxy and no Net: links cannot be cut)."""
+        if not self.proxied:
+            run.client_addrs = dict(self.listen)
+            return
         proxy = self.proxy = self._start_proxy(run)
         for (src, dst), port in self.link_ports.items():
             proxy.add_link(src, dst, self.listen[dst], port=port)

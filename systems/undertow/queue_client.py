@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.history import Op
 from harness.protocols import Run
+from harness.runfiles import Op
 from systems.undertow.client import BrokerClient, ClientError
 
 

@@ -30,7 +30,7 @@ PLUGIN = textwrap.dedent('''
 
     from harness import generator as g
     from harness import registry
-    from harness.history import Op, read_history
+    from harness.runfiles import Op, read_history
     from harness.spec import SpecError
 
 

@@ -60,3 +60,47 @@ def test_a_missing_folder_and_bad_options_exit_2(tmp_path: Path) -> None:
 def test_listed_in_help() -> None:
     r = CliRunner().invoke(main, ["--help"])
     assert "shrink" in r.output
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_the_best_so_far_heals_and_starts_no_second_trial(tmp_path: Path) -> None:
+    """A real broker trial interrupted: the run heals and tears down, the shrink writes its
+    outputs (the original plan, as nothing smaller was found) and exits 130."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.harness.test_sigint import REPO, leftovers, wait_for
+
+    plan = [{"at_s": 2.0 + 3 * i, "f": "kill", "value": {"target": "one", "nodes": [n]}}
+            for i, n in enumerate(("n2", "n3", "n2", "n3"))]
+    plan += [{"at_s": 3.5 + 3 * i, "f": "start", "value": {}} for i in range(4)]
+    d = run_folder(tmp_path, results={"valid": False, "bad_anomaly_types": ["lost-write"]},
+                   plan=plan)
+    env = {**os.environ, "UNDERTOW_STATE_DIR": str(tmp_path / "state")}
+    p = subprocess.Popen([sys.executable, "-m", "harness.cli", "shrink", str(d), "--tries", "2"],
+                         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    trials = tmp_path / "results" / "shrink-queue-kill" / "latest" / "trials"
+
+    def running() -> bool:
+        runs = [r for r in (tmp_path / "results" / "queue-kill").glob("2*") if r != d]
+        return any((r / "history.jsonl").exists() and (r / "history.jsonl").stat().st_size
+                   > 2000 for r in runs)
+
+    assert wait_for(running, 120), p.stderr.read() if p.stderr else ""
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130, out + err[-3000:]
+    assert "trial 1 of at most" in err and "trial 2 " not in err
+    assert [x.name for x in trials.iterdir()] == ["001"]
+    shrink_dir = trials.parent
+    for f in ("shrink.json", "shrink.html", "minimal.toml"):
+        assert (shrink_dir / f).stat().st_size > 0, f
+    s = json.loads((shrink_dir / "shrink.json").read_text())
+    assert s["stopped"] == "interrupted" and s["minimal"]["windows"] == 4
+    assert "SHRUNK (interrupted: best so far): 4 -> 4 fault windows" in out
+    time.sleep(1.0)
+    assert leftovers(tmp_path) == []

@@ -1,0 +1,99 @@
+"""Apache Kafka's DB on a local host: KRaft JVMs on this machine, started by the backend's launcher.
+
+The nodes listen on 127.0.0.1 with two ports each (broker, controller). Kafka
+brokers dial each other at the one address each advertises, so the harness's
+per-link proxy cannot cut single links: faults here are kill and pause;
+partitions, slow and lossy links, clock and lose-unflushed are refused before
+anything starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from harness.spec import SpecError, TestSpec
+from systems.kafka import config, jars
+from systems.kafka.admin import KafkaAdmin, active_controller
+from systems.kafka.local import LocalKafka
+
+FAULTS = ("kill", "pause")
+VERSION_ENV_KEY = "kafka_version"  # spec.extra key: the release to run (default: newest 4.x)
+_VERSION_LINE = re.compile(r"Kafka version: (\S+)")
+
+
+def check_spec(spec: TestSpec) -> None:
+    """Everything Kafka on this backend cannot do, as a SpecError, before anything starts."""
+    config.check_settings(spec.broker)
+    if spec.backend != "local":
+        raise SpecError(f"--backend {spec.backend}: Kafka runs on the local backend only, "
+                        "for now")
+    unsupported = [f for f in spec.nemesis if f not in FAULTS]
+    if unsupported:
+        raise SpecError(f"--nemesis {','.join(unsupported)}: unsupported for Kafka on the local "
+                        f"backend (it has {', '.join(FAULTS)}; partitions need a network "
+                        "namespace per node)")
+    if spec.workload != "queue":
+        raise SpecError(f"--workload {spec.workload}: Kafka runs the queue workload")
+    version = spec.extra.get(VERSION_ENV_KEY)
+    if version is not None:
+        jars.parse_version(str(version))
+
+
+class KafkaLocalDB(LocalKafka):
+    """LocalKafka plus HasLeaders (the Admin API, the quorum-state files) and readiness.
+
+    Storage is formatted once, by the first node's setup (StorageTool needs every
+    node's server.properties); each setup then starts its node's JVM."""
+
+    admin: KafkaAdmin | None = None
+    _prepared = False
+
+    def setup(self, run: Any, node: str) -> None:
+        with self._lock:
+            if not self._prepared:
+                self.prepare()
+                self._prepared = True
+                self.admin = KafkaAdmin(self.bootstrap, self.names())
+        self.start(run, node)
+
+    def wait_ready(self, run: Any, timeout_s: float) -> None:
+        """Every broker registered, the topic made, every partition led with a full ISR;
+        Kafka's own version then goes into test.json."""
+        assert self.admin is not None, "wait_ready before setup"
+        spec: TestSpec = run.spec
+        took = self.admin.wait_ready(len(self.nodes), spec.keys, spec.broker.replication_factor,
+                                     spec.broker.min_insync_replicas, timeout_s=timeout_s)
+        version = self.version() or self.jars.version
+        _add_to_test_json(run.paths.test_json, {"system_info": {"name": "kafka",
+                                                                "version": version}})
+        run.log.info("Kafka %s ready in %.1f s: %s", version, took, self.bootstrap)
+
+    def names(self) -> dict[int, str]:
+        return {n.node_id: n.name for n in self.nodes.values()}
+
+    def leader_of(self, run: Any, key: int) -> str | None:
+        return self.admin.leader_of(key) if self.admin is not None else None
+
+    def controller(self, run: Any) -> str | None:
+        return active_controller(self.quorum_states(), self.names())
+
+    def version(self) -> str | None:
+        """Kafka's own version string, from the first node log that states it."""
+        for n in self.nodes:
+            with contextlib.suppress(OSError):
+                for line in self.log_path(n).read_text(errors="replace").splitlines():
+                    if m := _VERSION_LINE.search(line):
+                        return m[1]
+        return None
+
+
+def _add_to_test_json(path: Path, more: dict[str, Any]) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        data = json.loads(path.read_text())
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps({**data, **more}, indent=1, default=str) + "\n")
+        tmp.replace(path)

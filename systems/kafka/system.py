@@ -1,0 +1,60 @@
+"""The `kafka` system: Apache Kafka in KRaft mode, jars from Maven Central, confluent-kafka clients.
+
+Each node is a combined broker and controller; its client listener is the port the
+backend gives the node, its controller listener one more free port. Kafka brokers
+dial each other at the one address each advertises, so the local backend lets them
+connect directly (`direct_links`): faults here are kill and pause, and what Kafka
+cannot do on a backend is refused by `check`, before anything starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from harness.control.local import free_port
+from harness.protocols import DB, Client, LocalHost, NodeHost
+from harness.spec import TestSpec
+from harness.test import Test
+from systems.kafka import config, jars
+from systems.kafka.client import KafkaQueueClient
+from systems.kafka.db import VERSION_ENV_KEY, KafkaLocalDB, check_spec
+
+CLIENT_PORT = 9092
+
+
+class KafkaSystem:
+    """harness.protocols.System (and DirectLinks) for Apache Kafka."""
+
+    name = "kafka"
+    port = CLIENT_PORT
+
+    def check(self, spec: TestSpec) -> None:
+        check_spec(spec)
+
+    def direct_links(self) -> bool:
+        return True
+
+    def db(self, test: Test, host: NodeHost) -> DB:
+        if not isinstance(host, LocalHost):
+            raise TypeError(f"kafka: no DB for a host of type {type(host).__name__}")
+        spec = test.spec
+        version = spec.extra.get(VERSION_ENV_KEY)
+        j = jars.resolve(None if version is None else str(version))
+        listen = {n: int(a.rsplit(":", 1)[1]) for n, a in host.endpoints.listen.items()}
+        ports = iter(p for n in spec.nodes for p in (listen[n], free_port()))
+        nodes = config.make_nodes(tuple(spec.nodes), "127.0.0.1", lambda: next(ports))
+        root = next(iter(host.dirs.values())).parent
+        return KafkaLocalDB(j, nodes, root, spec.broker, partitions=spec.keys,
+                            launcher=host.launcher)
+
+    def client(self, test: Test) -> Client:
+        return KafkaQueueClient(keys=test.spec.keys, acks=test.spec.broker.acks)
+
+    def describe(self, spec: TestSpec) -> Mapping[str, Any]:
+        """Until the broker runs: the version asked for (the running broker's own version
+        replaces it in test.json once the cluster is ready)."""
+        return {"name": self.name, "version": spec.extra.get(VERSION_ENV_KEY) or "newest 4.x"}
+
+
+system = KafkaSystem()
