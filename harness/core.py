@@ -359,6 +359,7 @@ def _run_stored(test: Test, stored: store.StoredRun, stopper: Stopper,
     phases = pkg.phases() if pkg is not None else None
     store.write_test_json(stored.paths, spec, run_id=stored.run_id,
                           nemesis_plan=pkg.plan_json() if pkg is not None else [],
+                          fault_kinds=pkg.kinds_json() if pkg is not None else [],
                           system_info=dict(test.system.describe(spec)),
                           **({"nemesis_phases": phases} if phases else {}))
     if stopper.requested.is_set():

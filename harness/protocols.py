@@ -318,6 +318,7 @@ class NemesisPackage(Protocol):
     @property
     def final_generator(self) -> gen.Gen: ...
     def plan_json(self) -> list[dict[str, Any]]: ...      # test.json's nemesis_plan
+    def kinds_json(self) -> list[dict[str, Any]]: ...     # test.json's fault_kinds
     def phases(self) -> list[dict[str, Any]] | None: ...  # the phases schedule, if any
     def checkers(self) -> Sequence[Checker]: ...           # e.g. liveness after heals
 

@@ -53,6 +53,10 @@ class NemesisPackage:
     def plan_json(self) -> list[dict[str, Any]]:
         return [s.to_json() for s in self.plan]
 
+    def kinds_json(self) -> list[dict[str, Any]]:
+        """The declarations of its fault kinds, for test.json (the report draws from them)."""
+        return fk.kinds_json(self.kinds)
+
     def phases(self) -> list[dict[str, Any]] | None:
         phases: list[dict[str, Any]] | None = (self.schedule or {}).get("phases")
         return phases
