@@ -1,5 +1,5 @@
-"""`undertow image build`: make the base, broker (and sshd) images, skipping current ones;
-`undertow image kafka`: Apache Kafka's jars from Maven Central into the cache."""
+"""`undertow image build`: make the base, a system's node image (and sshd), skipping current ones;
+`undertow image NAME`: what a system fetches for itself (`undertow image kafka`: its jars)."""
 
 from __future__ import annotations
 
@@ -39,17 +39,13 @@ def build(sshd: bool, force: bool, system: str) -> None:
             click.echo(f"{b.tag}  {'built' if b.built else 'cached'}  {b.seconds:.1f} s")
 
 
-@image.command()
-@click.option("--kafka-version", default=None, metavar="V",
-              help="A release (3.9 or later); default: the newest cached 4.x, else the newest "
-                   "4.x on Maven Central.")
-def kafka(kafka_version: str | None) -> None:
-    """Fetch Apache Kafka's jars with Maven into the versioned cache (once)."""
-    from systems.kafka.jars import KafkaJarsError, resolve
+def _system_commands() -> None:
+    """`undertow image NAME` for what a system fetches or builds for itself (entry points of
+    the `undertow.image` group: `undertow image kafka` fetches Kafka's jars)."""
+    from importlib.metadata import entry_points
 
-    try:
-        j = resolve(kafka_version, progress=lambda m: click.echo(f"kafka: {m}", err=True))
-    except KafkaJarsError as e:
-        raise click.ClickException(str(e)) from e
-    click.echo(f"kafka {j.version}  {'cached' if j.cached else 'resolved'}  "
-               f"{j.seconds:.1f} s  {j.libs}")
+    for ep in entry_points(group="undertow.image"):
+        image.add_command(ep.load(), ep.name)
+
+
+_system_commands()
