@@ -19,9 +19,9 @@ run *ARGS:
 test *ARGS: docker-up browser
     {{py}} -m pytest {{ARGS}}
 
-# fast tests only (no clusters, no Spark, no docker)
+# fast tests only (no clusters, no Spark, no docker, no Kafka)
 test-fast *ARGS:
-    {{py}} -m pytest -m "not slow and not docker and not ssh and not browser" {{ARGS}}
+    {{py}} -m pytest -m "not slow and not docker and not ssh and not browser and not kafka" {{ARGS}}
 
 # ruff and mypy
 lint:
@@ -39,10 +39,15 @@ bench:
     {{py}} -m bench.harness
     {{py}} -m bench.report
     {{py}} -m bench.failover
+    {{py}} -m bench.kafka
 
 # time to find each known bug: seeded runs of every scenario (long: minutes per run)
 bench-findbugs *ARGS:
     {{py}} -m bench.findbugs {{ARGS}}
+
+# Apache Kafka's jars from Maven Central into ~/.cache/undertow/kafka/<version> (once): just kafka-jars --kafka-version 3.9.1
+kafka-jars *ARGS:
+    .venv/bin/undertow image kafka {{ARGS}}
 
 # install and start the Docker engine if it is missing
 docker-up:

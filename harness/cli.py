@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "heal": "harness.run_cli:heal",
     "image": "harness.image_cli:image",
     "scenarios": "nemesis.scenarios_cli:scenarios",
+    "shrink": "harness.shrink_cli:shrink",
 }
 
 
@@ -30,6 +31,7 @@ HELP: dict[str, str] = {
     "heal": "Undo whatever a dead run left behind (processes, proxies, containers, rules).",
     "image": "Build the base and broker images for the docker backend.",
     "scenarios": "List the named scenarios and their settings.",
+    "shrink": "Shrink a failing run's fault plan to the smallest that still fails.",
 }
 
 

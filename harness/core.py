@@ -83,27 +83,37 @@ class Outcome:
         return f"{head}: {anomalies}{stalled}; {where}{err}"
 
 
-class _Stopper:
-    """SIGINT/SIGTERM: the first asks the run to stop; a second one interrupts at once."""
+class Stopper:
+    """SIGINT/SIGTERM from the first moment of a command to its last.
+
+    `mode` says what a signal does where the run is: "note" (nothing to stop yet, or
+    tearing down: it is only noted, the run ends interrupted at the next check),
+    "stop" (cluster up: the first asks the run to stop and heal, a second one
+    interrupts at once) and "raise" (checking and reporting: nothing to undo, so it
+    interrupts at once). Either way the run ends on the interrupted path.
+    """
 
     def __init__(self) -> None:
         self.requested = threading.Event()
         self.interp: Interpreter | None = None
-        self.shielded = False  # while tearing down: further signals are ignored
+        self.mode = "note"
+        self.watch: Watch | None = None
+        self.phase = ""  # the run's phase when the first signal came
         self._old: dict[signal.Signals, Any] = {}
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        if self.shielded:
-            self.requested.set()
-            return
-        if self.requested.is_set():
-            raise KeyboardInterrupt
+        first = not self.requested.is_set()
+        if first:
+            self.phase = self.watch.phase if self.watch is not None else "starting"
         self.requested.set()
-        if self.interp is not None:
+        if self.mode == "raise" or (self.mode == "stop" and not first):
+            raise KeyboardInterrupt
+        if self.mode == "stop" and self.interp is not None:
             self.interp.stop()
 
     @contextlib.contextmanager
-    def installed(self) -> Iterator[_Stopper]:
+    def installed(self) -> Iterator[Stopper]:
+        """Handle the signals in this block (main thread only; elsewhere a no-op)."""
         if threading.current_thread() is threading.main_thread():
             for s in (signal.SIGINT, signal.SIGTERM):
                 self._old[s] = signal.signal(s, self._handle)
@@ -112,10 +122,27 @@ class _Stopper:
         finally:
             for s, h in self._old.items():
                 signal.signal(s, h)
+            self._old.clear()
+
+    def reinstall(self) -> None:
+        """Take the signals back from whoever replaced the handler meanwhile."""
+        for s in self._old:
+            signal.signal(s, self._handle)
+
+    @contextlib.contextmanager
+    def mode_of(self, mode: str) -> Iterator[None]:
+        old, self.mode = self.mode, mode
+        try:
+            yield
+        finally:
+            self.mode = old
 
 
 def _nemesis_package(spec: TestSpec) -> Any:
     if not spec.nemesis:
+        if spec.nemesis_plan:
+            raise SpecError("nemesis_plan: a plan to replay needs the faults that inject it "
+                            "(`nemesis`, e.g. [\"kill\", \"partition\"])")
         return None
     from nemesis.packages import nemesis_package
 
@@ -190,7 +217,7 @@ def _render(run_dir: Path, log: Any) -> Path | None:
 
 
 def _drive(spec: TestSpec, run: Run, backend: Backend, history: HistoryWriter,
-           wl: Any, pkg: Any, stopper: _Stopper, watch: Watch) -> None:
+           wl: Any, pkg: Any, stopper: Stopper, watch: Watch) -> None:
     """Everything between backend up and backend down."""
     log = run.log
     watch.phase = "cluster up"
@@ -226,6 +253,7 @@ def _drive(spec: TestSpec, run: Run, backend: Backend, history: HistoryWriter,
             except Exception as e:  # final reads still try, and record what they get
                 log.warning("cluster not ready after the final heal: %s", e)
             watch.phase = "final reads"
+            log.info("final reads")
             interp.run(g.clients(wl.final_generator(run.paths.history)))
     finally:
         interp.close()
@@ -244,17 +272,92 @@ def _drive(spec: TestSpec, run: Run, backend: Backend, history: HistoryWriter,
         log.exception("collecting node files failed")
 
 
-def run(spec: TestSpec, *, watch: Watch | None = None) -> Outcome:
-    """One run of spec; see the module docstring. Raises SpecError before starting."""
+def _running(pid: int) -> bool:
+    import os
+
+    try:
+        return os.waitpid(pid, os.WNOHANG) == (0, 0)
+    except ChildProcessError:  # reaped elsewhere
+        return False
+
+
+def _end_children(log: Any, grace_s: float = 5.0) -> None:
+    """End what this process still has running: an interrupted check can leave the Spark
+    JVM it was launching (it holds our stdout and never exits by itself)."""
+    import os
+
+    me = str(os.getpid())
+    children: list[int] = []
+    for p in Path("/proc").iterdir():
+        try:
+            if p.name.isdigit() and (p / "stat").read_text().rsplit(") ", 1)[1].split()[1] == me:
+                children.append(int(p.name))
+        except (OSError, IndexError):
+            continue
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        alive = []
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+                alive.append(pid)
+        deadline = time.monotonic() + grace_s
+        while alive and time.monotonic() < deadline:
+            alive = [pid for pid in alive if _running(pid)]
+            time.sleep(0.05)
+        if not alive:
+            return
+        log.warning("children %s did not end on %s", alive, sig.name)
+        children = alive
+
+
+def check_startable(spec: TestSpec) -> tuple[Any, Any, Backend]:
+    """The workload, nemesis package and backend of spec, made without starting anything.
+
+    Every SpecError a run can meet is raised here, before a folder, process or rule exists.
+    """
     spec.validate()
     from harness.backends import make_backend
 
+    return _workload(spec), _nemesis_package(spec), make_backend(spec)
+
+
+def _interrupted(stored: store.StoredRun, phase: str, error: str | None) -> Outcome:
+    """results.json saying the run was interrupted (and in which phase), and its Outcome."""
+    import json
+
+    res: dict[str, Any] = {"valid": "unknown", "interrupted": True, "interrupted_during": phase,
+                           "error": error or f"interrupted during {phase}"}
+    path = stored.paths.root / "results.json"
+    tmp = path.with_name("results.json.tmp")
+    tmp.write_text(json.dumps(res, indent=1) + "\n")
+    tmp.replace(path)
+    stored.log.warning("interrupted during %s", phase)
+    return Outcome(stored.paths.root, "unknown", res, None, True, error)
+
+
+def run(spec: TestSpec, *, watch: Watch | None = None, stopper: Stopper | None = None) -> Outcome:
+    """One run of spec; see the module docstring. Raises SpecError before starting.
+
+    `stopper`: one the caller installed earlier (the CLI does, at its first moment);
+    else the run installs its own.
+    """
+    if stopper is None:
+        stopper = Stopper()
+        with stopper.installed():
+            return run(spec, watch=watch, stopper=stopper)
+    wl, pkg, backend = check_startable(spec)
     watch = watch or Watch()
     watch.time_limit_s = spec.time_limit_s
-    wl = _workload(spec)
-    pkg = _nemesis_package(spec)
-    backend = make_backend(spec)
+    stopper.watch = watch
     stored = store.create_run(spec)
+    try:
+        return _run_stored(spec, stored, backend, wl, pkg, stopper, watch)
+    finally:
+        stored.close()
+
+
+def _run_stored(spec: TestSpec, stored: store.StoredRun, backend: Backend, wl: Any, pkg: Any,
+                stopper: Stopper, watch: Watch) -> Outcome:
     watch.run_dir = stored.paths.root
     log = stored.log
     log.info("seed %d; spec %s", spec.seed, spec)
@@ -262,39 +365,48 @@ def run(spec: TestSpec, *, watch: Watch | None = None) -> Outcome:
     phases = (getattr(pkg, "schedule", None) or {}).get("phases")
     store.write_test_json(stored.paths, spec, run_id=stored.run_id, nemesis_plan=plan,
                           **({"nemesis_phases": phases} if phases else {}))
+    if stopper.requested.is_set():
+        return _interrupted(stored, stopper.phase, None)
     run_ = Run(spec=spec, nodes=spec.nodes, paths=stored.paths, log=log)
     history = HistoryWriter(stored.paths.history)
-    stopper = _Stopper()
     error: str | None = None
     try:
-        with stopper.installed():
-            try:
-                _drive(spec, run_, backend, history, wl, pkg, stopper, watch)
-            except KeyboardInterrupt:
-                stopper.requested.set()
-                log.warning("interrupted twice: tearing down at once")
-            except Exception as e:
-                log.exception("the run failed")
-                error = f"{type(e).__name__}: {e}"
-            finally:
-                stopper.shielded = True
-                watch.phase = "cluster down"
-                history.close()
-                backend.down(run_)
-        interrupted = stopper.requested.is_set()
-        if interrupted or error is not None:
-            res: dict[str, Any] = {"valid": "unknown", "error": error or "interrupted"}
-            return Outcome(stored.paths.root, "unknown", res, None, interrupted, error)
-        watch.phase = "checking"
-        results, check_error = _check(stored.paths.root, spec, log)
-        _add_liveness(stored.paths.root, results, log)
-        watch.phase = "report"
-        report = _render(stored.paths.root, log)
-        valid = results.get("valid", "unknown")
-        log.info("verdict %s: %s", valid, results.get("counts"))
-        return Outcome(stored.paths.root, valid, results, report, False, check_error)
+        with stopper.mode_of("stop"):
+            _drive(spec, run_, backend, history, wl, pkg, stopper, watch)
+    except KeyboardInterrupt:
+        stopper.requested.set()
+        log.warning("interrupted twice: tearing down at once")
+    except Exception as e:
+        log.exception("the run failed")
+        error = f"{type(e).__name__}: {e}"
     finally:
-        stored.close()
+        with stopper.mode_of("note"):
+            watch.phase = "cluster down"
+            history.close()
+            backend.down(run_)
+    if stopper.requested.is_set():
+        return _interrupted(stored, stopper.phase, error)
+    if error is not None:
+        res: dict[str, Any] = {"valid": "unknown", "error": error}
+        return Outcome(stored.paths.root, "unknown", res, None, False, error)
+    try:
+        with stopper.mode_of("raise"):
+            watch.phase = "checking"
+            results, check_error = _check(stored.paths.root, spec, log)
+            _add_liveness(stored.paths.root, results, log)
+            watch.phase = "report"
+            report = _render(stored.paths.root, log)
+    except KeyboardInterrupt:
+        stopper.requested.set()
+        _end_children(log)
+        return _interrupted(stored, stopper.phase or watch.phase, None)
+    finally:
+        stopper.reinstall()  # pyspark puts its own SIGINT handler in place of ours
+    if stopper.requested.is_set():  # a signal the check swallowed
+        return _interrupted(stored, stopper.phase, None)
+    valid = results.get("valid", "unknown")
+    log.info("verdict %s: %s", valid, results.get("counts"))
+    return Outcome(stored.paths.root, valid, results, report, False, check_error)
 
 
 def run_many(spec: TestSpec, count: int, *, watch_factory: Callable[[], Watch] | None = None,

@@ -386,7 +386,7 @@ def _chunks(path: str, parts: int) -> list[tuple[int, int, int]]:
 
     size = os.path.getsize(path)
     if size == 0:
-        return []
+        return [(0, 0, 0)]  # no operation: a history with nothing to judge (unknown)
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         bounds = [0]
         for i in range(1, parts):
@@ -425,8 +425,6 @@ def scan_history(path: Path | str, *, workers: int = 1) -> HistoryScan:
     for part in parts:
         if part[0] is not None:
             raise HistoryError(path, part[0][0] + 1, part[0][1])
-    if not parts:
-        raise HistoryError(path, None, "empty history")
     cat = [np.concatenate([p[i] for p in parts]) for i in range(1, 9)]
     index, time, typ, proc, f, flags, send, read = cat
     pair = _check_lines(path, index, time, typ, proc, f)
@@ -484,6 +482,10 @@ def _check_lines(path: str, index: Any, time: Any, typ: Any, proc: Any, f: Any) 
         if len(mism):
             i = int(mism[0])
             errors.append((i, f"completion f differs from its invoke's on line {int(pair[i]) + 1}"))
+        crash_done = c[(f[c] == F_CODES["crash"]) & (typ[c] != TYPE_CODES["info"])]
+        if len(crash_done):
+            i = int(crash_done[0])
+            errors.append((i, f"a crash completes info, not {TYPE_NAMES[int(typ[i])]}"))
     if errors:
         i, problem = min(errors)
         raise HistoryError(path, i + 1, problem)

@@ -145,6 +145,14 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
 @click.pass_context
 def run(ctx: click.Context, /, **params: Any) -> None:
     """Run an experiment: cluster up, workload + nemesis, final reads, check, report."""
+    from harness.core import Stopper
+
+    stopper = Stopper()  # Ctrl-C from here on ends on the interrupted path
+    with stopper.installed():
+        sys.exit(_run(ctx, params, stopper))
+
+
+def _run(ctx: click.Context, params: dict[str, Any], stopper: Any) -> int:
     try:
         spec = build_run_spec(ctx, params)
         if spec.test_count < 1:
@@ -155,28 +163,36 @@ def run(ctx: click.Context, /, **params: Any) -> None:
         import json
 
         click.echo(json.dumps(spec.to_json(), indent=1, default=str))
-        return
+        return 0
     from harness import core
     from harness.store import test_name
 
+    try:
+        core.check_startable(spec)
+    except SpecError as e:
+        raise BadUsage(str(e)) from e
     click.echo(f"undertow run: {test_name(spec)}, "
                f"{len(spec.nodes)} nodes ({spec.backend}), nemesis "
                f"{','.join(spec.nemesis) or 'none'}, {spec.time_limit_s:g} s, seed {spec.seed}",
                err=True)
     codes: list[int] = []
     for i in range(spec.test_count):
+        if stopper.requested.is_set():
+            click.echo("INTERRUPTED (before the run started)")
+            codes.append(core.EXIT_INTERRUPTED)
+            break
         one = spec if i == 0 else _with_seed(spec, spec.seed + i)
         watch = core.Watch()
         try:
             with _progress(watch):
-                outcome = core.run(one, watch=watch)
+                outcome = core.run(one, watch=watch, stopper=stopper)
         except SpecError as e:
             raise BadUsage(str(e)) from e
         click.echo(outcome.summary())
         codes.append(outcome.exit_code)
         if outcome.interrupted:
             break
-    sys.exit(core.worst_exit_code(codes))
+    return core.worst_exit_code(codes)
 
 
 def _with_seed(spec: TestSpec, seed: int) -> TestSpec:

@@ -77,6 +77,9 @@ class TestSpec:
     final_read_timeout_s: float = 30.0
     spark_master: str = "local[2]"
     extra: Mapping[str, Any] = field(default_factory=dict)  # scenario-specific knobs
+    # a recorded fault plan to replay as it is (nemesis/replay.py), instead of one drawn
+    # from the seed; test.json always records the plan a run used under this key
+    nemesis_plan: tuple[Mapping[str, Any], ...] | None = None
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -95,8 +98,13 @@ class TestSpec:
                             f"the {len(self.nodes)} nodes")
         if not 1 <= self.broker.min_insync_replicas <= self.broker.replication_factor:
             raise SpecError("--min-insync-replicas must be between 1 and the replication factor")
-        if self.time_limit_s <= 0 or self.concurrency < 1 or self.keys < 1:
-            raise SpecError("--time-limit, --concurrency and --keys must be positive")
+        if self.backend == "ssh" and not self.hosts and not self.cluster_file:
+            raise SpecError("--backend ssh needs --node HOST[:PORT] (repeated) or --cluster-file")
+        for option, value in (("--time-limit", self.time_limit_s),
+                              ("--nemesis-interval", self.nemesis_interval_s),
+                              ("--concurrency", self.concurrency), ("--keys", self.keys)):
+            if value <= 0:
+                raise SpecError(f"{option}: must be positive, got {value:g}")
         if self.nemesis_schedule not in SCHEDULES:
             raise SpecError(f"--nemesis-schedule: {self.nemesis_schedule!r} is not one of "
                             f"{', '.join(SCHEDULES)}")

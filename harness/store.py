@@ -49,7 +49,8 @@ def test_name(spec: TestSpec) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in name) or "test"
 
 
-def _make_unique_dir(parent: Path, stamp: str) -> Path:
+def make_unique_dir(parent: Path, stamp: str) -> Path:
+    """parent/stamp, or parent/stamp-2, -3, ... when taken; made here, so never shared."""
     parent.mkdir(parents=True, exist_ok=True)
     for i in range(1, 1000):
         d = parent / (stamp if i == 1 else f"{stamp}-{i}")
@@ -85,7 +86,7 @@ def create_run(spec: TestSpec, *, now_s: float | None = None) -> StoredRun:
     results = Path(spec.results_dir).absolute()
     name = test_name(spec)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() if now_s is None else now_s))
-    root = _make_unique_dir(results / name, stamp)
+    root = make_unique_dir(results / name, stamp)
     paths = RunPaths(root)
     for node in spec.nodes:
         paths.node_dir(node).mkdir(parents=True, exist_ok=True)

@@ -1,8 +1,9 @@
 """Packages: each fault paired with its seeded schedule and its heal; several compose.
 
 `nemesis_package(spec)` is what the runner uses: the composed nemesis, the
-generator of its ops for the main phase (a seeded `Timeline`), and a final
-generator that heals everything the package can break.
+generator of its ops for the main phase (a seeded `Timeline`, or the recorded
+plan the spec replays), and a final generator that heals everything the package
+can break.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from harness.protocols import Nemesis
 from harness.spec import SpecError, TestSpec
 from nemesis import grudges as g
 from nemesis import kinds as fk
+from nemesis import replay
 from nemesis.compose import Composed, compose
 from nemesis.faults import Clock, Kill, LoseUnflushed, Pause
 from nemesis.netfaults import Links, Partition
@@ -174,6 +176,9 @@ def nemesis_package(spec: TestSpec) -> NemesisPackage:
         plans.append(fault.plan(spec, _rng(spec.seed, name)))
     nemesis: Composed = compose(*parts.values())
     plan = merge(*plans)
+    if spec.nemesis_plan is not None:  # replay: the recorded plan instead of the drawn one
+        plan = replay.steps_from_json(spec.nemesis_plan, "the spec")
+        replay.check_verbs(plan, nemesis.fs, spec.nemesis)
     return NemesisPackage(nemesis=nemesis, generator=timeline(plan),
                           final_generator=final_generator(nemesis), plan=plan,
                           schedule=schedule_of(spec).to_json())

@@ -67,6 +67,17 @@ def test_unreadable_input_exits_2_without_spark(tmp_path: Path) -> None:
     assert "nowhere: error: no history.jsonl" in r.stderr
 
 
+@pytest.mark.slow
+def test_empty_history_is_unknown_not_an_input_error(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "history.jsonl").write_bytes(b"")
+    r = undertow(str(empty))
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert orjson.loads((empty / "results.json").read_bytes())["valid"] == "unknown"
+    assert check_local(empty)["valid"] == "unknown"
+
+
 def test_worst_exit_code() -> None:
     from checkers.cli import worst
 

@@ -72,6 +72,9 @@ BAD: list[tuple[str, list[Any], int, str]] = [
     ("f mismatch", [INV, {**OK, "f": "poll", "value": [["poll"]]}], 2, "completion f differs"),
     ("assign keys", [{**INV, "f": "assign", "value": ["a"]}], 1, "assign key"),
     ("crash value", [{**INV, "f": "crash", "value": [1]}], 1, "crash value must be null"),
+    ("crash completes ok", [{**INV, "f": "crash", "value": None},
+                            line(1, type="ok", f="crash", value=None)], 2,
+     "a crash completes info, not ok"),
     ("nemesis value", [{**INV, "process": "nemesis", "f": "kill", "value": [1]}], 1,
      "nemesis value"),
     ("empty line", [INV, b"", OK], 2, "empty line"),
@@ -102,6 +105,11 @@ def test_good_history_and_pending_invoke(tmp_path: Path) -> None:
     assert scan.pair[1] == 0 and scan.pair[6] == -1
     ops = read_history(p)
     assert ops[2].extra == {"extra": 1} and ops[6].type == "invoke"
+
+
+def test_empty_history_is_read_as_no_operation(tmp_path: Path) -> None:
+    p = write(tmp_path, [])
+    assert scan_history(p).lines == 0 and read_history(p) == []
 
 
 def test_parallel_parse_matches(tmp_path: Path) -> None:

@@ -22,10 +22,10 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-def start(tmp_path: Path) -> subprocess.Popen[str]:
+def start(tmp_path: Path, time_limit_s: float = 60) -> subprocess.Popen[str]:
     env = {**os.environ, "UNDERTOW_STATE_DIR": str(tmp_path / "state")}
     return subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", "--time-limit", "60",
+        [sys.executable, "-m", "harness.cli", "run", "--time-limit", str(time_limit_s),
          "--nemesis-interval", "2", "--seed", "4", "--results-dir", str(tmp_path / "results")],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -85,16 +85,46 @@ def leftovers(tmp_path: Path) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("moment", ["starting", "running"])
+def log_says(tmp_path: Path, text: str) -> bool:
+    d = run_dir(tmp_path)
+    return d is not None and (d / "harness.log").exists() \
+        and text in (d / "harness.log").read_text()
+
+
+def spark_running(tmp_path: Path) -> bool:
+    """The check's Spark JVM, a child of this run, is up."""
+    for p in Path("/proc").iterdir():
+        try:
+            cmd = (p / "cmdline").read_bytes()
+            env = (p / "environ").read_bytes()
+        except OSError:
+            continue
+        if b"org.apache.spark" in cmd and str(tmp_path).encode() in env:
+            return True
+    return False
+
+
+# moment -> (time limit, when to send SIGINT, the phases results.json may name)
+MOMENTS: dict[str, tuple[float, object, set[str]]] = {
+    "before-cluster": (60, None, {"starting"}),
+    "starting": (60, lambda t: run_dir(t) is not None, {"starting", "cluster up"}),
+    "running": (60, lambda t: history_lines(t) > 200, {"running"}),
+    "final-reads": (8, lambda t: log_says(t, "final reads"), {"final reads"}),
+    "checking": (5, spark_running, {"checking"}),
+}
+
+
+@pytest.mark.parametrize("moment", list(MOMENTS))
 def test_sigint_at_any_moment_leaves_nothing(tmp_path: Path, moment: str) -> None:
-    p = start(tmp_path)
+    time_limit_s, ready, phases = MOMENTS[moment]
+    p = start(tmp_path, time_limit_s)
     try:
-        if moment == "starting":
-            assert wait_for(lambda: run_dir(tmp_path) is not None, 30)
+        if ready is None:  # the header line: the command is past its first moment
+            assert p.stderr is not None and p.stderr.readline().startswith("undertow run:")
         else:
-            assert wait_for(lambda: history_lines(tmp_path) > 200, 60)
+            assert wait_for(lambda: ready(tmp_path), 90), moment  # type: ignore[operator]
         p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=60)
+        out, err = p.communicate(timeout=90)
     finally:
         if p.poll() is None:
             p.kill()
@@ -102,7 +132,14 @@ def test_sigint_at_any_moment_leaves_nothing(tmp_path: Path, moment: str) -> Non
     assert p.returncode == 130, err[-3000:]
     assert "INTERRUPTED" in out
     assert wait_for(lambda: not leftovers(tmp_path), 10), leftovers(tmp_path)
-    assert ports_of(run_dir(tmp_path) or tmp_path) or moment == "starting"
+    d = run_dir(tmp_path)
+    if d is None:  # stopped before the run folder was made
+        assert moment == "before-cluster" and "before the run started" in out
+        return
+    results = json.loads((d / "results.json").read_text())
+    assert results["interrupted"] is True and results["valid"] == "unknown"
+    assert results["interrupted_during"] in phases, results
+    assert "report.html" not in os.listdir(d) or moment == "checking"
 
 
 def test_sigkill_then_heal_leaves_nothing_and_heal_twice_is_safe(tmp_path: Path) -> None:

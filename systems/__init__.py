@@ -1,0 +1,1 @@
+"""The systems under test, one sub-package each."""

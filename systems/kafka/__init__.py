@@ -1,0 +1,1 @@
+"""Apache Kafka under test: KRaft clusters from Maven Central, driven by confluent-kafka."""

@@ -1,0 +1,224 @@
+"""The queue workload's client on Apache Kafka, through confluent-kafka (librdkafka).
+
+One client per process, as in workloads.queue: a producer with the spec's
+acks (idempotent with retries for acks=all) whose delivery report gives each
+send its offset, and a consumer with manual assign, seek and poll, committing
+nothing. Ops and completions have HISTORY.md's shapes.
+
+Every librdkafka error is judged by ERRORS below: `fail` only when the write
+certainly did not happen, else `info`. librdkafka does not tell Python whether
+a message was possibly persisted by an earlier try, so a broker's refusal is
+definite only when there was a single try (retries=0, as for acks 0 and 1);
+with retries a final refusal may follow a try that was written.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from enum import Enum
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+
+from systems.kafka import config
+
+log = logging.getLogger("undertow.kafka.client")
+POLL_WAIT_S = 0.2
+MAX_POLL_RECORDS = 500
+
+
+class Sent(Enum):
+    """What a produce error says about the write."""
+
+    NEVER = "never-sent"     # refused before it left this process: fail
+    REFUSED = "refused"      # the broker answered that it did not append: fail on a single try
+    MAYBE = "maybe"          # it may have been appended: info
+
+
+# librdkafka error name -> what it says about the write; a name not listed is MAYBE.
+ERRORS: Mapping[str, Sent] = {
+    # local: the message never reached a broker
+    "_QUEUE_FULL": Sent.NEVER,
+    "_MSG_SIZE_TOO_LARGE": Sent.NEVER,
+    "_UNKNOWN_PARTITION": Sent.NEVER,
+    "_UNKNOWN_TOPIC": Sent.NEVER,
+    "_INVALID_ARG": Sent.NEVER,
+    "_PURGE_QUEUE": Sent.NEVER,          # purged before it was sent
+    "_STATE": Sent.NEVER,
+    # the broker refused before appending
+    "NOT_LEADER_OR_FOLLOWER": Sent.REFUSED,
+    "NOT_ENOUGH_REPLICAS": Sent.REFUSED,  # checked before the append (AFTER_APPEND is not)
+    "UNKNOWN_TOPIC_OR_PART": Sent.REFUSED,
+    "LEADER_NOT_AVAILABLE": Sent.REFUSED,
+    "FENCED_LEADER_EPOCH": Sent.REFUSED,
+    "UNKNOWN_LEADER_EPOCH": Sent.REFUSED,
+    "MSG_SIZE_TOO_LARGE": Sent.REFUSED,
+    "INVALID_REQUIRED_ACKS": Sent.REFUSED,
+    "CORRUPT_MESSAGE": Sent.REFUSED,
+    # may have been appended
+    "NOT_ENOUGH_REPLICAS_AFTER_APPEND": Sent.MAYBE,
+    "REQUEST_TIMED_OUT": Sent.MAYBE,
+    "NETWORK_EXCEPTION": Sent.MAYBE,
+    "KAFKA_STORAGE_ERROR": Sent.MAYBE,
+    "_MSG_TIMED_OUT": Sent.MAYBE,        # queued or in flight when time ran out
+    "_TIMED_OUT": Sent.MAYBE,
+    "_TRANSPORT": Sent.MAYBE,
+    "_PURGE_INFLIGHT": Sent.MAYBE,
+    "_FATAL": Sent.MAYBE,                # the idempotent producer gave up (e.g. a sequence gap)
+    "OUT_OF_ORDER_SEQUENCE_NUMBER": Sent.MAYBE,
+    "_INCONSISTENT": Sent.MAYBE,
+}
+
+
+def outcome(error_name: str, *, retries: int) -> str:
+    """`fail` when the write certainly did not happen, else `info`."""
+    sent = ERRORS.get(error_name, Sent.MAYBE)
+    if sent is Sent.NEVER or (sent is Sent.REFUSED and retries == 0):
+        return "fail"
+    return "info"
+
+
+def _rdkafka_logger() -> logging.Logger:
+    return logging.getLogger("undertow.kafka.rdkafka")
+
+
+class KafkaQueueClient:
+    """harness.protocols.Client for the queue workload on Kafka; one per process."""
+
+    def __init__(self, *, keys: int, acks: str = "all", timeout_s: float = 3.0,
+                 bootstrap: str = "", topic: str = config.TOPIC) -> None:
+        self.keys = keys
+        self.acks = acks
+        self.timeout_s = timeout_s
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.producer: Producer | None = None
+        self.consumer: Consumer | None = None
+        self.assigned: tuple[int, ...] = ()
+        self.positions: dict[int, int] = {}
+
+    @property
+    def retries(self) -> int:
+        return int(config.producer_config("", self.acks, timeout_s=1)["retries"])
+
+    def open(self, run: Any, node: str) -> KafkaQueueClient:
+        """A fresh client; bootstrap from the run's client addresses, the slot's node first."""
+        addrs = dict(getattr(run, "client_addrs", None) or {})
+        bootstrap = self.bootstrap
+        if addrs:
+            first = [addrs.pop(node)] if node in addrs else []
+            bootstrap = ",".join([*first, *addrs.values()])
+        c = KafkaQueueClient(keys=self.keys, acks=self.acks, timeout_s=self.timeout_s,
+                             bootstrap=bootstrap, topic=self.topic)
+        pconf = config.producer_config(bootstrap, self.acks, timeout_s=self.timeout_s)
+        c.producer = Producer({**pconf, "logger": _rdkafka_logger()})
+        c.consumer = Consumer({**config.consumer_config(bootstrap, timeout_s=self.timeout_s),
+                               "logger": _rdkafka_logger()})
+        return c
+
+    def invoke(self, run: Any, op: Any) -> Any:
+        if op.f == "send":
+            return self._send(op)
+        if op.f == "poll":
+            return self._poll(op)
+        if op.f == "assign":
+            return self._assign(op)
+        return op.complete("fail", error=f"unknown f {op.f!r}")
+
+    # -- send --------------------------------------------------------------------
+
+    def produce(self, key: int, value: int) -> int | None:
+        """Send one record and wait for its delivery report: its offset (None for acks=0).
+
+        Raises KafkaException carrying the librdkafka error.
+        """
+        assert self.producer is not None, "open() first"
+        report: list[tuple[KafkaError | None, Message]] = []
+        try:
+            self.producer.produce(self.topic, value=str(value).encode(), partition=key,
+                                  on_delivery=lambda err, msg: report.append((err, msg)))
+        except BufferError:
+            raise KafkaException(KafkaError(KafkaError._QUEUE_FULL)) from None
+        # message.timeout.ms bounds the wait: a report always comes by then
+        self.producer.flush(self.timeout_s + 2.0)
+        if not report:
+            raise KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT, "no delivery report"))
+        err, msg = report[0]
+        if err is not None:
+            raise KafkaException(err)
+        offset = msg.offset()
+        return offset if offset is not None and offset >= 0 else None
+
+    def _send(self, op: Any) -> Any:
+        done: list[Any] = []
+        try:
+            for micro in op.value:
+                _, key, value = micro
+                offset = self.produce(int(key), int(value))
+                done.append(["send", key, [offset, value]])
+        except KafkaException as e:
+            err = e.args[0]
+            name = err.name() if isinstance(err, KafkaError) else "UNKNOWN"
+            text = f"{name}: {err.str() if isinstance(err, KafkaError) else err}"
+            if outcome(name, retries=self.retries) == "fail" and not done:
+                return op.complete("fail", error=text)
+            return op.complete("info", [*done, *op.value[len(done):]], error=text)
+        return op.complete("ok", done)
+
+    # -- assign / poll -------------------------------------------------------------
+
+    def _assign(self, op: Any) -> Any:
+        assert self.consumer is not None, "open() first"
+        keys = tuple(int(k) for k in op.value)
+        if op.extra.get("seek_to_beginning"):
+            self.positions.update({k: 0 for k in keys})
+        tps = [TopicPartition(self.topic, k, self.positions.get(k, OFFSET_BEGINNING))
+               for k in keys]
+        try:
+            self.consumer.assign(tps)
+        except KafkaException as e:
+            return op.complete("fail", error=str(e))
+        self.assigned = keys
+        return op.complete("ok")
+
+    def _poll(self, op: Any) -> Any:
+        assert self.consumer is not None, "open() first"
+        read: dict[str, list[list[int]]] = {}
+        error: str | None = None
+        if self.assigned:
+            try:
+                msgs = self.consumer.consume(MAX_POLL_RECORDS, timeout=POLL_WAIT_S)
+            except KafkaException as e:
+                msgs, error = [], str(e)
+            for m in msgs:
+                err = m.error()
+                if err is not None:
+                    if err.code() != KafkaError._PARTITION_EOF:
+                        error = f"{err.name()}: {err.str()}"
+                    continue
+                key, offset, value = m.partition(), m.offset(), m.value()
+                if key is None or offset is None or value is None or key not in self.assigned:
+                    continue
+                read.setdefault(str(key), []).append([offset, int(value)])
+                self.positions[key] = offset + 1
+        if error is not None:
+            return op.complete("fail", [["poll", read]] if read else [["poll"]], error=error)
+        return op.complete("ok", [["poll", read]])
+
+    def close(self, run: Any) -> None:
+        if self.producer is not None:
+            self.producer.purge()
+            self.producer.flush(0)
+            self.producer = None
+        if self.consumer is not None:
+            self.consumer.close()
+            self.consumer = None

@@ -1,0 +1,149 @@
+"""The spec's settings as Kafka's: one server.properties per node, client configs.
+
+Every node is a combined broker and controller (KRaft) in a static quorum of
+all nodes. Settings that decide whether acknowledged writes survive come from
+the spec; a spec setting that means nothing for Kafka is refused, not ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.spec import BrokerSettings, SpecError
+
+TOPIC = "undertow"
+CLUSTER_ID = "dW5kZXJ0b3dfa2Fma2EAAA"  # 22 characters of url-safe base64 (16 bytes)
+HEARTBEAT_MS = 500  # below the spec's session timeout (Kafka needs heartbeat < session)
+
+# Sized for several brokers on 2 cores and 24 GB: a small heap, few GC and JIT threads.
+JVM_OPTS = (
+    "-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+    "-XX:ParallelGCThreads=1", "-XX:ConcGCThreads=1", "-XX:CICompilerCount=2",
+    "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true",
+    "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
+    "-Dorg.slf4j.simpleLogger.showDateTime=true",
+    "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd'T'HH:mm:ss.SSS",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaNode:
+    """One node's identity and addresses (host:port)."""
+
+    name: str
+    node_id: int
+    host: str
+    broker_port: int
+    controller_port: int
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.broker_port}"
+
+    @property
+    def voter(self) -> str:
+        return f"{self.node_id}@{self.host}:{self.controller_port}"
+
+
+def node_id(name: str) -> int:
+    """'n3' -> 3: Kafka's node.id, fixed by the node's name so runs read alike."""
+    if not (name.startswith("n") and name[1:].isdigit() and int(name[1:]) > 0):
+        raise SpecError(f"kafka: node name {name!r} is not n1, n2, ...")
+    return int(name[1:])
+
+
+def check_settings(b: BrokerSettings) -> None:
+    """Refuse what Kafka cannot do, before anything starts."""
+    if b.truncation == "hw":
+        raise SpecError("--truncation hw: Kafka truncates by leader epoch (KIP-101) since 0.11 "
+                        "and has no switch back to high-watermark truncation; use "
+                        "--truncation leader-epoch with --system kafka")
+    if b.session_timeout_ms <= HEARTBEAT_MS:
+        raise SpecError(f"session_timeout_ms {b.session_timeout_ms}: Kafka needs it above the "
+                        f"broker heartbeat interval ({HEARTBEAT_MS} ms)")
+
+
+def server_properties(node: KafkaNode, voters: Mapping[str, KafkaNode], data_dir: Path,
+                      b: BrokerSettings, *, partitions: int) -> dict[str, str]:
+    """The node's server.properties, from the spec's broker settings."""
+    check_settings(b)
+    rf = str(b.replication_factor)
+    props: dict[str, Any] = {
+        "process.roles": "broker,controller",
+        "node.id": node.node_id,
+        "controller.quorum.voters": ",".join(v.voter for v in voters.values()),
+        "listeners": f"PLAINTEXT://{node.host}:{node.broker_port},"
+                     f"CONTROLLER://{node.host}:{node.controller_port}",
+        "advertised.listeners": f"PLAINTEXT://{node.bootstrap}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "log.dirs": str(data_dir),
+        "num.partitions": partitions,
+        "default.replication.factor": rf,
+        "min.insync.replicas": b.min_insync_replicas,
+        "unclean.leader.election.enable": str(b.unclean_leader_election).lower(),
+        "replica.lag.time.max.ms": b.replica_lag_time_max_ms,
+        "broker.session.timeout.ms": b.session_timeout_ms,
+        "broker.heartbeat.interval.ms": HEARTBEAT_MS,
+        "auto.create.topics.enable": "false",
+        "offsets.topic.replication.factor": rf,
+        "transaction.state.log.replication.factor": rf,
+        "transaction.state.log.min.isr": min(b.min_insync_replicas, b.replication_factor),
+        "group.initial.rebalance.delay.ms": 0,
+        "num.network.threads": 2,
+        "num.io.threads": 4,
+        "log.segment.bytes": 16 * 1024 * 1024,
+    }
+    if b.flush == "every-message":
+        props["log.flush.interval.messages"] = 1
+    return {k: str(v) for k, v in props.items()}
+
+
+def render_properties(props: Mapping[str, str]) -> str:
+    return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+def producer_config(bootstrap: str, acks: str, *, timeout_s: float) -> dict[str, Any]:
+    """librdkafka producer settings: the spec's acks; idempotence only where it is allowed."""
+    ms = int(timeout_s * 1000)
+    return {
+        "bootstrap.servers": bootstrap,
+        "acks": acks,
+        # idempotence needs acks=all; with it, librdkafka's retries never duplicate
+        "enable.idempotence": acks == "all",
+        "retries": 2_147_483_647 if acks == "all" else 0,
+        "message.timeout.ms": ms,
+        "request.timeout.ms": max(500, ms - 100),
+        "linger.ms": 0,
+        "socket.timeout.ms": max(1000, ms),
+        "reconnect.backoff.max.ms": 500,
+        "topic.metadata.refresh.interval.ms": 1000,
+        "retry.backoff.ms": 50,
+        "retry.backoff.max.ms": 500,
+    }
+
+
+def consumer_config(bootstrap: str, *, timeout_s: float) -> dict[str, Any]:
+    """librdkafka consumer settings: manual assign, no commits, read_committed is moot here."""
+    return {
+        "bootstrap.servers": bootstrap,
+        "group.id": "undertow-unused",  # librdkafka wants one; nothing is ever committed
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "socket.timeout.ms": max(1000, int(timeout_s * 1000)),
+        "reconnect.backoff.max.ms": 500,
+        "topic.metadata.refresh.interval.ms": 1000,
+        "fetch.wait.max.ms": 100,
+        "enable.partition.eof": True,
+    }
+
+
+def make_nodes(names: tuple[str, ...], host: str,
+               port: Callable[[], int]) -> dict[str, KafkaNode]:
+    """Each node's id (from its name) and two ports (broker, controller) from `port()`."""
+    return {n: KafkaNode(n, node_id(n), host, port(), port()) for n in names}

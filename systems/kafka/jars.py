@@ -1,0 +1,151 @@
+"""Kafka's jars from Maven Central, resolved once into a versioned cache folder.
+
+`mvn dependency:copy-dependencies` runs on the pom kept beside this module
+(copied into a scratch folder, so the source tree stays clean) and the jars go
+to <cache>/<version>/libs. A folder is complete once its `.complete` marker is
+written, so a resolution cut short is redone, never half used. With no version
+asked for, the newest complete 4.x in the cache is used, else Maven resolves
+the newest 4.x release it can reach.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+POM = Path(__file__).with_name("pom.xml")
+CACHE_ENV = "UNDERTOW_KAFKA_CACHE"
+DEFAULT_RANGE = "[4.0.0,5.0.0)"  # the newest 4.x release
+OLDEST = (3, 9)
+MVN_TIMEOUT_S = 900.0
+_VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+_CORE_JAR = re.compile(r"kafka_2\.13-(\d+\.\d+\.\d+)\.jar")
+_MARK = ".complete"
+
+
+class KafkaJarsError(RuntimeError):
+    """Kafka's jars cannot be had: says what was asked and what Maven printed."""
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaJars:
+    """One Kafka version's runtime jars."""
+
+    version: str
+    libs: Path
+    seconds: float = 0.0  # time spent resolving (0 when cached)
+    cached: bool = True
+
+    @property
+    def classpath(self) -> str:
+        return f"{self.libs}/*"
+
+
+def cache_root() -> Path:
+    """$UNDERTOW_KAFKA_CACHE, else $XDG_CACHE_HOME/undertow/kafka, else ~/.cache/undertow/kafka."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "undertow" / "kafka"
+
+
+def parse_version(version: str) -> tuple[int, int, int]:
+    """'4.1.1' -> (4, 1, 1); a clear error for anything else or anything before 3.9."""
+    m = _VERSION.fullmatch(version.strip())
+    if m is None:
+        raise KafkaJarsError(f"--kafka-version: {version!r} is not a release number like 4.1.1")
+    parts = (int(m[1]), int(m[2]), int(m[3]))
+    if parts[:2] < OLDEST:
+        raise KafkaJarsError(f"--kafka-version {version}: the harness runs 3.9 and later "
+                             "(KRaft, combined broker and controller nodes)")
+    return parts
+
+
+def _complete(root: Path, version: str) -> KafkaJars | None:
+    libs = root / version / "libs"
+    if (libs / _MARK).is_file():
+        return KafkaJars(version, libs)
+    return None
+
+
+def newest_cached(root: Path | None = None, major: int = 4) -> KafkaJars | None:
+    """The newest complete cached release of that major version, if any."""
+    root = root or cache_root()
+    found: list[tuple[tuple[int, int, int], str]] = []
+    for d in root.iterdir() if root.is_dir() else ():
+        m = _VERSION.fullmatch(d.name)
+        if m and int(m[1]) == major and (d / "libs" / _MARK).is_file():
+            found.append(((int(m[1]), int(m[2]), int(m[3])), d.name))
+    if not found:
+        return None
+    return KafkaJars(max(found)[1], root / max(found)[1] / "libs")
+
+
+def resolve(version: str | None = None, *, root: Path | None = None,
+            progress: Callable[[str], None] | None = None) -> KafkaJars:
+    """Kafka's jars for `version` (None: the newest 4.x), from the cache or from Maven."""
+    root = root or cache_root()
+    if version is not None:
+        parse_version(version)
+        hit = _complete(root, version)
+    else:
+        hit = newest_cached(root)
+    if hit is not None:
+        return hit
+    return _mvn_resolve(version or DEFAULT_RANGE, root, progress)
+
+
+def _mvn_resolve(wanted: str, root: Path, progress: Callable[[str], None] | None) -> KafkaJars:
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise KafkaJarsError("mvn is not on PATH: install Maven (Debian: apt-get install maven) "
+                             "to fetch Kafka's jars from Maven Central")
+    root.mkdir(parents=True, exist_ok=True)
+    if progress:
+        progress(f"resolving org.apache.kafka:kafka_2.13:{wanted} with Maven into {root}")
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix=".resolve-", dir=root) as tmp:
+        work = Path(tmp)
+        shutil.copy2(POM, work / "pom.xml")
+        out = work / "libs"
+        cmd = [mvn, "-q", "-B", "-f", str(work / "pom.xml"), "dependency:copy-dependencies",
+               "-DincludeScope=runtime", f"-DoutputDirectory={out}",
+               f"-Dkafka.version={wanted}"]
+        try:
+            done = subprocess.run(cmd, cwd=work, capture_output=True, text=True,
+                                  timeout=MVN_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired as e:
+            raise KafkaJarsError(f"{' '.join(cmd)}: no answer in {MVN_TIMEOUT_S:.0f} s") from e
+        if done.returncode != 0:
+            tail = (done.stdout + done.stderr).strip()[-2000:]
+            raise KafkaJarsError(f"Kafka {wanted} did not resolve: {' '.join(cmd)} exited "
+                                 f"{done.returncode}:\n{tail}")
+        version = _core_version(out)
+        (out / _MARK).write_text(f"{version}\n")
+        dest = root / version / "libs"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            if not (dest / _MARK).is_file():
+                shutil.rmtree(dest)  # a cut-short earlier try
+        if not dest.exists():
+            os.replace(out, dest)
+    jars = KafkaJars(version, dest, seconds=time.monotonic() - t0, cached=False)
+    if progress:
+        progress(f"Kafka {version}: {len(list(dest.glob('*.jar')))} jars in {jars.seconds:.1f} s")
+    return jars
+
+
+def _core_version(libs: Path) -> str:
+    for p in libs.glob("kafka_2.13-*.jar"):
+        m = _CORE_JAR.fullmatch(p.name)
+        if m:
+            return m[1]
+    raise KafkaJarsError(f"Maven finished but {libs} holds no kafka_2.13 jar")

@@ -1,0 +1,238 @@
+"""A KRaft cluster as JVM processes on this machine: format, start, SIGKILL, SIGSTOP/SIGCONT.
+
+Processes are started through a `Launcher` (the local backend's: each JVM dies
+with the harness and is registered in harness.leftovers, so `undertow heal`
+kills it after a crash). Each node's files live under <root>/<node>/:
+server.properties, data/ (log.dirs, formatted by Kafka's StorageTool), kafka.log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from harness.spec import BrokerSettings
+from systems.kafka import config
+from systems.kafka.jars import KafkaJars
+
+KILL_WAIT_S = 10.0
+FORMAT_TIMEOUT_S = 120.0
+
+
+class Launcher(Protocol):
+    """Starts a process that dies with the harness and is known to `undertow heal`."""
+
+    def launch(self, name: str, cmd: Sequence[str], cwd: Path, log_path: Path, *,
+               pipes: bool = False) -> tuple[subprocess.Popen[bytes], str]: ...
+    def release(self, item: str) -> None: ...
+
+
+class KafkaError(RuntimeError):
+    """A Kafka node could not be prepared or started: names the node and the tool's output."""
+
+
+def _wait_state(pid: int, *, stopped: bool, timeout_s: float = 2.0) -> None:
+    """Return once /proc says the process is (not) stopped: signals are delivered async."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return
+        state = stat[stat.rindex(")") + 2]
+        if state in "ZX" or (state in "Tt") == stopped:
+            return
+        time.sleep(0.002)
+
+
+@dataclass(slots=True)
+class _Proc:
+    proc: subprocess.Popen[bytes] | None = None
+    item: str | None = None
+    paused: bool = False
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+class LocalKafka:
+    """The nodes of one local Kafka cluster: DB plus kill/start, pause/resume, collect."""
+
+    def __init__(self, jars: KafkaJars, nodes: Mapping[str, config.KafkaNode], root: Path,
+                 settings: BrokerSettings, *, partitions: int, launcher: Launcher,
+                 java: str = "java") -> None:
+        config.check_settings(settings)
+        if not nodes:
+            raise ValueError("LocalKafka: no nodes")
+        self.jars = jars
+        self.nodes = dict(nodes)
+        self.root = root
+        self.settings = settings
+        self.partitions = partitions
+        self.launcher = launcher
+        self.java = shutil.which(java) or java
+        self._procs = {name: _Proc() for name in self.nodes}
+        self._lock = threading.RLock()
+        self._closed = False
+
+    # -- files -----------------------------------------------------------------
+
+    def node_dir(self, node: str) -> Path:
+        if node not in self.nodes:
+            raise KeyError(f"no node {node!r}; nodes: {', '.join(self.nodes)}")
+        return self.root / node
+
+    def data_dir(self, node: str) -> Path:
+        return self.node_dir(node) / "data"
+
+    def props_path(self, node: str) -> Path:
+        return self.node_dir(node) / "server.properties"
+
+    def log_path(self, node: str) -> Path:
+        return self.node_dir(node) / "kafka.log"
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(n.bootstrap for n in self.nodes.values())
+
+    def java_cmd(self, main: str, *args: str) -> list[str]:
+        return [self.java, *config.JVM_OPTS, "-cp", self.jars.classpath, main, *args]
+
+    def prepare(self) -> None:
+        """Write each node's server.properties and format its storage (once, before start)."""
+        for name, node in self.nodes.items():
+            d = self.node_dir(name)
+            d.mkdir(parents=True, exist_ok=True)
+            props = config.server_properties(node, self.nodes, self.data_dir(name),
+                                             self.settings, partitions=self.partitions)
+            self.props_path(name).write_text(config.render_properties(props))
+            if (self.data_dir(name) / "meta.properties").exists():
+                continue
+            cmd = [self.java, "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", self.jars.classpath,
+                   "kafka.tools.StorageTool", "format", "--cluster-id", config.CLUSTER_ID,
+                   "--config", str(self.props_path(name)), "--ignore-formatted"]
+            done = subprocess.run(cmd, cwd=d, capture_output=True, text=True,
+                                  timeout=FORMAT_TIMEOUT_S, check=False)
+            if done.returncode != 0:
+                raise KafkaError(f"{name}: StorageTool format exited {done.returncode}: "
+                                 f"{(done.stdout + done.stderr).strip()[-1500:]}")
+
+    # -- DB --------------------------------------------------------------------
+
+    def setup(self, run: Any, node: str) -> None:
+        self.start(run, node)
+
+    def teardown(self, run: Any, node: str) -> None:
+        self.kill(run, node)
+
+    # -- Killable --------------------------------------------------------------
+
+    def start(self, run: Any, node: str) -> None:
+        """Start the node's JVM; a running node stays as it is."""
+        p = self._procs[node] if node in self._procs else self._unknown(node)
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the Kafka cluster is closed")
+            if p.running:
+                return
+            self._forget(p)
+            cmd = self.java_cmd("kafka.Kafka", str(self.props_path(node)))
+            p.proc, p.item = self.launcher.launch(node, cmd, self.node_dir(node),
+                                                  self.log_path(node))
+            p.paused = False
+
+    def kill(self, run: Any, node: str) -> None:
+        """SIGKILL, no grace (a stopped JVM is woken so it dies)."""
+        p = self._procs[node] if node in self._procs else self._unknown(node)
+        with self._lock:
+            if p.proc is not None and p.proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    p.proc.send_signal(signal.SIGKILL)
+                    p.proc.send_signal(signal.SIGCONT)
+                p.proc.wait(timeout=KILL_WAIT_S)
+            self._forget(p)
+
+    def _forget(self, p: _Proc) -> None:
+        if p.proc is not None and p.proc.poll() is not None and p.item is not None:
+            self.launcher.release(p.item)
+            p.item = None
+        p.paused = False
+
+    def _unknown(self, node: str) -> _Proc:
+        raise KeyError(f"no node {node!r}; nodes: {', '.join(self.nodes)}")
+
+    def is_running(self, node: str) -> bool:
+        return self._procs[node].running
+
+    def pid(self, node: str) -> int | None:
+        p = self._procs[node]
+        return p.proc.pid if p.running and p.proc is not None else None
+
+    # -- Pausable --------------------------------------------------------------
+
+    def pause(self, run: Any, node: str) -> None:
+        p = self._procs[node]
+        with self._lock:
+            if p.running and p.proc is not None:
+                p.proc.send_signal(signal.SIGSTOP)
+                p.paused = True
+                _wait_state(p.proc.pid, stopped=True)
+
+    def resume(self, run: Any, node: str) -> None:
+        p = self._procs[node]
+        with self._lock:
+            if p.running and p.proc is not None:
+                p.proc.send_signal(signal.SIGCONT)
+                _wait_state(p.proc.pid, stopped=False)
+            p.paused = False
+
+    def is_paused(self, node: str) -> bool:
+        return self._procs[node].paused
+
+    # -- HasLogs ---------------------------------------------------------------
+
+    def collect(self, run: Any, node: str, dest: Path) -> None:
+        """The node's log and config into dest (they already live in its folder)."""
+        d = self.node_dir(node)
+        if dest.resolve() == d.resolve():
+            return
+        dest.mkdir(parents=True, exist_ok=True)
+        for p in (self.log_path(node), self.props_path(node)):
+            if p.exists():
+                shutil.copy2(p, dest / p.name)
+
+    # -- the quorum, from each node's own files --------------------------------
+
+    def quorum_states(self) -> dict[str, dict[str, Any]]:
+        """Each node's __cluster_metadata-0/quorum-state (leader id and epoch as it knows them)."""
+        out: dict[str, dict[str, Any]] = {}
+        for name in self.nodes:
+            path = self.data_dir(name) / "__cluster_metadata-0" / "quorum-state"
+            with contextlib.suppress(OSError, ValueError):
+                out[name] = json.loads(path.read_text())
+        return out
+
+    # -- teardown --------------------------------------------------------------
+
+    def close(self) -> list[str]:
+        """Resume and kill every node; no more starts. Returns problems."""
+        problems: list[str] = []
+        with self._lock:
+            self._closed = True
+            for name in self.nodes:
+                try:
+                    self.resume(None, name)
+                    self.kill(None, name)
+                except Exception as e:
+                    problems.append(f"killing {name}: {e}")
+        return problems

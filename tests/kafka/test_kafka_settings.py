@@ -1,0 +1,60 @@
+"""Kafka's jars cache and the spec -> server.properties mapping (no JVM)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.spec import BrokerSettings, SpecError
+from systems.kafka import config, jars
+
+
+def test_versions_before_3_9_and_nonsense_are_refused() -> None:
+    assert jars.parse_version("4.1.1") == (4, 1, 1)
+    assert jars.parse_version("3.9.0") == (3, 9, 0)
+    with pytest.raises(jars.KafkaJarsError, match=r"3\.9 and later"):
+        jars.parse_version("3.8.1")
+    with pytest.raises(jars.KafkaJarsError, match="not a release number"):
+        jars.parse_version("latest")
+
+
+def test_newest_complete_cached_4x_is_used(tmp_path: Path) -> None:
+    for v, complete in (("4.0.0", True), ("4.2.0", True), ("4.10.1", False), ("3.9.1", True)):
+        libs = tmp_path / v / "libs"
+        libs.mkdir(parents=True)
+        if complete:
+            (libs / ".complete").write_text(v)
+    found = jars.newest_cached(tmp_path)
+    assert found is not None and found.version == "4.2.0" and found.cached
+    assert jars.resolve(root=tmp_path).version == "4.2.0"  # no Maven: the cache answers
+    assert jars.resolve("3.9.1", root=tmp_path).libs == tmp_path / "3.9.1" / "libs"
+
+
+def _props(b: BrokerSettings) -> dict[str, str]:
+    nodes = {n: config.KafkaNode(n, config.node_id(n), "127.0.0.1", 9000 + i, 9100 + i)
+             for i, n in enumerate(("n1", "n2", "n3"))}
+    return config.server_properties(nodes["n2"], nodes, Path("/data"), b, partitions=8)
+
+
+def test_server_properties_follow_the_spec() -> None:
+    p = _props(BrokerSettings(replication_factor=3, min_insync_replicas=2,
+                              unclean_leader_election=True, flush="every-message"))
+    assert p["node.id"] == "2" and p["process.roles"] == "broker,controller"
+    assert p["controller.quorum.voters"] == "1@127.0.0.1:9100,2@127.0.0.1:9101,3@127.0.0.1:9102"
+    assert p["min.insync.replicas"] == "2" and p["default.replication.factor"] == "3"
+    assert p["unclean.leader.election.enable"] == "true"
+    assert p["log.flush.interval.messages"] == "1"
+    assert "log.flush.interval.messages" not in _props(BrokerSettings())
+    assert _props(BrokerSettings())["unclean.leader.election.enable"] == "false"
+
+
+def test_hw_truncation_is_refused() -> None:
+    with pytest.raises(SpecError, match="--truncation hw"):
+        _props(BrokerSettings(truncation="hw"))
+
+
+def test_producer_idempotent_only_with_acks_all() -> None:
+    assert config.producer_config("b:1", "all", timeout_s=3)["enable.idempotence"] is True
+    one = config.producer_config("b:1", "1", timeout_s=3)
+    assert one["enable.idempotence"] is False and one["retries"] == 0 and one["acks"] == "1"
