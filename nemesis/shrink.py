@@ -132,9 +132,10 @@ class Shrinker:
     def at_most(self) -> int:
         """An upper bound on the trials this search can still take (shown as progress)."""
         k = self.best.size
+        confirm = self.tries - len([t for t in self.trials if t.candidate == self.best])
         left = {"ddmin": k * (k + 3) // 2 + k * self.max_halvings + 8,
                 "shorten": k * self.max_halvings + 8, "time": 8, "confirm": 0}[self._stage]
-        return len(self.trials) + self.tries * left + self.tries
+        return len(self.trials) + self.tries * left + max(0, confirm)
 
     def _one(self, c: Candidate) -> TrialResult:
         reason = self.should_stop()
