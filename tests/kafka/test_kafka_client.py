@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from harness.history import Op
+from harness.runfiles import Op
 from systems.kafka.client import ERRORS, KafkaQueueClient, Sent, outcome
 from tests.kafka.cluster import PARTITIONS, Cluster
 
