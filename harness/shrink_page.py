@@ -45,8 +45,8 @@ td.bad {{ background: #fdd; }} td.ok {{ background: #efe; }}
 <p>{_link(s['original_run'], here, 'The original run')} had {o['windows']} fault windows
 ({o['steps']} nemesis steps) in {o['time_limit_s']:g} s. The minimal plan keeps
 <b>{m['windows']}</b> ({m['steps']} steps) in {m['time_limit_s']:g} s, found in
-{len(s['trials'])} trials ({s['minutes']:.1f} min), and reproduced {bad} in
-<b>{m['reproduced']} of {m['runs']}</b> runs.
+{len(s['trials'])} trials ({s['minutes']:.1f} min), and failed as the original in
+<b>{m['reproduced']} of {m['runs']}</b> runs ({escape(', '.join(m['found'])) or 'none found'}).
 {_link(m['run'], here, 'The minimal run')}'s report shows it;
 <a href="minimal.toml">minimal.toml</a> replays it (<code>undertow run --config
 minimal.toml</code>).</p>
