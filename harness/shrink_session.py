@@ -19,6 +19,7 @@ import click
 
 from harness import store
 from harness.shrink_cli import Failing
+from harness.shrink_page import render, stopped_text
 from harness.spec import TestSpec
 from nemesis import replay
 from nemesis.plan import Step
@@ -79,8 +80,12 @@ class Session:
         from harness.run_cli import _progress
 
         watch = core.Watch()
-        with _progress(watch):
-            outcome = core.run(self.spec_of(c, self.failing.spec.seed + n), watch=watch)
+        try:
+            with _progress(watch):
+                outcome = core.run(self.spec_of(c, self.failing.spec.seed + n), watch=watch)
+        except Exception as e:  # a trial that cannot run: stop, keep the best so far
+            click.echo(f"  -> the trial could not run: {type(e).__name__}: {e}", err=True)
+            return TrialResult(False, stopped=True, error=f"{type(e).__name__}: {e}")
         bad = tuple(sorted(outcome.results.get("bad_anomaly_types") or ()))
         link = self.dir / "trials" / f"{n:03d}"
         os.symlink(_rel(outcome.run_dir, link.parent), link)
@@ -160,8 +165,6 @@ class Session:
         }
 
     def write(self, out: Shrunk) -> None:
-        from harness.shrink_page import render
-
         s = self.summary(out)
         (self.dir / "shrink.json").write_text(json.dumps(s, indent=1) + "\n")
         header = (f"Minimal fault plan of {self.failing.run_dir}:\n"
@@ -180,8 +183,7 @@ class Session:
         lines = [f"{'fault':<22} {'target':<34} {'from':>8} {'to':>8}"]
         lines += [f"{r['fault']:<22} {r['target']:<34} {r['from_s']:>7.2f}s {r['to_s']:>7.2f}s"
                   for r in m["rows"]]
-        why = {None: "", "budget": " (budget spent)",
-               "interrupted": " (interrupted: best so far)"}[out.stopped]
+        why = stopped_text(out.stopped)
         lines.append(
             f"SHRUNK{why}: {s['original']['windows']} -> {m['windows']} fault windows, "
             f"{s['original']['time_limit_s']:g} -> {m['time_limit_s']:g} s; "

@@ -50,6 +50,7 @@ class TrialResult:
     reproduced: bool
     stopped: bool = False
     info: Any = None  # the caller's (e.g. the trial's run folder)
+    error: str | None = None  # with stopped: the trial could not run (the search ends)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +77,7 @@ class Shrunk:
     original: Candidate
     best: Candidate
     trials: tuple[Trial, ...]
-    stopped: str | None  # why the search ended early ("interrupted", "budget"), or None
+    stopped: str | None  # why it ended early: "interrupted", "budget", "error: ..."; or None
 
     def runs_of(self, c: Candidate) -> list[Trial]:
         return [t for t in self.trials if t.candidate == c]
@@ -146,7 +147,7 @@ class Shrinker:
         r = self.trial(c)
         self.trials.append(Trial(n, self._stage, c, r))
         if r.stopped:
-            raise _Stop("interrupted")
+            raise _Stop("interrupted" if r.error is None else f"error: {r.error}")
         return r
 
     def reproduces(self, c: Candidate) -> bool:

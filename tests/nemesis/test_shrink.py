@@ -99,3 +99,10 @@ def test_an_interrupted_trial_ends_the_search_at_once() -> None:
     out = Shrinker(spans(8), 60.0, trial).run()
     assert out.stopped == "interrupted" and len(out.trials) == 2
     assert out.best.size == 4  # the first half reproduced before the interrupt
+
+
+def test_a_trial_that_cannot_run_ends_the_search_with_the_best_so_far() -> None:
+    out = Shrinker(spans(6), 60.0, lambda c: TrialResult(
+        False, stopped=True, error="OSError: no ports")).run()
+    assert out.stopped == "error: OSError: no ports" and out.best == out.original
+    assert len(out.trials) == 1
