@@ -1,1 +1,3 @@
-"""PySpark and networkx checks over run files (shared/HISTORY.md); import only harness.history."""
+"""PySpark and networkx checks over run files (shared/HISTORY.md).
+
+Run files are read and results.json written only through `harness.runfiles`'s public names."""

@@ -14,7 +14,7 @@ import orjson
 from checkers.graph import cycle_results, find_cycles
 from checkers.logcheck import EXAMPLES
 from checkers.tables import OK, Tables, load_tables
-from harness.history import F_CODES
+from harness.runfiles import F_CODES, write_results
 
 ALWAYS_ALLOWED = frozenset({"int-send-skip"})
 ALLOWED_WITH_SUBSCRIBE = frozenset({"poll-skip", "nonmonotonic-poll"})
@@ -67,12 +67,6 @@ def verdict(t: Tables, log: dict[str, Any]) -> dict[str, Any]:
                   "polls_ok": int((poll_f & (t.op_status == OK)).sum()),
                   "lines": t.lines, "graph_s": round(time.monotonic() - t0, 3)},
     }
-
-
-def write_results(run_dir: Path, results: dict[str, Any]) -> None:
-    tmp = run_dir / "results.json.tmp"
-    tmp.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2) + b"\n")
-    os.replace(tmp, run_dir / "results.json")
 
 
 def check_tables(spark: Any, run_dir: Path, t: Tables, *, local: bool = True,

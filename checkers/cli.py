@@ -8,9 +8,6 @@ from typing import Any
 
 import click
 
-EXIT = {True: 0, False: 1, "unknown": 3}
-SEVERITY = {2: 3, 1: 2, 3: 1, 0: 0}  # worst first: 2, 1, 3, 0
-
 
 def summary_line(run_dir: Path, results: dict[str, Any]) -> str:
     v = results["valid"]
@@ -33,10 +30,10 @@ def check(run_dirs: tuple[Path, ...], spark_master: str, spark_remote: str | Non
 
     Exit 0 valid, 1 invalid, 3 unknown, 2 bad usage or unreadable input (worst of all).
     """
-    from checkers.api import check_tables, parse_workers, write_results
+    from checkers.api import check_tables, parse_workers
     from checkers.spark import SessionStarter
     from checkers.tables import load_tables
-    from harness.history import HistoryError
+    from harness.runfiles import HistoryError, exit_code, worst_exit_code, write_results
 
     codes: list[int] = []
     local = spark_remote is None and spark_master.startswith("local")
@@ -65,21 +62,18 @@ def check(run_dirs: tuple[Path, ...], spark_master: str, spark_remote: str | Non
             results["stats"]["since_start_s"] = round(time.monotonic() - t_start, 3)
             write_results(d, results)
             click.echo(summary_line(d, results))
-            codes.append(EXIT.get(results["valid"], 3))
+            codes.append(exit_code(results["valid"]))
     finally:
         if starter is not None:
             starter.close()
-    raise SystemExit(worst(codes))
+    raise SystemExit(worst_exit_code(codes))
 
 
 def _error(starter: Any, message: str) -> int:
     """Print an input error (after the JVM's start, which borrows stderr); exit code 2."""
+    from harness.runfiles import EXIT_USAGE
+
     if starter is not None:
         starter.wait()
     click.echo(message, err=True)
-    return 2
-
-
-def worst(codes: list[int]) -> int:
-    """The exit code of several runs: the worst in the order 2, 1, 3, 0."""
-    return max(codes, key=lambda c: SEVERITY[c]) if codes else 2
+    return EXIT_USAGE

@@ -1,4 +1,4 @@
-"""A C-speed path to the same checked columns `harness.history.scan_history` builds.
+"""A C-speed path to the same checked columns `harness.runfiles.scan_history` builds.
 
 DuckDB (multi-threaded, C++) parses history.jsonl, explodes the micro-ops and
 records, and checks every line's shape as column expressions. It is
@@ -17,14 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from harness.history import (
+from harness.runfiles import (
     CLIENT_FS,
     F_NEMESIS,
     NEMESIS_CODE,
     NO_OFFSET,
     HistoryScan,
-    _check_lines,
-    _check_sends,
+    check_lines,
+    check_sends,
     scan_history,
 )
 
@@ -239,9 +239,9 @@ def _scan_duckdb(path: str, threads: int) -> HistoryScan | None:
     if scan is None or scan.lines != expected:
         return None
     # the checks across lines, on the very columns the strict reader would have built
-    scan.pair = _check_lines(scan.path, np.arange(scan.lines), scan.time, scan.type,
+    scan.pair = check_lines(scan.path, np.arange(scan.lines), scan.time, scan.type,
                              scan.process, scan.f)
-    _check_sends(scan.path, np.stack([scan.send_line, scan.send_key, scan.send_value,
+    check_sends(scan.path, np.stack([scan.send_line, scan.send_key, scan.send_value,
                                       scan.send_offset, scan.send_seq], axis=1),
                  scan.type, scan.pair)
     return scan

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.history import (
+from harness.runfiles import (
     F_CODES,
     NEMESIS_CODE,
     NO_OFFSET,

@@ -15,21 +15,28 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from harness import generator as g
 from harness import store
-from harness.history import HistoryError, HistoryWriter, write_jsonl
 from harness.interpreter import Interpreter, Stats, client_node
 from harness.protocols import Backend, DumpsReplicas, Nemesis, Run
+from harness.runfiles import (
+    EXIT_INTERRUPTED,
+    RESULTS_JSON,
+    HistoryError,
+    HistoryWriter,
+    exit_code,
+    read_jsonl,
+    write_jsonl,
+    write_results,
+)
 from harness.spec import SpecError, TestSpec
 
 WAIT_READY_AFTER_HEAL_S = 30.0
-EXIT_CODES: dict[bool | str, int] = {True: 0, False: 1, "unknown": 3}
-EXIT_INTERRUPTED = 130
 
 
 @dataclass
@@ -57,11 +64,7 @@ class Outcome:
 
     @property
     def exit_code(self) -> int:
-        if self.interrupted:
-            return EXIT_INTERRUPTED
-        if self.valid is True or self.valid is False:
-            return EXIT_CODES[self.valid]
-        return 3
+        return EXIT_INTERRUPTED if self.interrupted else exit_code(self.valid)
 
     def summary(self) -> str:
         """The one line a person reads at the end."""
@@ -187,21 +190,13 @@ def _add_liveness(run_dir: Path, results: dict[str, Any], log: Any) -> None:
     The checkers judge safety from the run files alone; liveness is the harness's own
     measurement, so it is added here and never changes the verdict.
     """
-    import json
-
-    import orjson
-
     from nemesis.liveness import liveness
 
     try:
-        with open(run_dir / "history.jsonl", "rb") as fh:
-            ops = [orjson.loads(line) for line in fh if line.strip()]
+        ops = read_jsonl(run_dir / "history.jsonl")
         results.setdefault("stats", {})["liveness"] = liveness(ops)
-        path = run_dir / "results.json"
-        if path.exists():
-            tmp = path.with_name("results.json.tmp")
-            tmp.write_text(json.dumps(results, indent=1) + "\n")
-            tmp.replace(path)
+        if (run_dir / RESULTS_JSON).exists():
+            write_results(run_dir, results)
     except Exception:
         log.exception("measuring liveness failed (the verdict stands)")
 
@@ -323,14 +318,9 @@ def check_startable(spec: TestSpec) -> tuple[Any, Any, Backend]:
 
 def _interrupted(stored: store.StoredRun, phase: str, error: str | None) -> Outcome:
     """results.json saying the run was interrupted (and in which phase), and its Outcome."""
-    import json
-
     res: dict[str, Any] = {"valid": "unknown", "interrupted": True, "interrupted_during": phase,
                            "error": error or f"interrupted during {phase}"}
-    path = stored.paths.root / "results.json"
-    tmp = path.with_name("results.json.tmp")
-    tmp.write_text(json.dumps(res, indent=1) + "\n")
-    tmp.replace(path)
+    write_results(stored.paths.root, res)
     stored.log.warning("interrupted during %s", phase)
     return Outcome(stored.paths.root, "unknown", res, None, True, error)
 
@@ -407,25 +397,3 @@ def _run_stored(spec: TestSpec, stored: store.StoredRun, backend: Backend, wl: A
     valid = results.get("valid", "unknown")
     log.info("verdict %s: %s", valid, results.get("counts"))
     return Outcome(stored.paths.root, valid, results, report, False, check_error)
-
-
-def run_many(spec: TestSpec, count: int, *, watch_factory: Callable[[], Watch] | None = None,
-             on_outcome: Callable[[Outcome], None] | None = None) -> list[Outcome]:
-    """`--test-count N`: N runs, seeds spec.seed, spec.seed + 1, ...; stops after an interrupt."""
-    outcomes: list[Outcome] = []
-    for i in range(count):
-        o = run(replace(spec, seed=spec.seed + i), watch=watch_factory() if watch_factory else None)
-        outcomes.append(o)
-        if on_outcome is not None:
-            on_outcome(o)
-        if o.interrupted:
-            break
-    return outcomes
-
-
-def worst_exit_code(codes: list[int]) -> int:
-    """As `undertow check` with several folders: worst in the order 130, 2, 1, 3, 0."""
-    for c in (EXIT_INTERRUPTED, 2, 1, 3):
-        if c in codes:
-            return c
-    return 0

@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from harness.history import NEMESIS, Op, OpType, Process
+from harness.runfiles import NEMESIS, Op, OpType, Process
 
 Thread = int | str  # client thread index, or "nemesis"
 NS = 1_000_000_000

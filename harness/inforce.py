@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.history import Op
 from harness.protocols import FaultKind
+from harness.runfiles import Op
 
 
 def targets(kind: FaultKind, value: Any) -> list[str]:

@@ -27,9 +27,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from harness.generator import Context, Gen, Pending, Thread
-from harness.history import NEMESIS, HistoryWriter, Op, Process
 from harness.inforce import InForce
 from harness.protocols import Client, FaultKind, Nemesis, Run
+from harness.runfiles import NEMESIS, HistoryWriter, Op, Process
 
 MAX_WAIT_S = 0.05  # longest the scheduler blocks before looking at stop/timers again
 

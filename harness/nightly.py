@@ -12,6 +12,10 @@ down), then its results.json is judged:
   options that fix its bug (`undertow scenarios` shows them) and must then be
   valid: the same faults, the setting fixed, nothing lost.
 
+Each night draws a fresh seed from the date and the run number (printed, and kept
+in nightly.json, the JUnit file and the index), so night after night new
+interleavings are tried and any one can be replayed with `--seed`.
+
 Whatever happens, `undertow heal` runs at the end, the results index is
 refreshed, and results/nightly.json plus results/nightly-junit.xml say what
 was judged and why.
@@ -19,6 +23,8 @@ was judged and why.
 
 from __future__ import annotations
 
+import datetime
+import hashlib
 import json
 import os
 import subprocess
@@ -32,9 +38,12 @@ from typing import Any
 
 import click
 
+from harness.runfiles import EXIT_INVALID, EXIT_MEANING, EXIT_VALID, read_results
+
 # The documented matrix: every known bug, and the safe settings that must stay clean.
 MATRIX: tuple[str, ...] = ("kip101-loss", "kip101-divergence", "isr-shrink-2013",
                            "unclean-election", "last-replica-standing", "safe")
+TIMED_OUT = 124  # the exit code of a run the nightly stopped (as timeout(1) gives)
 RUN_MARGIN_S = 600.0  # setup, final reads, Spark check and report on top of the time limit
 
 
@@ -83,16 +92,6 @@ def _latest(results_dir: Path, scenario: str) -> Path | None:
     return link.resolve() if link.exists() else None
 
 
-def _read_results(run_dir: Path | None) -> dict[str, Any] | None:
-    if run_dir is None:
-        return None
-    try:
-        data = json.loads((run_dir / "results.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def undertow(*args: str, timeout_s: float | None = None) -> int:
     """Run the undertow CLI in a child process with this interpreter; its exit code."""
     cmd = [sys.executable, "-m", "harness.cli", *args]
@@ -101,7 +100,7 @@ def undertow(*args: str, timeout_s: float | None = None) -> int:
         return subprocess.run(cmd, timeout=timeout_s, check=False).returncode
     except subprocess.TimeoutExpired:
         click.echo(f"nightly: undertow {args[0]} timed out after {timeout_s:.0f} s", err=True)
-        return 124
+        return TIMED_OUT
 
 
 def run_scenario(name: str, expected: Sequence[str], *, backend: str, results_dir: Path,
@@ -122,23 +121,35 @@ def run_scenario(name: str, expected: Sequence[str], *, backend: str, results_di
     code = undertow(*args, timeout_s=(time_limit_s or scenario_time_s) + RUN_MARGIN_S)
     after = _latest(results_dir, name)
     run_dir = after if after is not None and after != before else None
-    results = _read_results(run_dir)
+    results = None if run_dir is None else read_results(run_dir)
     passed, reason = judge(name, expected, results, require=require)
     if run_dir is None:
-        reason = f"no new run folder under {results_dir / name} (exit {code}); " + reason
+        meaning = "timed out" if code == TIMED_OUT else EXIT_MEANING.get(code, "crashed")
+        reason = f"no new run folder under {results_dir / name} (exit {code}: {meaning}); " \
+            + reason
     return Judgement(label, passed, reason, None if results is None else results.get("valid"),
                      tuple(map(str, (results or {}).get("anomaly_types") or [])),
                      tuple(expected), None if run_dir is None else str(run_dir), code,
                      round(time.monotonic() - t0, 1))
 
 
-def write_summary(results_dir: Path, judgements: Sequence[Judgement]) -> None:
+def nightly_seed(date: datetime.date, run_number: int) -> int:
+    """The night's seed: the same date and run number always give the same one."""
+    digest = hashlib.sha256(f"{date.isoformat()}#{run_number}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") % 2**31
+
+
+def write_summary(results_dir: Path, judgements: Sequence[Judgement], *, seed: int | None = None,
+                  seed_from: str = "") -> None:
     """results/nightly.json and results/nightly-junit.xml (one test case per scenario)."""
     (results_dir / "nightly.json").write_text(json.dumps(
-        {"passed": all(j.passed for j in judgements),
+        {"passed": all(j.passed for j in judgements), "seed": seed, "seed_from": seed_from,
          "scenarios": [asdict(j) for j in judgements]}, indent=1, default=str) + "\n")
     suite = ET.Element("testsuite", name="undertow-nightly", tests=str(len(judgements)),
                        failures=str(sum(not j.passed for j in judgements)), errors="0")
+    props = ET.SubElement(suite, "properties")
+    ET.SubElement(props, "property", name="seed", value=str(seed))
+    ET.SubElement(props, "property", name="seed_from", value=seed_from)
     for j in judgements:
         case = ET.SubElement(suite, "testcase", classname="undertow.nightly", name=j.scenario,
                              time=f"{j.duration_s:.1f}")
@@ -161,8 +172,11 @@ def write_summary(results_dir: Path, judgements: Sequence[Judgement]) -> None:
               help=f"Only these scenarios (repeat); default the matrix: {', '.join(MATRIX)}.")
 @click.option("--results-dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("results"), show_default=True)
-@click.option("--seed", type=int, default=1, show_default=True,
-              help="Seed of every run (fixed, so a failing night can be replayed).")
+@click.option("--seed", type=int, default=None,
+              help="Seed of every run, to replay a night (default: drawn from the date and "
+                   "the run number, printed).")
+@click.option("--run-number", type=int, default=None,
+              help="This night's run number (default: $GITHUB_RUN_NUMBER, else 0).")
 @click.option("--time-limit", "time_limit_s", type=float, default=None,
               help="Override each scenario's time limit (seconds).")
 @click.option("--require", type=click.Choice(["all", "any"]), default="all", show_default=True,
@@ -171,16 +185,26 @@ def write_summary(results_dir: Path, judgements: Sequence[Judgement]) -> None:
               help="Also run each known bug with the options that fix it; it must be valid.")
 @click.option("--heal/--no-heal", default=True, show_default=True,
               help="Run `undertow heal` at the end (always, even after a failure).")
-def main(backend: str, scenarios: tuple[str, ...], results_dir: Path, seed: int,
-         time_limit_s: float | None, require: str, controls: bool, heal: bool) -> None:
+def main(backend: str, scenarios: tuple[str, ...], results_dir: Path, seed: int | None,
+         run_number: int | None, time_limit_s: float | None, require: str, controls: bool,
+         heal: bool) -> None:
     """Run the nightly matrix of scenarios and judge each verdict; exit 1 on any failure."""
     from nemesis.scenarios import SCENARIOS
+
 
     names = scenarios or MATRIX
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown:
         raise click.BadParameter(f"{', '.join(unknown)}: not a scenario; known: "
                                  f"{', '.join(sorted(SCENARIOS))}", param_hint="--scenario")
+    if seed is None:
+        if run_number is None:
+            run_number = int(os.environ.get("GITHUB_RUN_NUMBER") or 0)
+        today = datetime.datetime.now(datetime.UTC).date()
+        seed, seed_from = nightly_seed(today, run_number), f"{today} run {run_number}"
+    else:
+        seed_from = "--seed"
+    click.echo(f"nightly: seed {seed} (from {seed_from}; replay with --seed {seed})", err=True)
     results_dir.mkdir(parents=True, exist_ok=True)
     judgements: list[Judgement] = []
     runs = [(n, ()) for n in names] + \
@@ -198,7 +222,7 @@ def main(backend: str, scenarios: tuple[str, ...], results_dir: Path, seed: int,
     finally:
         if heal:
             undertow("heal", timeout_s=300)
-        write_summary(results_dir, judgements)
+        write_summary(results_dir, judgements, seed=seed, seed_from=seed_from)
         try:
             from harness.report.render import render_index
 
@@ -210,7 +234,7 @@ def main(backend: str, scenarios: tuple[str, ...], results_dir: Path, seed: int,
                f"({backend} backend, seed {seed}); summary {results_dir / 'nightly.json'}")
     for j in failed:
         click.echo(f"  FAIL {j.scenario}: {j.reason}")
-    sys.exit(1 if failed or len(judgements) < len(runs) else 0)
+    sys.exit(EXIT_INVALID if failed or len(judgements) < len(runs) else EXIT_VALID)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from harness.history import Op
+from harness.runfiles import Op
 
 if TYPE_CHECKING:
     from harness.spec import TestSpec

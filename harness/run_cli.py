@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from harness.runfiles import EXIT_USAGE
 from harness.spec import SpecError, TestSpec, build_spec, load_toml
 
 # option name -> (spec field, or "broker.<field>")
@@ -34,7 +35,7 @@ FIELDS: dict[str, str] = {
 
 
 class BadUsage(click.ClickException):
-    exit_code = 2
+    exit_code = EXIT_USAGE
 
 
 def _comma_list(value: str) -> tuple[str, ...]:
@@ -165,6 +166,7 @@ def _run(ctx: click.Context, params: dict[str, Any], stopper: Any) -> int:
         click.echo(json.dumps(spec.to_json(), indent=1, default=str))
         return 0
     from harness import core
+    from harness.runfiles import EXIT_INTERRUPTED, worst_exit_code
     from harness.store import test_name
 
     try:
@@ -179,7 +181,7 @@ def _run(ctx: click.Context, params: dict[str, Any], stopper: Any) -> int:
     for i in range(spec.test_count):
         if stopper.requested.is_set():
             click.echo("INTERRUPTED (before the run started)")
-            codes.append(core.EXIT_INTERRUPTED)
+            codes.append(EXIT_INTERRUPTED)
             break
         one = spec if i == 0 else _with_seed(spec, spec.seed + i)
         watch = core.Watch()
@@ -192,7 +194,7 @@ def _run(ctx: click.Context, params: dict[str, Any], stopper: Any) -> int:
         codes.append(outcome.exit_code)
         if outcome.interrupted:
             break
-    return core.worst_exit_code(codes)
+    return worst_exit_code(codes)
 
 
 def _with_seed(spec: TestSpec, seed: int) -> TestSpec:

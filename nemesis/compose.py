@@ -12,8 +12,8 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 
-from harness.history import Op
 from harness.protocols import FaultKind, HasLeaders, Nemesis, Run
+from harness.runfiles import Op
 from nemesis.faults import NemesisError
 
 log = logging.getLogger(__name__)

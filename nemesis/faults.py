@@ -14,8 +14,8 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from harness.history import Op
 from harness.protocols import DumpsReplicas, HasClock, Killable, LosesUnflushed, Pausable, Run
+from harness.runfiles import Op
 from nemesis.kinds import CLOCK_BUMP, CLOCK_SKEW, KILL, LOSE_UNFLUSHED, PAUSE, FaultKind, verbs
 from nemesis.targets import LiveView, resolve
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.history import NEMESIS, Op
+from harness.runfiles import NEMESIS, Op
 from nemesis.kinds import KINDS, recovery_verbs
 
 HEAL_VERBS = recovery_verbs(KINDS)

@@ -13,8 +13,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from harness.history import Op
 from harness.protocols import Run
+from harness.runfiles import Op
 from nemesis import grudges as g
 from nemesis.faults import NemesisError, resolve_key, roles_of, target_nodes
 from nemesis.kinds import LOSSY, PARTITION, SLOW, verbs

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from harness import generator as gen
-from harness.history import Op
+from harness.runfiles import Op
 
 NS = 1_000_000_000
 

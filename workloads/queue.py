@@ -23,8 +23,8 @@ from typing import Any
 import orjson
 
 from harness import generator as g
-from harness.history import Op
 from harness.protocols import Run
+from harness.runfiles import Op
 from harness.spec import TestSpec
 
 SEND_WEIGHT, POLL_WEIGHT, ASSIGN_WEIGHT = 5.0, 4.0, 1.0

@@ -77,7 +77,7 @@ def floor(run_dir: Path) -> dict[str, Any]:
     from checkers.fastscan import scan_fast
     from checkers.spark import log_checks_local
     from checkers.tables import build_tables
-    from harness.history import scan_history
+    from harness.runfiles import scan_history
 
     t0 = time.monotonic()
     scan_history(run_dir / "history.jsonl", workers=1)

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from harness import generator as g
-from harness.history import HistoryWriter, Op
 from harness.interpreter import Interpreter, client_node
 from harness.protocols import Run, RunPaths
+from harness.runfiles import HistoryWriter, Op
 from harness.spec import TestSpec, build_spec
 
 OUT = Path(__file__).resolve().parents[1] / "out"

@@ -20,8 +20,8 @@ import click
               help="Also refresh index.html of the results folder holding the run.")
 def report(run_dirs: tuple[Path, ...], index: bool) -> None:
     """Render report.html (and junit.xml) for each RUN_DIR from its files alone."""
-    from harness.history import HistoryError
     from harness.report.render import render_index, render_run
+    from harness.runfiles import HistoryError
 
     failed = False
     for run_dir in run_dirs:

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.report import svg
-from harness.report.scan import KINDS, KeyLog, Scan
+from harness.report.scan import Scan
+from harness.runfiles.walk import KINDS, KeyLog
 
 SCATTER_POINTS = 6000  # raw latency points drawn, at most
 BUCKETS = 120  # time buckets for quantiles and throughput

@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from harness.report.sections import verdict
+from harness.runfiles import HistoryError, read_json
 
 _STAMP = re.compile(r"^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$")
 
@@ -28,14 +27,16 @@ class IndexRow:
     link: str  # relative to the results folder
     has_report: bool
     path: str
+    seed: str = ""  # the run's seed (test.json), to replay it
 
 
 def _json(path: Path) -> dict[str, Any] | None:
+    """A small JSON file of a run folder; None when absent or unreadable (the index
+    lists every run, whatever state its folder is in)."""
     try:
-        data = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
+        return read_json(path)
+    except HistoryError:
         return None
-    return data if isinstance(data, dict) else None
 
 
 def run_dirs(results_dir: Path) -> list[Path]:
@@ -78,6 +79,7 @@ def index_rows(results_dir: Path) -> list[IndexRow]:
             test=name or (d.parent.name if d.parent != results_dir else d.name),
             time=_when(d), verdict=v.label, css=v.css, counts=counts,
             link=f"./{rel.as_posix()}/report.html" if has_report else f"./{rel.as_posix()}/",
-            has_report=has_report, path=rel.as_posix()))
+            has_report=has_report, path=rel.as_posix(),
+            seed=str(test["seed"]) if isinstance(test.get("seed"), int) else ""))
     rows.sort(key=lambda r: r.time, reverse=True)
     return rows

@@ -21,8 +21,9 @@ from markupsafe import Markup
 from harness.report import figures, sections
 from harness.report.faults import run_kinds
 from harness.report.liveness import liveness_section
-from harness.report.runfiles import RunFiles, load_run, no_gc
-from harness.report.scan import KINDS, Scan, scan
+from harness.report.scan import Scan, scan
+from harness.runfiles import RunFiles, load_run, no_gc
+from harness.runfiles.walk import KINDS
 
 _HERE = Path(__file__).parent
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(_HERE / "templates"),

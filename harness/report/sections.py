@@ -13,7 +13,8 @@ from typing import Any
 
 import orjson
 
-from harness.report.scan import Scan, anomaly_refs
+from harness.report.scan import Scan
+from harness.runfiles.walk import anomaly_refs
 
 VALUE_CHARS = 400  # an op's value is cut to this many characters in the ops table
 REPLICA_KEYS = 16

@@ -79,7 +79,7 @@ def test_empty_history_is_unknown_not_an_input_error(tmp_path: Path) -> None:
 
 
 def test_worst_exit_code() -> None:
-    from checkers.cli import worst
+    from harness.runfiles import worst_exit_code as worst
 
     assert worst([0, 3]) == 3 and worst([3, 1, 0]) == 1 and worst([1, 2, 3]) == 2
-    assert worst([0]) == 0
+    assert worst([0]) == 0 and worst([0, 130, 2]) == 130 and worst([]) == 2

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from checkers.fastscan import _scan_duckdb, scan_fast
-from harness.history import HistoryError, HistoryScan, scan_history
+from harness.runfiles import HistoryError, HistoryScan, scan_history
 from tests.harness.test_history import BAD, INV, OK, line, write
 
 EXAMPLES = Path("/work/shared/examples")

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from harness import generator as g
-from harness.history import NEMESIS, Op, OpType
+from harness.runfiles import NEMESIS, Op, OpType
 
 MS = 1_000_000
 

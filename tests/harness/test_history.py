@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
-from harness.history import (
+from harness.runfiles import (
     HistoryError,
     HistoryWriter,
     Op,

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from harness import generator as g
-from harness.history import NEMESIS, HistoryWriter, Op
 from harness.interpreter import Interpreter
 from harness.protocols import FaultKind, Run, RunPaths
+from harness.runfiles import NEMESIS, HistoryWriter, Op
 from harness.spec import TestSpec as Spec
 
 

@@ -23,9 +23,9 @@ import pytest
 from harness import leftovers
 from harness.control.local import LocalBackend
 from harness.control.local_db import LocalBrokerDB
-from harness.history import NEMESIS, Op
 from harness.net import ProxyNet
 from harness.protocols import Run, RunPaths
+from harness.runfiles import NEMESIS, Op
 from harness.spec import build_spec
 from nemesis.compose import Composed, compose
 from nemesis.faults import Clock, Kill, LoseUnflushed, Pause

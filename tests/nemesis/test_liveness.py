@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.history import Op
+from harness.runfiles import Op
 from nemesis.liveness import liveness, recoveries
 
 S = 1_000_000_000

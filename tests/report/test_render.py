@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from harness.history import HistoryError
 from harness.report.render import render_run
+from harness.runfiles import HistoryError
 
 
 def test_truncated_example_report(example_run: Any) -> None:
@@ -124,8 +124,8 @@ def test_bad_history_names_the_line(make_run: Any, tmp_path: Path) -> None:
 
 
 def test_anomaly_refs_and_marks() -> None:
-    from harness.report.scan import anomaly_refs
     from harness.report.sections import marked_offsets
+    from harness.runfiles.walk import anomaly_refs
 
     idx, vals = anomaly_refs({
         "G1c-realtime": [{"ops": [3, 9], "processes": [1, 2], "edges": ["ww", "rt"]}],

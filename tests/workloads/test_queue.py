@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from harness import generator as g
-from harness.history import HistoryWriter, Op, OpType
 from harness.protocols import Run, RunPaths
+from harness.runfiles import HistoryWriter, Op, OpType
 from harness.spec import build_spec
 from workloads import queue
 

@@ -1,9 +1,10 @@
-"""Read a run folder's files for the report: fast (orjson, one call per file) and tolerant.
+"""The tolerant reader: a run folder's files as plain dicts, for the report, the index,
+the nightly and liveness.
 
-The report is drawn from whatever the folder holds: only history.jsonl is
-required; test.json, replicas.jsonl and results.json are optional. A line that
-is not a JSON object is an input error naming the file and line (HistoryError);
-deeper validation is the checkers' job, so the report never duplicates it.
+Fast (orjson, one call per file) and forgiving: only history.jsonl is required;
+test.json, replicas.jsonl and results.json are optional. A line that is not a
+JSON object is an input error naming the file and line (HistoryError); deeper
+validation is the strict reader's job (harness.runfiles.strict), never repeated here.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from typing import Any
 
 import orjson
 
-from harness.history import HistoryError
+from harness.runfiles.ops import HistoryError
+from harness.runfiles.writer import RESULTS_JSON
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +50,12 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """Every line of a JSONL file as a dict; blank lines are skipped; errors name the line."""
     rows: list[dict[str, Any]] = []
     loads = orjson.loads
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise HistoryError(path, None, f"cannot read: {e.strerror or e}") from e
     with no_gc():
-        for lineno, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
+        for lineno, raw in enumerate(data.split(b"\n"), start=1):
             if not raw or raw.isspace():
                 continue
             try:
@@ -63,16 +69,28 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    if not path.exists():
-        return None
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object file (test.json, results.json); None when absent; HistoryError when
+    unreadable or not an object."""
     try:
         data = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise HistoryError(path, None, f"cannot read: {e.strerror or e}") from e
     except orjson.JSONDecodeError as e:
         raise HistoryError(path, None, f"not valid JSON: {e}") from None
     if not isinstance(data, dict):
         raise HistoryError(path, None, "expected a JSON object at the top level")
     return data
+
+
+def read_results(run_dir: Path) -> dict[str, Any] | None:
+    """run_dir/results.json, or None when the folder has none or it cannot be read."""
+    try:
+        return read_json(Path(run_dir) / RESULTS_JSON)
+    except HistoryError:
+        return None
 
 
 def load_run(run_dir: Path) -> RunFiles:
@@ -84,7 +102,7 @@ def load_run(run_dir: Path) -> RunFiles:
     return RunFiles(
         run_dir=run_dir,
         ops=read_jsonl(history),
-        test=_read_json(run_dir / "test.json"),
+        test=read_json(run_dir / "test.json"),
         replicas=read_jsonl(replicas_path) if replicas_path.is_file() else None,
-        results=_read_json(run_dir / "results.json"),
+        results=read_json(run_dir / RESULTS_JSON),
     )

@@ -1,144 +1,23 @@
-"""Run files of ../shared/HISTORY.md: the `Op` record, a durable writer, a strict reader.
+"""The strict reader of history.jsonl: columns checked against every rule of the contract.
 
-The writer appends and flushes each operation as it happens, so a harness killed
-mid-run still leaves a readable history. The reader rejects anything outside the
-contract with an error naming the file, the line (from 1) and the problem.
+One line at a time is checked for shape (in parallel for big files); the checks
+across lines (index order, time, invoke/completion pairing, values sent once)
+run vectorised over the whole file afterwards, in `check_lines` and
+`check_sends`, which the checkers' DuckDB reader runs on its own columns too.
+Anything outside the contract raises HistoryError naming file, line and problem.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
-import threading
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import Any
 
 import orjson
 
-OpType = Literal["invoke", "ok", "fail", "info"]
-OP_TYPES: frozenset[str] = frozenset({"invoke", "ok", "fail", "info"})
-NEMESIS = "nemesis"
-Process = int | str
-
-
-@dataclass(frozen=True, slots=True)
-class Op:
-    """One line of history.jsonl: an invocation or a completion."""
-
-    type: OpType
-    process: Process
-    f: str
-    value: Any = None
-    time: int = 0  # ns since the test started
-    index: int = -1  # assigned by the writer
-    error: str | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)  # e.g. seek_to_beginning
-
-    def with_(self, **changes: Any) -> Op:
-        """A copy with some fields replaced (dataclasses.replace, typed)."""
-        from dataclasses import replace
-
-        return replace(self, **changes)
-
-    def complete(self, type: OpType, value: Any = None, error: str | None = None,
-                 **extra: Any) -> Op:
-        """The completion of this invocation: same process and f."""
-        return Op(type=type, process=self.process, f=self.f,
-                  value=self.value if value is None else value,
-                  error=error, extra={**self.extra, **extra})
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"index": self.index, "time": self.time, "type": self.type,
-                               "process": self.process, "f": self.f, "value": self.value}
-        if self.error is not None:
-            out["error"] = self.error
-        for k, v in self.extra.items():
-            if k not in out:
-                out[k] = v
-        return out
-
-    @property
-    def is_client(self) -> bool:
-        return self.process != NEMESIS
-
-
-class HistoryError(ValueError):
-    """An input that breaks the run-file contract: names file, line and problem."""
-
-    def __init__(self, path: Path | str, line: int | None, problem: str) -> None:
-        self.path = str(path)
-        self.line = line
-        self.problem = problem
-        where = f"{self.path}:{line}" if line is not None else self.path
-        super().__init__(f"{where}: {problem}")
-
-
-class HistoryWriter:
-    """Appends ops to history.jsonl, assigning index; each line is flushed at once.
-
-    Thread-safe: the interpreter's workers and the nemesis write concurrently.
-    `fsync_every` > 0 also forces the file to disk every that many ops.
-    """
-
-    def __init__(self, path: Path, *, fsync_every: int = 0) -> None:
-        self.path = path
-        self._fh: IO[bytes] = open(path, "ab", buffering=0)  # noqa: SIM115
-        self._lock = threading.Lock()
-        self._next = 0
-        self._last_time = 0
-        self._fsync_every = fsync_every
-
-    def append(self, op: Op) -> Op:
-        """Write op (assigning index, and never letting time go backwards); return it."""
-        with self._lock:
-            t = op.time if op.time > self._last_time else self._last_time
-            # the constructor directly: dataclasses.replace costs several times more
-            written = Op(op.type, op.process, op.f, op.value, t, self._next, op.error, op.extra)
-            self._fh.write(orjson.dumps(written.to_json()) + b"\n")
-            self._next += 1
-            self._last_time = t
-            if self._fsync_every and self._next % self._fsync_every == 0:
-                os.fsync(self._fh.fileno())
-            return written
-
-    @property
-    def count(self) -> int:
-        return self._next
-
-    def close(self) -> None:
-        with self._lock:
-            if not self._fh.closed:
-                os.fsync(self._fh.fileno())
-                self._fh.close()
-
-    def __enter__(self) -> HistoryWriter:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def write_jsonl(path: Path, rows: Iterator[Mapping[str, Any]] | list[Mapping[str, Any]]) -> int:
-    """Write rows as JSON lines durably (temp file, fsync, rename); returns the count."""
-    tmp = path.with_name(path.name + ".tmp")
-    n = 0
-    with open(tmp, "wb") as fh:
-        for row in rows:
-            fh.write(orjson.dumps(row) + b"\n")
-            n += 1
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    return n
-
-
-# --------------------------------------------------------------------------
-# The strict reader. One line at a time is checked for shape (in parallel for
-# big files); the checks across lines (index order, time, invoke/completion
-# pairing, values sent once) run vectorised over the whole file afterwards.
-# --------------------------------------------------------------------------
+from harness.runfiles.ops import NEMESIS, HistoryError, Op
 
 TYPE_CODES: dict[str, int] = {"invoke": 0, "ok": 1, "fail": 2, "info": 3}
 TYPE_NAMES: tuple[str, ...] = ("invoke", "ok", "fail", "info")
@@ -184,19 +63,22 @@ class HistoryScan:
         return len(self.time)
 
 
-class _LineError(Exception):
+class LineError(Exception):
+    """A line's problem; the reader adds file and line number (HistoryError)."""
+
     def __init__(self, problem: str) -> None:
         super().__init__(problem)
         self.problem = problem
 
 
-def _int(v: Any, what: str, *, nonneg: bool = False) -> int:
+def checked_int(v: Any, what: str, *, nonneg: bool = False) -> int:
+    """v when it is a (non-negative, if asked) 64-bit integer, else LineError naming `what`."""
     if type(v) is not int:
-        raise _LineError(f"{what} must be an integer, got {orjson.dumps(v).decode()[:60]}")
+        raise LineError(f"{what} must be an integer, got {orjson.dumps(v).decode()[:60]}")
     if nonneg and v < 0:
-        raise _LineError(f"{what} must be non-negative, got {v}")
+        raise LineError(f"{what} must be non-negative, got {v}")
     if not -(2**63) <= v < 2**63:
-        raise _LineError(f"{what} out of 64-bit range: {v}")
+        raise LineError(f"{what} out of 64-bit range: {v}")
     return v
 
 
@@ -214,32 +96,32 @@ def _micro_ops(value: Any, line: int, completion: bool, cols: _Cols) -> None:
     if value is None and completion:
         return
     if type(value) is not list:
-        raise _LineError("value must be a list of micro-operations")
+        raise LineError("value must be a list of micro-operations")
     seq = 0
     rseq = 0
     for m in value:
         if type(m) is not list or not m:
             shown = orjson.dumps(m).decode()[:60]
-            raise _LineError(f"micro-op must be a non-empty list, got {shown}")
+            raise LineError(f"micro-op must be a non-empty list, got {shown}")
         kind = m[0]
         if kind == "send":
             if len(m) != 3:
-                raise _LineError("send micro-op must be [\"send\", key, value]")
+                raise LineError("send micro-op must be [\"send\", key, value]")
             key = m[1]
             if not (type(key) is int and 0 <= key < _I64):
-                _int(key, "send key", nonneg=True)
+                checked_int(key, "send key", nonneg=True)
             v = m[2]
             offset = NO_OFFSET
             if type(v) is list:
                 if not completion:
-                    raise _LineError("a send in an invoke must be [\"send\", key, value]")
+                    raise LineError("a send in an invoke must be [\"send\", key, value]")
                 if len(v) != 2:
-                    raise _LineError("a completed send must be [\"send\", key, [offset, value]]")
+                    raise LineError("a completed send must be [\"send\", key, [offset, value]]")
                 if v[0] is not None:
-                    offset = _int(v[0], "send offset", nonneg=True)
+                    offset = checked_int(v[0], "send offset", nonneg=True)
                 v = v[1]
             if not (type(v) is int and -_I64 <= v < _I64):
-                _int(v, "sent value")
+                checked_int(v, "sent value")
             cols.send.extend((line, key, v, offset, seq))
             seq += 1
         elif kind == "poll":
@@ -247,15 +129,15 @@ def _micro_ops(value: Any, line: int, completion: bool, cols: _Cols) -> None:
             if len(m) == 1:
                 continue
             if not completion:
-                raise _LineError("a poll in an invoke must be [\"poll\"]")
+                raise LineError("a poll in an invoke must be [\"poll\"]")
             if len(m) != 2 or type(m[1]) is not dict:
-                raise _LineError("a completed poll must be [\"poll\", {key: [[offset, value]]}]")
+                raise LineError("a completed poll must be [\"poll\", {key: [[offset, value]]}]")
             for ks, recs in m[1].items():
                 if not ks.isdigit():
-                    raise _LineError(f"poll key must be a non-negative integer string, got {ks!r}")
+                    raise LineError(f"poll key must be a non-negative integer string, got {ks!r}")
                 key = int(ks)
                 if type(recs) is not list:
-                    raise _LineError(f"poll records of key {ks} must be a list")
+                    raise LineError(f"poll records of key {ks} must be a list")
                 append = cols.read.extend
                 for r in recs:
                     if type(r) is list and len(r) == 2:
@@ -266,44 +148,44 @@ def _micro_ops(value: Any, line: int, completion: bool, cols: _Cols) -> None:
                             rseq += 1
                             continue
                     if type(r) is not list or len(r) != 2:
-                        raise _LineError(f"poll record of key {ks} must be [offset, value]")
-                    _int(r[0], "read offset", nonneg=True)
-                    _int(r[1], "read value")
+                        raise LineError(f"poll record of key {ks} must be [offset, value]")
+                    checked_int(r[0], "read offset", nonneg=True)
+                    checked_int(r[1], "read value")
         else:
-            raise _LineError(f"unknown micro-op {orjson.dumps(kind).decode()[:40]}")
+            raise LineError(f"unknown micro-op {orjson.dumps(kind).decode()[:40]}")
 
 
 def _parse_line(raw: bytes, line: int, cols: _Cols) -> None:
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError as e:
-        raise _LineError(f"invalid JSON (truncated line?): {e}") from None
+        raise LineError(f"invalid JSON (truncated line?): {e}") from None
     if type(obj) is not dict:
-        raise _LineError("not a JSON object")
+        raise LineError("not a JSON object")
     try:
         index, time, typ, p, f, value = (obj["index"], obj["time"], obj["type"],
                                          obj["process"], obj["f"], obj["value"])
     except KeyError as e:
-        raise _LineError(f"missing field {e.args[0]!r}") from None
+        raise LineError(f"missing field {e.args[0]!r}") from None
     if not (type(index) is int and 0 <= index < _I64):
-        _int(index, "index", nonneg=True)
+        checked_int(index, "index", nonneg=True)
     if not (type(time) is int and 0 <= time < _I64):
-        _int(time, "time", nonneg=True)
+        checked_int(time, "time", nonneg=True)
     t = TYPE_CODES.get(typ) if type(typ) is str else None
     if t is None:
-        raise _LineError(f"unknown type {orjson.dumps(typ).decode()[:40]}")
+        raise LineError(f"unknown type {orjson.dumps(typ).decode()[:40]}")
     if type(f) is not str:
-        raise _LineError("f must be a string")
+        raise LineError("f must be a string")
     flags = 1 if obj.get("seek_to_beginning") is True else 0
     if p == NEMESIS:
         pc, fc = NEMESIS_CODE, F_NEMESIS
         if type(value) is not dict and not (t != 0 and value is None):
-            raise _LineError("a nemesis value must be an object")
+            raise LineError("a nemesis value must be an object")
     else:
-        pc = p if type(p) is int and 0 <= p < _I64 else _int(p, "process", nonneg=True)
+        pc = p if type(p) is int and 0 <= p < _I64 else checked_int(p, "process", nonneg=True)
         fc = F_CODES.get(f, -1)
         if fc < 0:
-            raise _LineError(f"unknown client f {f!r}")
+            raise LineError(f"unknown client f {f!r}")
         if fc <= 2:
             cols.has_poll = False
             _micro_ops(value, line, t != 0, cols)
@@ -311,11 +193,11 @@ def _parse_line(raw: bytes, line: int, cols: _Cols) -> None:
         elif fc <= 4:
             if not (value is None and t != 0):
                 if type(value) is not list:
-                    raise _LineError(f"{f} value must be a list of keys")
+                    raise LineError(f"{f} value must be a list of keys")
                 for k in value:
-                    _int(k, f"{f} key", nonneg=True)
+                    checked_int(k, f"{f} key", nonneg=True)
         elif value is not None:
-            raise _LineError("crash value must be null")
+            raise LineError("crash value must be null")
     cols.head.extend((index, time, t, pc, fc, flags))
 
 
@@ -362,7 +244,7 @@ def _parse_chunk(path: str, start: int, end: int, first_line: int) -> tuple[Any,
                     break
                 try:
                     _parse_line(raw, line, cols)
-                except _LineError as e:
+                except LineError as e:
                     err = (line, e.problem)
                     break
                 line += 1
@@ -427,15 +309,16 @@ def scan_history(path: Path | str, *, workers: int = 1) -> HistoryScan:
             raise HistoryError(path, part[0][0] + 1, part[0][1])
     cat = [np.concatenate([p[i] for p in parts]) for i in range(1, 9)]
     index, time, typ, proc, f, flags, send, read = cat
-    pair = _check_lines(path, index, time, typ, proc, f)
-    _check_sends(path, send, typ, pair)
+    pair = check_lines(path, index, time, typ, proc, f)
+    check_sends(path, send, typ, pair)
     return HistoryScan(path, time, typ, proc, f, flags, pair,
                        send[:, 0], send[:, 1], send[:, 2], send[:, 3], send[:, 4],
                        read[:, 0], read[:, 1], read[:, 2], read[:, 3], read[:, 4])
 
 
-def _check_lines(path: str, index: Any, time: Any, typ: Any, proc: Any, f: Any) -> Any:
-    """Index order, time, and invoke/completion pairing; returns pair (see HistoryScan)."""
+def check_lines(path: str, index: Any, time: Any, typ: Any, proc: Any, f: Any) -> Any:
+    """Index order, time, and invoke/completion pairing over the columns; returns `pair`
+    (see HistoryScan). HistoryError names the first line that breaks a rule."""
     import numpy as np
 
     n = len(index)
@@ -496,8 +379,9 @@ def _pname(p: int) -> str:
     return NEMESIS if p == NEMESIS_CODE else str(p)
 
 
-def _check_sends(path: str, send: Any, typ: Any, pair: Any) -> None:
-    """Values are sent once; a completion's sends are its invoke's."""
+def check_sends(path: str, send: Any, typ: Any, pair: Any) -> None:
+    """Values are sent once; a completion's sends are its invoke's (`send` rows are
+    line, key, value, offset, seq; `pair` as check_lines returns it)."""
     import numpy as np
 
     inv = send[typ[send[:, 0]] == 0]
@@ -538,80 +422,3 @@ def read_history(path: Path | str) -> list[Op]:
                           error=None if err is None else str(err),
                           extra={k: v for k, v in o.items() if k not in base}))
     return ops
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaSummary:
-    node: str
-    key: int
-    hw: int
-    leo: int
-
-
-@dataclass
-class Replicas:
-    """replicas.jsonl: summaries, and records as columns (node code, key, offset, value)."""
-
-    nodes: list[str]
-    summaries: list[ReplicaSummary]
-    rec_node: Any  # numpy int64: index into nodes
-    rec_key: Any
-    rec_offset: Any
-    rec_value: Any
-
-
-def read_replicas(path: Path | str) -> Replicas:
-    """Read and check replicas.jsonl; raise HistoryError naming file, line and problem."""
-    import numpy as np
-
-    path = str(path)
-    nodes: dict[str, int] = {}
-    summaries: dict[tuple[str, int], ReplicaSummary] = {}
-    first_rec: dict[tuple[str, int], int] = {}
-    recs: list[tuple[int, int, int, int]] = []
-    try:
-        fh = open(path, "rb")  # noqa: SIM115
-    except OSError as e:
-        raise HistoryError(path, None, f"cannot read: {e.strerror or e}") from e
-    with fh:
-        for n, raw in enumerate(fh, 1):
-            try:
-                try:
-                    o = orjson.loads(raw)
-                except orjson.JSONDecodeError as e:
-                    raise _LineError(f"invalid JSON (truncated line?): {e}") from None
-                if type(o) is not dict:
-                    raise _LineError("not a JSON object")
-                for name in ("node", "key"):
-                    if name not in o:
-                        raise _LineError(f"missing field {name!r}")
-                node = o["node"]
-                if type(node) is not str:
-                    raise _LineError("node must be a string")
-                key = _int(o["key"], "key", nonneg=True)
-                if "offset" in o:
-                    if "value" not in o:
-                        raise _LineError("missing field 'value'")
-                    off = _int(o["offset"], "offset", nonneg=True)
-                    val = _int(o["value"], "value")
-                    first_rec.setdefault((node, key), n)
-                    recs.append((nodes.setdefault(node, len(nodes)), key, off, val))
-                elif "hw" in o and "leo" in o:
-                    hw = _int(o["hw"], "hw", nonneg=True)
-                    leo = _int(o["leo"], "leo", nonneg=True)
-                    if hw > leo:
-                        raise _LineError(f"hw {hw} > leo {leo}")
-                    if (node, key) in summaries:
-                        raise _LineError(f"second summary line for node {node} key {key}")
-                    nodes.setdefault(node, len(nodes))
-                    summaries[(node, key)] = ReplicaSummary(node, key, hw, leo)
-                else:
-                    raise _LineError("neither a record (offset, value) nor a summary (hw, leo)")
-            except _LineError as e:
-                raise HistoryError(path, n, e.problem) from None
-    for (node, key), line in first_rec.items():
-        if (node, key) not in summaries:
-            raise HistoryError(path, line, f"records of node {node} key {key} have no summary line")
-    arr = np.array(recs, dtype=np.int64).reshape(-1, 4)
-    return Replicas(list(nodes), list(summaries.values()), arr[:, 0], arr[:, 1], arr[:, 2],
-                    arr[:, 3])

@@ -1,0 +1,62 @@
+"""The run-file contract (shared/HISTORY.md), read and written in this one package.
+
+- `ops`: the `Op` record (one history line) and `HistoryError`, the one input error;
+- `writer`: history.jsonl appended as it happens, replicas.jsonl and results.json
+  written whole (the one results.json writer);
+- `strict`: the strict reader of history.jsonl (checked columns, for the checkers);
+- `replicas`: the strict reader of replicas.jsonl;
+- `tolerant`: the forgiving reader of a run folder (report, index, nightly, liveness);
+- `walk`: the tolerant pass over the history's lines that the report draws from
+  (imported as `harness.runfiles.walk`: it needs numpy, the rest does not);
+- `verdict`: the exit codes of `undertow run` and `undertow check`.
+
+Other packages import the public names re-exported here (or from `walk`), never a
+private one: a new reader or writer of run files belongs in this package.
+"""
+
+from harness.runfiles.ops import NEMESIS, HistoryError, Op, OpType, Process
+from harness.runfiles.replicas import Replicas, ReplicaSummary, read_replicas
+from harness.runfiles.strict import (
+    CLIENT_FS,
+    F_CODES,
+    F_NEMESIS,
+    NEMESIS_CODE,
+    NO_OFFSET,
+    TYPE_CODES,
+    TYPE_NAMES,
+    HistoryScan,
+    check_lines,
+    check_sends,
+    read_history,
+    scan_history,
+)
+from harness.runfiles.tolerant import (
+    RunFiles,
+    load_run,
+    no_gc,
+    read_json,
+    read_jsonl,
+    read_results,
+)
+from harness.runfiles.verdict import (
+    EXIT_INTERRUPTED,
+    EXIT_INVALID,
+    EXIT_MEANING,
+    EXIT_UNKNOWN,
+    EXIT_USAGE,
+    EXIT_VALID,
+    exit_code,
+    worst_exit_code,
+)
+from harness.runfiles.writer import RESULTS_JSON, HistoryWriter, write_jsonl, write_results
+
+__all__ = [
+    "CLIENT_FS", "EXIT_INTERRUPTED", "EXIT_INVALID", "EXIT_MEANING",
+    "EXIT_UNKNOWN", "EXIT_USAGE", "EXIT_VALID",
+    "F_CODES", "F_NEMESIS", "NEMESIS", "NEMESIS_CODE", "NO_OFFSET", "RESULTS_JSON",
+    "TYPE_CODES", "TYPE_NAMES", "HistoryError", "HistoryScan", "HistoryWriter", "Op",
+    "OpType", "Process", "ReplicaSummary", "Replicas", "RunFiles", "check_lines",
+    "check_sends", "exit_code", "load_run", "no_gc", "read_history", "read_json",
+    "read_jsonl", "read_replicas", "read_results", "scan_history", "worst_exit_code",
+    "write_jsonl", "write_results",
+]
