@@ -27,13 +27,20 @@ VERSION_ENV_KEY = "kafka_version"  # spec.extra key: the release to run (default
 _VERSION_LINE = re.compile(r"Kafka version: (\S+)")
 
 
+def controller_voters(spec: TestSpec) -> int:
+    """spec.extra's controller_voters: that many dedicated controllers (0: combined nodes)."""
+    return int(spec.extra.get("controller_voters", 0))
+
+
 def check_spec(spec: TestSpec) -> None:
     """Everything Kafka on this backend cannot do, as a SpecError, before anything starts."""
     config.check_settings(spec.broker)
     if spec.backend != "local":
         raise SpecError(f"--backend {spec.backend}: Kafka runs on the local backend only, "
                         "for now")
-    unsupported = [f for f in spec.nemesis if f not in FAULTS]
+    from systems.kafka.scenarios import SEQUENCES
+
+    unsupported = [f for f in spec.nemesis if f not in FAULTS and f not in SEQUENCES]
     if unsupported:
         raise SpecError(f"--nemesis {','.join(unsupported)}: unsupported for Kafka on the local "
                         f"backend (it has {', '.join(FAULTS)}; partitions need a network "
@@ -43,6 +50,12 @@ def check_spec(spec: TestSpec) -> None:
     version = spec.extra.get(VERSION_ENV_KEY)
     if version is not None:
         jars.parse_version(str(version))
+    k = controller_voters(spec)
+    config.make_nodes(spec.nodes, "127.0.0.1", lambda: 0, controller_voters=k)
+    if spec.broker.replication_factor > len(spec.nodes) - k:
+        raise SpecError(f"--replication-factor {spec.broker.replication_factor} exceeds the "
+                        f"{len(spec.nodes) - k} brokers ({k} of {len(spec.nodes)} nodes are "
+                        "dedicated controllers)")
 
 
 class KafkaLocalDB(LocalKafka):
@@ -58,6 +71,18 @@ class KafkaLocalDB(LocalKafka):
 
     def controller(self, run: Any) -> str | None:
         return active_controller(self.quorum_states(), self.names())
+
+    def metadata(self) -> dict[str, Any] | None:
+        """Leaders, replicas and ISR per key, in the shape nemesis.targets reads."""
+        if self.admin is None:
+            return None
+        try:
+            parts = self.admin.partitions()
+        except Exception:
+            return None
+        return {"controller": self.controller(None),
+                "partitions": {str(k): {"leader": v.leader, "replicas": list(v.replicas),
+                                        "isr": list(v.isr)} for k, v in parts.items()}}
 
     def version(self) -> str | None:
         """Kafka's own version string, from the first node log that states it."""
@@ -98,16 +123,17 @@ class KafkaLocalBackend:
         self.run_id = run_id_for(run)
         run.extra["run_id"] = self.run_id
         self.launcher = LocalBrokerDB(self.run_id, {})
-        nodes = config.make_nodes(tuple(run.nodes), HOST, free_port)
+        nodes = config.make_nodes(tuple(run.nodes), HOST, free_port,
+                                  controller_voters=controller_voters(spec))
         db = self.db = KafkaLocalDB(j, nodes, run.paths.root / "nodes", spec.broker,
                                     partitions=spec.keys, launcher=self.launcher)
         db.prepare()
         run.db = db
-        run.client_addrs = {n: node.bootstrap for n, node in nodes.items()}
+        run.client_addrs = {n: nodes[n].bootstrap for n in db.brokers}
         for n in nodes:
             db.start(run, n)
         db.admin = KafkaAdmin(db.bootstrap, db.names())
-        took = db.admin.wait_ready(len(nodes), spec.keys, spec.broker.replication_factor,
+        took = db.admin.wait_ready(len(db.brokers), spec.keys, spec.broker.replication_factor,
                                    spec.broker.min_insync_replicas, timeout_s=READY_TIMEOUT_S)
         kafka_version = db.version() or j.version
         run.extra["system"] = {"name": "kafka", "version": kafka_version}
@@ -118,7 +144,7 @@ class KafkaLocalBackend:
     def wait_ready(self, run: Any, timeout_s: float) -> None:
         assert self.db is not None and self.db.admin is not None
         spec: TestSpec = run.spec
-        self.db.admin.wait_ready(len(self.db.nodes), spec.keys, spec.broker.replication_factor,
+        self.db.admin.wait_ready(len(self.db.brokers), spec.keys, spec.broker.replication_factor,
                                  spec.broker.min_insync_replicas, timeout_s=timeout_s)
 
     def collect(self, run: Any) -> None:
