@@ -49,6 +49,10 @@ bench-findbugs *ARGS:
 kafka-jars *ARGS:
     .venv/bin/undertow image kafka {{ARGS}}
 
+# a run on local Apache Kafka: just kafka --scenario kafka-acks-1 (python -m systems.kafka --help)
+kafka *ARGS:
+    {{py}} -m systems.kafka {{ARGS}}
+
 # install and start the Docker engine if it is missing
 docker-up:
     ./scripts/docker-up

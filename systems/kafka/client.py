@@ -87,8 +87,12 @@ def outcome(error_name: str, *, retries: int) -> str:
     return "info"
 
 
-def _rdkafka_logger() -> logging.Logger:
-    return logging.getLogger("undertow.kafka.rdkafka")
+def _rdkafka_logger(run: Any) -> logging.Logger:
+    """librdkafka's log lines go to the run's harness.log (refused connections to a killed
+    node are expected there), else to this module's logger."""
+    parent = getattr(run, "log", None)
+    return parent.getChild("rdkafka") if isinstance(parent, logging.Logger) else \
+        logging.getLogger("undertow.kafka.rdkafka")
 
 
 class KafkaQueueClient:
@@ -101,7 +105,8 @@ class KafkaQueueClient:
         self.timeout_s = timeout_s
         self.bootstrap = bootstrap
         self.topic = topic
-        self.producer: Producer | None = None
+        self.producer: Producer | None = None  # made at the first send (reads need none)
+        self.producer_config: dict[str, Any] = {}
         self.consumer: Consumer | None = None
         self.assigned: tuple[int, ...] = ()
         self.positions: dict[int, int] = {}
@@ -119,10 +124,11 @@ class KafkaQueueClient:
             bootstrap = ",".join([*first, *addrs.values()])
         c = KafkaQueueClient(keys=self.keys, acks=self.acks, timeout_s=self.timeout_s,
                              bootstrap=bootstrap, topic=self.topic)
-        pconf = config.producer_config(bootstrap, self.acks, timeout_s=self.timeout_s)
-        c.producer = Producer({**pconf, "logger": _rdkafka_logger()})
+        c.producer_config = {**config.producer_config(bootstrap, self.acks,
+                                                      timeout_s=self.timeout_s),
+                             "logger": _rdkafka_logger(run)}
         c.consumer = Consumer({**config.consumer_config(bootstrap, timeout_s=self.timeout_s),
-                               "logger": _rdkafka_logger()})
+                               "logger": _rdkafka_logger(run)})
         return c
 
     def invoke(self, run: Any, op: Any) -> Any:
@@ -141,7 +147,9 @@ class KafkaQueueClient:
 
         Raises KafkaException carrying the librdkafka error.
         """
-        assert self.producer is not None, "open() first"
+        assert self.producer_config, "open() first"
+        if self.producer is None:
+            self.producer = Producer(self.producer_config)
         report: list[tuple[KafkaError | None, Message]] = []
         try:
             self.producer.produce(self.topic, value=str(value).encode(), partition=key,

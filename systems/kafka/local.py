@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness.spec import BrokerSettings
-from systems.kafka import config
+from systems.kafka import config, dump
 from systems.kafka.jars import KafkaJars
 
 KILL_WAIT_S = 10.0
@@ -102,8 +102,12 @@ class LocalKafka:
         return self.node_dir(node) / "kafka.log"
 
     @property
+    def brokers(self) -> tuple[str, ...]:
+        return tuple(n for n, node in self.nodes.items() if node.is_broker)
+
+    @property
     def bootstrap(self) -> str:
-        return ",".join(n.bootstrap for n in self.nodes.values())
+        return ",".join(self.nodes[n].bootstrap for n in self.brokers)
 
     def java_cmd(self, main: str, *args: str) -> list[str]:
         return [self.java, *config.JVM_OPTS, "-cp", self.jars.classpath, main, *args]
@@ -221,6 +225,19 @@ class LocalKafka:
             with contextlib.suppress(OSError, ValueError):
                 out[name] = json.loads(path.read_text())
         return out
+
+    # -- DumpsReplicas ---------------------------------------------------------
+
+    def dump_node(self, node: str) -> list[dict[str, Any]]:
+        """The node's replicas, read from its data dir with Kafka's DumpLogSegments."""
+        return dump.dump_node(node, self.data_dir(node), self.jars.libs, java=self.java)
+
+    def dump_replicas(self, run: Any) -> list[dict[str, Any]]:
+        """Every node's replicas (after the final heal; HW is checkpointed every 500 ms)."""
+        rows: list[dict[str, Any]] = []
+        for node in self.brokers:
+            rows.extend(self.dump_node(node))
+        return rows
 
     # -- teardown --------------------------------------------------------------
 
