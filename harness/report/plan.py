@@ -68,7 +68,7 @@ def describe(value: Mapping[str, Any]) -> tuple[str, str]:
             said.append(f"{k.replace('_', ' ')} {_names(v) if isinstance(v, list) else v}")
     if value.get("kind") and value.get("target") and value["kind"] != value["target"]:
         target = f"{value['target']} ({value['kind']})"
-    return target or "—", "; ".join(said) or ("everything" if not value else "—")
+    return target or "—", "; ".join(said) or ("all nodes" if not value else "—")
 
 
 def plan_rows(test: Mapping[str, Any] | None) -> list[PlanRow]:

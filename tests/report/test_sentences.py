@@ -101,7 +101,7 @@ def test_plan_rows_say_targets_and_grudges_in_words() -> None:
     assert rows[1].what == "n3"
     assert rows[2].what == "the leader of key 2, found when injected"
     assert "clock moved +6.12 s" in rows[3].what
-    assert rows[4].what == "everything"
+    assert rows[4].what == "all nodes"
     assert describe({"role": "A"}) == ("—", "the node called A")
 
 
