@@ -7,9 +7,10 @@ limit) -> the nemesis's final heal -> wait for the system -> the workload's
 final reads -> replicas dumped to replicas.jsonl -> node files collected ->
 system torn down and backend down (always, in a finally, also on SIGINT) ->
 the Test's checkers -> report. The runner names no system and no workload.
-A report that fails to render is logged and the verdict kept. On SIGINT/SIGTERM
-the run stops within a bounded time, heals, tears the cluster down and skips the
-check.
+A report that fails to render is logged and the verdict kept. On SIGINT/SIGTERM,
+whenever it comes, the run stops within a bounded time, heals, tears the cluster
+down, skips or stops the check, and results.json says it was interrupted and in
+which phase (see Stopper).
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ targets are resolved at injection time from the cluster (the leader and
 followers of a key whose replicas avoid the controller, so the controller
 keeps electing), and named with roles (`"as": "B"`, then `"role": "B"`) so a
 later step hits the same node. The history holds the plain verbs, so reports
-shade them like any fault. Why each sequence breaks which setting is in
-nemesis/scenarios.py.
+shade them like any fault. Why each sequence breaks which setting is in the
+system's scenarios (systems/undertow/scenarios.py, systems/kafka/scenarios.py).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from harness.spec import TestSpec
 from nemesis.faults import Kill, LoseUnflushed
+from nemesis.kinds import KILL, LOSE_UNFLUSHED, PARTITION
 from nemesis.netfaults import Partition
 from nemesis.packages import Fault, register
 from nemesis.plan import Step
@@ -26,7 +27,7 @@ WARMUP_S = 4.0  # let every partition take writes before the first fault
 Cycle = Callable[[float, random.Random], list[Step]]
 
 
-def _cycles(period_s: float, cycle: Cycle) -> Callable[[TestSpec, random.Random], list[Step]]:
+def cycles(period_s: float, cycle: Cycle) -> Callable[[TestSpec, random.Random], list[Step]]:
     """Repeat a cycle every period (plus up to 2 s of seeded jitter) until the time limit.
 
     Under the `phases` schedule the cycles start after the steady phase, and only whole
@@ -56,10 +57,10 @@ def kip101_loss(t: float, rng: random.Random) -> list[Step]:
     is elected (it never left the ISR); A comes back and truncates to B's shorter log."""
     first = rng.choice(("B", "A"))
     return [
-        Step(t, "kill", {"target": "followers", "key": "auto", "as": "B", "leader_as": "A"}),
-        Step(t + 0.05, "kill", {"role": "A"}),
-        Step(t + 0.1, "start", {"role": first}),
-        Step(t + 4.5, "start", {"role": "A" if first == "B" else "B"}),
+        Step(t, KILL.start, {"target": "followers", "key": "auto", "as": "B", "leader_as": "A"}),
+        Step(t + 0.05, KILL.start, {"role": "A"}),
+        Step(t + 0.1, KILL.heal, {"role": first}),
+        Step(t + 4.5, KILL.heal, {"role": "A" if first == "B" else "B"}),
     ]
 
 
@@ -70,11 +71,11 @@ def kip101_divergence(t: float, rng: random.Random) -> list[Step]:
     The scenario's session timeout (8 s) leaves time to read both HW checkpoints from
     disk and restart the shorter log before the controller fences it out of the ISR."""
     steps = [
-        Step(t, "kill", {"target": "followers", "key": "auto", "as": "B", "leader_as": "A"}),
-        Step(t + 0.05, "kill", {"role": "A"}),
-        Step(t + 0.1, "start", {"shorter_of": ["B", "A"], "key_of": "B"}),
-        Step(t + 15.0, "start", {"role": "A"}),
-        Step(t + 15.05, "start", {"role": "B"}),
+        Step(t, KILL.start, {"target": "followers", "key": "auto", "as": "B", "leader_as": "A"}),
+        Step(t + 0.05, KILL.start, {"role": "A"}),
+        Step(t + 0.1, KILL.heal, {"shorter_of": ["B", "A"], "key_of": "B"}),
+        Step(t + 15.0, KILL.heal, {"role": "A"}),
+        Step(t + 15.05, KILL.heal, {"role": "B"}),
     ]
     return steps
 
@@ -84,10 +85,10 @@ def isr_shrink(t: float, rng: random.Random) -> list[Step]:
     ISR to itself and acknowledges alone (min ISR 1); L dies; a follower is elected
     uncleanly without L's writes; L comes back and truncates them away."""
     return [
-        Step(t, "partition", {"kind": "followers", "key": "auto", "as": "F", "leader_as": "L"}),
-        Step(t + 5.0, "kill", {"role": "L"}),
-        Step(t + 8.0, "heal", {}),
-        Step(t + 9.5, "start", {"role": "L"}),
+        Step(t, PARTITION.start, {"kind": "followers", "key": "auto", "as": "F", "leader_as": "L"}),
+        Step(t + 5.0, KILL.start, {"role": "L"}),
+        Step(t + 8.0, PARTITION.heal, {}),
+        Step(t + 9.5, KILL.heal, {"role": "L"}),
     ]
 
 
@@ -95,10 +96,10 @@ def unclean_kills(t: float, rng: random.Random) -> list[Step]:
     """Both followers die (the ISR shrinks to the leader), the leader acknowledges alone
     and then dies; the followers come back first and one is elected uncleanly."""
     return [
-        Step(t, "kill", {"target": "followers", "key": "auto", "as": "F", "leader_as": "L"}),
-        Step(t + 5.0, "kill", {"role": "L"}),
-        Step(t + 5.1, "start", {"role": "F"}),
-        Step(t + 10.0, "start", {"role": "L"}),
+        Step(t, KILL.start, {"target": "followers", "key": "auto", "as": "F", "leader_as": "L"}),
+        Step(t + 5.0, KILL.start, {"role": "L"}),
+        Step(t + 5.1, KILL.heal, {"role": "F"}),
+        Step(t + 10.0, KILL.heal, {"role": "L"}),
     ]
 
 
@@ -114,20 +115,20 @@ def last_replica(t: float, rng: random.Random) -> list[Step]:
     lose L at the same moment, so the writes it acknowledged last are still unread when
     the crash loses them (which is what makes them `lost-write`, not only rewritten)."""
     return [
-        Step(t, "partition", {"kind": "followers", "key": "auto", "as": "F", "leader_as": "L",
-                              "cut_clients": True}),
-        Step(t + 2.5, "lose-unflushed", {"role": "L"}),
-        Step(t + 7.0, "heal", {}),
+        Step(t, PARTITION.start, {"kind": "followers", "key": "auto", "as": "F", "leader_as": "L",
+                                  "cut_clients": True}),
+        Step(t + 2.5, LOSE_UNFLUSHED.start, {"role": "L"}),
+        Step(t + 7.0, PARTITION.heal, {}),
     ]
 
 
 SEQUENCES: dict[str, Fault] = {
-    "kip101-loss": Fault("kip101-loss", (Kill,), _cycles(12.0, kip101_loss)),
-    "kip101-divergence": Fault("kip101-divergence", (Kill,), _cycles(22.0, kip101_divergence)),
-    "isr-shrink": Fault("isr-shrink", (Kill, Partition), _cycles(15.0, isr_shrink)),
-    "unclean": Fault("unclean", (Kill, Partition), _cycles(15.0, unclean)),
+    "kip101-loss": Fault("kip101-loss", (Kill,), cycles(12.0, kip101_loss)),
+    "kip101-divergence": Fault("kip101-divergence", (Kill,), cycles(22.0, kip101_divergence)),
+    "isr-shrink": Fault("isr-shrink", (Kill, Partition), cycles(15.0, isr_shrink)),
+    "unclean": Fault("unclean", (Kill, Partition), cycles(15.0, unclean)),
     "last-replica": Fault("last-replica", (Kill, Partition, LoseUnflushed),
-                          _cycles(15.0, last_replica)),
+                          cycles(15.0, last_replica)),
 }
 
 for _fault in SEQUENCES.values():

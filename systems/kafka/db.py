@@ -25,13 +25,20 @@ VERSION_ENV_KEY = "kafka_version"  # spec.extra key: the release to run (default
 _VERSION_LINE = re.compile(r"Kafka version: (\S+)")
 
 
+def controller_voters(spec: TestSpec) -> int:
+    """spec.extra's controller_voters: that many dedicated controllers (0: combined nodes)."""
+    return int(spec.extra.get("controller_voters", 0))
+
+
 def check_spec(spec: TestSpec) -> None:
     """Everything Kafka on this backend cannot do, as a SpecError, before anything starts."""
     config.check_settings(spec.broker)
     if spec.backend != "local":
         raise SpecError(f"--backend {spec.backend}: Kafka runs on the local backend only, "
                         "for now")
-    unsupported = [f for f in spec.nemesis if f not in FAULTS]
+    from systems.kafka.scenarios import SEQUENCES
+
+    unsupported = [f for f in spec.nemesis if f not in FAULTS and f not in SEQUENCES]
     if unsupported:
         raise SpecError(f"--nemesis {','.join(unsupported)}: unsupported for Kafka on the local "
                         f"backend (it has {', '.join(FAULTS)}; partitions need a network "
@@ -41,6 +48,12 @@ def check_spec(spec: TestSpec) -> None:
     version = spec.extra.get(VERSION_ENV_KEY)
     if version is not None:
         jars.parse_version(str(version))
+    k = controller_voters(spec)
+    config.make_nodes(spec.nodes, "127.0.0.1", lambda: 0, controller_voters=k)
+    if spec.broker.replication_factor > len(spec.nodes) - k:
+        raise SpecError(f"--replication-factor {spec.broker.replication_factor} exceeds the "
+                        f"{len(spec.nodes) - k} brokers ({k} of {len(spec.nodes)} nodes are "
+                        "dedicated controllers)")
 
 
 class KafkaLocalDB(LocalKafka):
@@ -65,7 +78,7 @@ class KafkaLocalDB(LocalKafka):
         Kafka's own version then goes into test.json."""
         assert self.admin is not None, "wait_ready before setup"
         spec: TestSpec = run.spec
-        took = self.admin.wait_ready(len(self.nodes), spec.keys, spec.broker.replication_factor,
+        took = self.admin.wait_ready(len(self.brokers), spec.keys, spec.broker.replication_factor,
                                      spec.broker.min_insync_replicas, timeout_s=timeout_s)
         version = self.version() or self.jars.version
         _add_to_test_json(run.paths.test_json, {"system_info": {"name": "kafka",
@@ -80,6 +93,18 @@ class KafkaLocalDB(LocalKafka):
 
     def controller(self, run: Any) -> str | None:
         return active_controller(self.quorum_states(), self.names())
+
+    def metadata(self) -> dict[str, Any] | None:
+        """Leaders, replicas and ISR per key, in the shape nemesis.targets reads."""
+        if self.admin is None:
+            return None
+        try:
+            parts = self.admin.partitions()
+        except Exception:
+            return None
+        return {"controller": self.controller(None),
+                "partitions": {str(k): {"leader": v.leader, "replicas": list(v.replicas),
+                                        "isr": list(v.isr)} for k, v in parts.items()}}
 
     def version(self) -> str | None:
         """Kafka's own version string, from the first node log that states it."""

@@ -102,8 +102,12 @@ class LocalKafka:
         return self.node_dir(node) / "kafka.log"
 
     @property
+    def brokers(self) -> tuple[str, ...]:
+        return tuple(n for n, node in self.nodes.items() if node.is_broker)
+
+    @property
     def bootstrap(self) -> str:
-        return ",".join(n.bootstrap for n in self.nodes.values())
+        return ",".join(self.nodes[n].bootstrap for n in self.brokers)
 
     def java_cmd(self, main: str, *args: str) -> list[str]:
         return [self.java, *config.JVM_OPTS, "-cp", self.jars.classpath, main, *args]
@@ -231,7 +235,7 @@ class LocalKafka:
     def dump_replicas(self, run: Any) -> list[dict[str, Any]]:
         """Every node's replicas (after the final heal; HW is checkpointed every 500 ms)."""
         rows: list[dict[str, Any]] = []
-        for node in self.nodes:
+        for node in self.brokers:
             rows.extend(self.dump_node(run, node))
         return rows
 

@@ -18,7 +18,8 @@ from harness.spec import TestSpec
 from harness.test import Test
 from systems.kafka import config, jars
 from systems.kafka.client import KafkaQueueClient
-from systems.kafka.db import VERSION_ENV_KEY, KafkaLocalDB, check_spec
+from systems.kafka.db import VERSION_ENV_KEY, KafkaLocalDB, check_spec, controller_voters
+from systems.kafka.scenarios import SCENARIOS
 
 CLIENT_PORT = 9092
 
@@ -28,6 +29,7 @@ class KafkaSystem:
 
     name = "kafka"
     port = CLIENT_PORT
+    scenarios = SCENARIOS
 
     def check(self, spec: TestSpec) -> None:
         check_spec(spec)
@@ -43,7 +45,8 @@ class KafkaSystem:
         j = jars.resolve(None if version is None else str(version))
         listen = {n: int(a.rsplit(":", 1)[1]) for n, a in host.endpoints.listen.items()}
         ports = iter(p for n in spec.nodes for p in (listen[n], free_port()))
-        nodes = config.make_nodes(tuple(spec.nodes), "127.0.0.1", lambda: next(ports))
+        nodes = config.make_nodes(tuple(spec.nodes), "127.0.0.1", lambda: next(ports),
+                                  controller_voters=controller_voters(spec))
         root = next(iter(host.dirs.values())).parent
         return KafkaLocalDB(j, nodes, root, spec.broker, partitions=spec.keys,
                             launcher=host.launcher)
