@@ -69,7 +69,8 @@ def test_unknown_faults_are_named() -> None:
 
 def test_scenarios_are_exactly_the_known_bugs_and_build() -> None:
     assert set(SCENARIOS) == {"kip101-loss", "kip101-divergence", "isr-shrink-2013",
-                              "unclean-election", "last-replica-standing", "safe"}
+                              "unclean-election", "last-replica-standing", "safe",
+                              "kafka-safe", "kafka-unclean-election", "kafka-acks-1"}
     known = known_faults()
     for name, s in SCENARIOS.items():
         spec = build_spec(s.settings)
@@ -77,7 +78,7 @@ def test_scenarios_are_exactly_the_known_bugs_and_build() -> None:
         assert all(f in known for f in spec.nemesis)
         pkg = nemesis_package(spec)
         assert pkg.plan, name
-        assert s.safe == (name == "safe")
+        assert s.safe == (name in ("safe", "kafka-safe"))
     safe = build_spec(SCENARIOS["safe"].settings)
     assert set(safe.nemesis) == {"kill", "pause", "partition"}
     assert safe.broker.truncation == "leader-epoch" and safe.broker.min_insync_replicas == 2
