@@ -13,7 +13,7 @@ setup:
 
 # the default chaos experiment: local backend, 3 nodes, kill + partition, 60 s; ends with a verdict
 run *ARGS:
-    .venv/bin/undertow run {{ARGS}}
+    @.venv/bin/undertow run {{ARGS}}
 
 # the whole test suite (starts the Docker engine and installs Chromium when missing)
 test *ARGS: docker-up browser

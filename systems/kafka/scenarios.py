@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nemesis.faults import Kill, Pause
+from nemesis.kinds import KILL, PAUSE
 from nemesis.packages import Fault, register
 from nemesis.plan import Step
 from nemesis.scenarios import Scenario
@@ -24,10 +25,10 @@ def unclean_pauses(t: float, rng: random.Random) -> list[Step]:
     acknowledges alone (min ISR 1) and dies; F come back and, with unclean election on,
     one is elected without L's writes; L returns and truncates them."""
     return [
-        Step(t, "pause", {"target": "followers", "key": "auto", "as": "F", "leader_as": "L"}),
-        Step(t + 5.0, "kill", {"role": "L"}),
-        Step(t + 5.1, "resume", {"role": "F"}),
-        Step(t + 11.0, "start", {"role": "L"}),
+        Step(t, PAUSE.start, {"target": "followers", "key": "auto", "as": "F", "leader_as": "L"}),
+        Step(t + 5.0, KILL.start, {"role": "L"}),
+        Step(t + 5.1, PAUSE.heal, {"role": "F"}),
+        Step(t + 11.0, KILL.heal, {"role": "L"}),
     ]
 
 
@@ -36,10 +37,10 @@ def acks1_pauses(t: float, rng: random.Random) -> list[Step]:
     paused for a second (too short to leave the ISR), L dies, F resume and one of them,
     still in the ISR, is elected cleanly without what L acknowledged."""
     return [
-        Step(t, "pause", {"target": "followers", "key": "auto", "as": "F", "leader_as": "L"}),
-        Step(t + 1.0, "kill", {"role": "L"}),
-        Step(t + 1.05, "resume", {"role": "F"}),
-        Step(t + 7.0, "start", {"role": "L"}),
+        Step(t, PAUSE.start, {"target": "followers", "key": "auto", "as": "F", "leader_as": "L"}),
+        Step(t + 1.0, KILL.start, {"role": "L"}),
+        Step(t + 1.05, PAUSE.heal, {"role": "F"}),
+        Step(t + 7.0, KILL.heal, {"role": "L"}),
     ]
 
 
