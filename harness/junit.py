@@ -33,10 +33,15 @@ class Case:
     time_s: float = 0.0
 
 
-def suite_tree(suite: str, classname: str, cases: Sequence[Case], *,
-               suites: str = "undertow") -> ET.ElementTree:
-    """<testsuites name=suites><testsuite name=suite> with the cases and their counts."""
+def suite_tree(suite: str, classname: str, cases: Sequence[Case], *, suites: str = "undertow",
+               properties: Mapping[str, str] | None = None) -> ET.ElementTree:
+    """<testsuites name=suites><testsuite name=suite> with the properties, the cases and
+    their counts."""
     ts = ET.Element("testsuite", name=suite)
+    if properties:
+        props = ET.SubElement(ts, "properties")
+        for k, v in properties.items():
+            ET.SubElement(props, "property", name=k, value=v)
     for c in cases:
         el = ET.SubElement(ts, "testcase", classname=classname, name=c.name, time=f"{c.time_s:g}")
         if c.outcome == "passed":

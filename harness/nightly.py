@@ -12,6 +12,10 @@ down), then its results.json is judged:
   options that fix its bug (`undertow scenarios` shows them) and must then be
   valid: the same faults, the setting fixed, nothing lost.
 
+Each night draws a fresh seed from the date and the run number (printed, and kept
+in nightly.json, the JUnit file and the index), so night after night new
+interleavings are tried and any one can be replayed with `--seed`.
+
 Whatever happens, `undertow heal` runs at the end, the results index is
 refreshed, and results/nightly.json plus results/nightly-junit.xml say what
 was judged and why.
@@ -19,6 +23,8 @@ was judged and why.
 
 from __future__ import annotations
 
+import datetime
+import hashlib
 import json
 import os
 import subprocess
@@ -127,18 +133,26 @@ def run_scenario(name: str, expected: Sequence[str], *, backend: str, results_di
                      round(time.monotonic() - t0, 1))
 
 
-def write_summary(results_dir: Path, judgements: Sequence[Judgement]) -> None:
+def nightly_seed(date: datetime.date, run_number: int) -> int:
+    """The night's seed: the same date and run number always give the same one."""
+    digest = hashlib.sha256(f"{date.isoformat()}#{run_number}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") % 2**31
+
+
+def write_summary(results_dir: Path, judgements: Sequence[Judgement], *, seed: int | None = None,
+                  seed_from: str = "") -> None:
     """results/nightly.json and results/nightly-junit.xml (one test case per scenario)."""
     (results_dir / "nightly.json").write_text(json.dumps(
-        {"passed": all(j.passed for j in judgements),
+        {"passed": all(j.passed for j in judgements), "seed": seed, "seed_from": seed_from,
          "scenarios": [asdict(j) for j in judgements]}, indent=1, default=str) + "\n")
     cases = [Case(j.scenario, "passed", text=f"{j.reason}; run {j.run_dir}", time_s=j.duration_s)
              if j.passed else
              Case(j.scenario, "failure", j.reason, time_s=j.duration_s,
                   text=f"run {j.run_dir}; exit {j.exit_code}; found {', '.join(j.anomaly_types)}")
              for j in judgements]
-    write_tree(suite_tree("undertow-nightly", "undertow.nightly", cases,
-                          suites="undertow-nightly"), results_dir / "nightly-junit.xml")
+    write_tree(suite_tree("undertow-nightly", "undertow.nightly", cases, suites="undertow-nightly",
+                          properties={"seed": str(seed), "seed_from": seed_from}),
+               results_dir / "nightly-junit.xml")
 
 
 @click.command("nightly")
@@ -148,8 +162,11 @@ def write_summary(results_dir: Path, judgements: Sequence[Judgement]) -> None:
               help=f"Only these scenarios (repeat); default the matrix: {', '.join(MATRIX)}.")
 @click.option("--results-dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("results"), show_default=True)
-@click.option("--seed", type=int, default=1, show_default=True,
-              help="Seed of every run (fixed, so a failing night can be replayed).")
+@click.option("--seed", type=int, default=None,
+              help="Seed of every run, to replay a night (default: drawn from the date and "
+                   "the run number, printed).")
+@click.option("--run-number", type=int, default=None,
+              help="This night's run number (default: $GITHUB_RUN_NUMBER, else 0).")
 @click.option("--time-limit", "time_limit_s", type=float, default=None,
               help="Override each scenario's time limit (seconds).")
 @click.option("--require", type=click.Choice(["all", "any"]), default="all", show_default=True,
@@ -158,16 +175,26 @@ def write_summary(results_dir: Path, judgements: Sequence[Judgement]) -> None:
               help="Also run each known bug with the options that fix it; it must be valid.")
 @click.option("--heal/--no-heal", default=True, show_default=True,
               help="Run `undertow heal` at the end (always, even after a failure).")
-def main(backend: str, scenarios: tuple[str, ...], results_dir: Path, seed: int,
-         time_limit_s: float | None, require: str, controls: bool, heal: bool) -> None:
+def main(backend: str, scenarios: tuple[str, ...], results_dir: Path, seed: int | None,
+         run_number: int | None, time_limit_s: float | None, require: str, controls: bool,
+         heal: bool) -> None:
     """Run the nightly matrix of scenarios and judge each verdict; exit 1 on any failure."""
     from nemesis.scenarios import SCENARIOS
+
 
     names = scenarios or MATRIX
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown:
         raise click.BadParameter(f"{', '.join(unknown)}: not a scenario; known: "
                                  f"{', '.join(sorted(SCENARIOS))}", param_hint="--scenario")
+    if seed is None:
+        if run_number is None:
+            run_number = int(os.environ.get("GITHUB_RUN_NUMBER") or 0)
+        today = datetime.datetime.now(datetime.UTC).date()
+        seed, seed_from = nightly_seed(today, run_number), f"{today} run {run_number}"
+    else:
+        seed_from = "--seed"
+    click.echo(f"nightly: seed {seed} (from {seed_from}; replay with --seed {seed})", err=True)
     results_dir.mkdir(parents=True, exist_ok=True)
     judgements: list[Judgement] = []
     runs = [(n, ()) for n in names] + \
@@ -185,7 +212,7 @@ def main(backend: str, scenarios: tuple[str, ...], results_dir: Path, seed: int,
     finally:
         if heal:
             undertow("heal", timeout_s=300)
-        write_summary(results_dir, judgements)
+        write_summary(results_dir, judgements, seed=seed, seed_from=seed_from)
         try:
             from harness.report.render import render_index
 

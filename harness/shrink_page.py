@@ -9,6 +9,15 @@ from pathlib import Path
 from typing import Any
 
 
+def stopped_text(stopped: str | None) -> str:
+    """Why a shrink ended early, as its summary and page say it."""
+    if stopped is None:
+        return ""
+    if stopped in ("budget", "interrupted"):
+        return f" ({'the budget ran out' if stopped == 'budget' else 'interrupted'}: best so far)"
+    return f" (stopped: {stopped}; best so far)"
+
+
 def _link(run: str | None, here: Path, text: str) -> str:
     """A relative link to a run's report (or its folder when it has none)."""
     if not run:
@@ -30,8 +39,7 @@ def render(s: dict[str, Any], here: Path) -> str:
         f"{'interrupted' if t['interrupted'] else 'reproduced' if t['reproduced'] else 'no'}"
         f"</td><td>{escape(', '.join(t['bad_anomaly_types']) or '-')}</td>"
         f"<td>{_link(t['run'], here, 'report')}</td></tr>" for t in s["trials"])
-    stopped = {None: "", "budget": " (the budget ran out: best so far)",
-               "interrupted": " (interrupted: best so far)"}[s["stopped"]]
+    stopped = stopped_text(s["stopped"])
     bad = escape(", ".join(s["bad_anomaly_types"]))
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>undertow shrink: {bad}</title>
@@ -45,8 +53,8 @@ td.bad {{ background: #fdd; }} td.ok {{ background: #efe; }}
 <p>{_link(s['original_run'], here, 'The original run')} had {o['windows']} fault windows
 ({o['steps']} nemesis steps) in {o['time_limit_s']:g} s. The minimal plan keeps
 <b>{m['windows']}</b> ({m['steps']} steps) in {m['time_limit_s']:g} s, found in
-{len(s['trials'])} trials ({s['minutes']:.1f} min), and reproduced {bad} in
-<b>{m['reproduced']} of {m['runs']}</b> runs.
+{len(s['trials'])} trials ({s['minutes']:.1f} min), and failed as the original in
+<b>{m['reproduced']} of {m['runs']}</b> runs ({escape(', '.join(m['found'])) or 'none found'}).
 {_link(m['run'], here, 'The minimal run')}'s report shows it;
 <a href="minimal.toml">minimal.toml</a> replays it (<code>undertow run --config
 minimal.toml</code>).</p>

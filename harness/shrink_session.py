@@ -19,6 +19,7 @@ import click
 
 from harness import store
 from harness.shrink_cli import Failing
+from harness.shrink_page import render, stopped_text
 from harness.spec import TestSpec
 from nemesis import replay
 from nemesis.plan import Step
@@ -79,8 +80,12 @@ class Session:
         from harness.run_cli import _progress
 
         watch = core.Watch()
-        with _progress(watch):
-            outcome = core.run(self.spec_of(c, self.failing.spec.seed + n), watch=watch)
+        try:
+            with _progress(watch):
+                outcome = core.run(self.spec_of(c, self.failing.spec.seed + n), watch=watch)
+        except Exception as e:  # a trial that cannot run: stop, keep the best so far
+            click.echo(f"  -> the trial could not run: {type(e).__name__}: {e}", err=True)
+            return TrialResult(False, stopped=True, error=f"{type(e).__name__}: {e}")
         bad = tuple(sorted(outcome.results.get("bad_anomaly_types") or ()))
         link = self.dir / "trials" / f"{n:03d}"
         os.symlink(_rel(outcome.run_dir, link.parent), link)
@@ -144,6 +149,8 @@ class Session:
                 "interrupted": t.result.stopped,
                 "run": str(info.run_dir) if isinstance(info, TrialRun) else None,
                 "bad_anomaly_types": list(info.bad) if isinstance(info, TrialRun) else []})
+        found = sorted({b for t in out.runs_of(out.best) if isinstance(t.result.info, TrialRun)
+                        for b in t.result.info.bad} & self.failing.bad)
         return {
             "original_run": str(self.failing.run_dir),
             "bad_anomaly_types": sorted(self.failing.bad),
@@ -152,20 +159,19 @@ class Session:
             "minimal": {"windows": out.best.size, "steps": len(self.steps(out.best)),
                         "time_limit_s": out.best.time_limit_s, "rows": self.rows(out.best),
                         "run": str(self.minimal_run(out)),
-                        "reproduced": hits, "runs": runs},
+                        "reproduced": hits, "runs": runs, "found": found},
             "tries": self.tries, "trials": trials, "stopped": out.stopped,
             "minutes": round((time.monotonic() - self.started_s) / 60, 2),
         }
 
     def write(self, out: Shrunk) -> None:
-        from harness.shrink_page import render
-
         s = self.summary(out)
         (self.dir / "shrink.json").write_text(json.dumps(s, indent=1) + "\n")
-        header = (f"Minimal fault plan of {self.failing.run_dir}\n"
-                  f"({', '.join(s['bad_anomaly_types'])}; {out.best.size} of "
-                  f"{self.plan.count} fault windows; reproduced {s['minimal']['reproduced']} of "
-                  f"{s['minimal']['runs']} runs). Replay: undertow run --config THIS_FILE")
+        header = (f"Minimal fault plan of {self.failing.run_dir}:\n"
+                  f"{out.best.size} of {self.plan.count} fault windows, failed as the original "
+                  f"in {s['minimal']['reproduced']} of {s['minimal']['runs']} runs\n"
+                  f"({', '.join(s['minimal']['found']) or 'none found'}).\n"
+                  f"Replay: undertow run --config THIS_FILE")
         spec = self.spec_of(out.best, self.failing.spec.seed)
         (self.dir / "minimal.toml").write_text(
             replay.experiment_toml(spec, self.steps(out.best), header))
@@ -177,13 +183,13 @@ class Session:
         lines = [f"{'fault':<22} {'target':<34} {'from':>8} {'to':>8}"]
         lines += [f"{r['fault']:<22} {r['target']:<34} {r['from_s']:>7.2f}s {r['to_s']:>7.2f}s"
                   for r in m["rows"]]
-        why = {None: "", "budget": " (budget spent)",
-               "interrupted": " (interrupted: best so far)"}[out.stopped]
+        why = stopped_text(out.stopped)
         lines.append(
             f"SHRUNK{why}: {s['original']['windows']} -> {m['windows']} fault windows, "
             f"{s['original']['time_limit_s']:g} -> {m['time_limit_s']:g} s; "
-            f"{len(s['trials'])} trials in {s['minutes']:.1f} min; the minimal plan reproduced "
-            f"{', '.join(s['bad_anomaly_types'])} in {m['reproduced']} of {m['runs']} runs")
+            f"{len(s['trials'])} trials in {s['minutes']:.1f} min; the minimal plan failed as "
+            f"the original in {m['reproduced']} of {m['runs']} runs "
+            f"({', '.join(m['found']) or 'none found'})")
         lines.append(f"shrink {self.dir / 'shrink.html'} replay "
                      f"{self.dir / 'minimal.toml'}")
         return "\n".join(lines)

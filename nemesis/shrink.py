@@ -50,6 +50,7 @@ class TrialResult:
     reproduced: bool
     stopped: bool = False
     info: Any = None  # the caller's (e.g. the trial's run folder)
+    error: str | None = None  # with stopped: the trial could not run (the search ends)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +77,7 @@ class Shrunk:
     original: Candidate
     best: Candidate
     trials: tuple[Trial, ...]
-    stopped: str | None  # why the search ended early ("interrupted", "budget"), or None
+    stopped: str | None  # why it ended early: "interrupted", "budget", "error: ..."; or None
 
     def runs_of(self, c: Candidate) -> list[Trial]:
         return [t for t in self.trials if t.candidate == c]
@@ -132,9 +133,10 @@ class Shrinker:
     def at_most(self) -> int:
         """An upper bound on the trials this search can still take (shown as progress)."""
         k = self.best.size
+        confirm = self.tries - len([t for t in self.trials if t.candidate == self.best])
         left = {"ddmin": k * (k + 3) // 2 + k * self.max_halvings + 8,
                 "shorten": k * self.max_halvings + 8, "time": 8, "confirm": 0}[self._stage]
-        return len(self.trials) + self.tries * left + self.tries
+        return len(self.trials) + self.tries * left + max(0, confirm)
 
     def _one(self, c: Candidate) -> TrialResult:
         reason = self.should_stop()
@@ -145,7 +147,7 @@ class Shrinker:
         r = self.trial(c)
         self.trials.append(Trial(n, self._stage, c, r))
         if r.stopped:
-            raise _Stop("interrupted")
+            raise _Stop("interrupted" if r.error is None else f"error: {r.error}")
         return r
 
     def reproduces(self, c: Candidate) -> bool:

@@ -80,7 +80,9 @@ class Windowed:
         steps = [self.steps[i] for i in self.members(w) if self.owners[i] == frozenset({w})]
         steps = steps or [self.steps[i] for i in self.members(w)]
         faults = [s.f for s in steps if s.f not in HEALS] or [steps[0].f]
-        return "+".join(dict.fromkeys(faults)), target_text(steps[0].value)
+        counts = {f: faults.count(f) for f in faults}  # a sequence: kill x2 (B, then A)
+        return ("+".join(f if n == 1 else f"{f} x{n}" for f, n in counts.items()),
+                target_text(steps[0].value))
 
 
 def target_text(value: Mapping[str, Any]) -> str:

@@ -27,6 +27,7 @@ class IndexRow:
     link: str  # relative to the results folder
     has_report: bool
     path: str
+    seed: str = ""  # the run's seed (test.json), to replay it
 
 
 def _json(path: Path) -> dict[str, Any] | None:
@@ -78,6 +79,7 @@ def index_rows(results_dir: Path) -> list[IndexRow]:
             test=name or (d.parent.name if d.parent != results_dir else d.name),
             time=_when(d), verdict=v.label, css=v.css, counts=counts,
             link=f"./{rel.as_posix()}/report.html" if has_report else f"./{rel.as_posix()}/",
-            has_report=has_report, path=rel.as_posix()))
+            has_report=has_report, path=rel.as_posix(),
+            seed=str(test["seed"]) if isinstance(test.get("seed"), int) else ""))
     rows.sort(key=lambda r: r.time, reverse=True)
     return rows

@@ -87,8 +87,12 @@ def outcome(error_name: str, *, retries: int) -> str:
     return "info"
 
 
-def _rdkafka_logger() -> logging.Logger:
-    return logging.getLogger("undertow.kafka.rdkafka")
+def _rdkafka_logger(run: Any) -> logging.Logger:
+    """librdkafka's log lines go to the run's harness.log (refused connections to a killed
+    node are expected there), else to this module's logger."""
+    parent = getattr(run, "log", None)
+    return parent.getChild("rdkafka") if isinstance(parent, logging.Logger) else \
+        logging.getLogger("undertow.kafka.rdkafka")
 
 
 class KafkaQueueClient:
@@ -120,9 +124,9 @@ class KafkaQueueClient:
         c = KafkaQueueClient(keys=self.keys, acks=self.acks, timeout_s=self.timeout_s,
                              bootstrap=bootstrap, topic=self.topic)
         pconf = config.producer_config(bootstrap, self.acks, timeout_s=self.timeout_s)
-        c.producer = Producer({**pconf, "logger": _rdkafka_logger()})
+        c.producer = Producer({**pconf, "logger": _rdkafka_logger(run)})
         c.consumer = Consumer({**config.consumer_config(bootstrap, timeout_s=self.timeout_s),
-                               "logger": _rdkafka_logger()})
+                               "logger": _rdkafka_logger(run)})
         return c
 
     def invoke(self, run: Any, op: Any) -> Any:

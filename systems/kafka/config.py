@@ -91,8 +91,11 @@ def server_properties(node: KafkaNode, voters: Mapping[str, KafkaNode], data_dir
         "broker.heartbeat.interval.ms": HEARTBEAT_MS,
         "auto.create.topics.enable": "false",
         "offsets.topic.replication.factor": rf,
+        "offsets.topic.num.partitions": 1,  # librdkafka's consumer wants a group coordinator
+        "replica.high.watermark.checkpoint.interval.ms": 500,  # the dumps read HW from it
         "transaction.state.log.replication.factor": rf,
         "transaction.state.log.min.isr": min(b.min_insync_replicas, b.replication_factor),
+        "transaction.state.log.num.partitions": 1,  # the idempotent producer's first request
         "group.initial.rebalance.delay.ms": 0,
         "num.network.threads": 2,
         "num.io.threads": 4,

@@ -3,7 +3,8 @@
 `mvn dependency:copy-dependencies` runs on the pom kept beside this module
 (copied into a scratch folder, so the source tree stays clean) and the jars go
 to <cache>/<version>/libs. A folder is complete once its `.complete` marker is
-written, so a resolution cut short is redone, never half used. With no version
+written, so a resolution cut short is redone, never half used; the marker holds
+the pom's digest, so a changed pom resolves again. With no version
 asked for, the newest complete 4.x in the cache is used, else Maven resolves
 the newest 4.x release it can reach.
 """
@@ -11,6 +12,7 @@ the newest 4.x release it can reach.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import shutil
@@ -69,11 +71,20 @@ def parse_version(version: str) -> tuple[int, int, int]:
     return parts
 
 
+def pom_digest() -> str:
+    return hashlib.sha256(POM.read_bytes()).hexdigest()[:16]
+
+
+def _is_complete(libs: Path) -> bool:
+    try:
+        return (libs / _MARK).read_text().split()[-1] == pom_digest()
+    except (OSError, IndexError):
+        return False
+
+
 def _complete(root: Path, version: str) -> KafkaJars | None:
     libs = root / version / "libs"
-    if (libs / _MARK).is_file():
-        return KafkaJars(version, libs)
-    return None
+    return KafkaJars(version, libs) if _is_complete(libs) else None
 
 
 def newest_cached(root: Path | None = None, major: int = 4) -> KafkaJars | None:
@@ -82,7 +93,7 @@ def newest_cached(root: Path | None = None, major: int = 4) -> KafkaJars | None:
     found: list[tuple[tuple[int, int, int], str]] = []
     for d in root.iterdir() if root.is_dir() else ():
         m = _VERSION.fullmatch(d.name)
-        if m and int(m[1]) == major and (d / "libs" / _MARK).is_file():
+        if m and int(m[1]) == major and _is_complete(d / "libs"):
             found.append(((int(m[1]), int(m[2]), int(m[3])), d.name))
     if not found:
         return None
@@ -129,12 +140,12 @@ def _mvn_resolve(wanted: str, root: Path, progress: Callable[[str], None] | None
             raise KafkaJarsError(f"Kafka {wanted} did not resolve: {' '.join(cmd)} exited "
                                  f"{done.returncode}:\n{tail}")
         version = _core_version(out)
-        (out / _MARK).write_text(f"{version}\n")
+        (out / _MARK).write_text(f"{version} {pom_digest()}\n")
         dest = root / version / "libs"
         dest.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
-            if not (dest / _MARK).is_file():
-                shutil.rmtree(dest)  # a cut-short earlier try
+            if not _is_complete(dest):
+                shutil.rmtree(dest)  # a cut-short earlier try, or an older pom's
         if not dest.exists():
             os.replace(out, dest)
     jars = KafkaJars(version, dest, seconds=time.monotonic() - t0, cached=False)

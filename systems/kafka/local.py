@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness.spec import BrokerSettings
-from systems.kafka import config
+from systems.kafka import config, dump
 from systems.kafka.jars import KafkaJars
 
 KILL_WAIT_S = 10.0
@@ -221,6 +221,19 @@ class LocalKafka:
             with contextlib.suppress(OSError, ValueError):
                 out[name] = json.loads(path.read_text())
         return out
+
+    # -- DumpsReplicas ---------------------------------------------------------
+
+    def dump_node(self, node: str) -> list[dict[str, Any]]:
+        """The node's replicas, read from its data dir with Kafka's DumpLogSegments."""
+        return dump.dump_node(node, self.data_dir(node), self.jars.libs, java=self.java)
+
+    def dump_replicas(self, run: Any) -> list[dict[str, Any]]:
+        """Every node's replicas (after the final heal; HW is checkpointed every 500 ms)."""
+        rows: list[dict[str, Any]] = []
+        for node in self.nodes:
+            rows.extend(self.dump_node(node))
+        return rows
 
     # -- teardown --------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from harness import leftovers
 from systems.kafka.admin import active_controller
 from tests.kafka.cluster import PARTITIONS, Cluster
 
-pytestmark = pytest.mark.kafka
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 
 def _controller(c: Cluster) -> tuple[str | None, int]:

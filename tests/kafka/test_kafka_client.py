@@ -7,57 +7,11 @@ import itertools
 import pytest
 
 from harness.runfiles import Op
-from systems.kafka.client import ERRORS, KafkaQueueClient, Sent, outcome
+from systems.kafka.client import KafkaQueueClient
 from tests.kafka.cluster import PARTITIONS, Cluster
 
-pytestmark = pytest.mark.kafka
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 _values = itertools.count(1_000_000)
-
-# Every row of ERRORS with the completion it must give, with and without retries.
-EXPECTED = [
-    ("_QUEUE_FULL", "fail", "fail"),
-    ("_MSG_SIZE_TOO_LARGE", "fail", "fail"),
-    ("_UNKNOWN_PARTITION", "fail", "fail"),
-    ("_UNKNOWN_TOPIC", "fail", "fail"),
-    ("_INVALID_ARG", "fail", "fail"),
-    ("_PURGE_QUEUE", "fail", "fail"),
-    ("_STATE", "fail", "fail"),
-    ("NOT_LEADER_OR_FOLLOWER", "fail", "info"),
-    ("NOT_ENOUGH_REPLICAS", "fail", "info"),
-    ("UNKNOWN_TOPIC_OR_PART", "fail", "info"),
-    ("LEADER_NOT_AVAILABLE", "fail", "info"),
-    ("FENCED_LEADER_EPOCH", "fail", "info"),
-    ("UNKNOWN_LEADER_EPOCH", "fail", "info"),
-    ("MSG_SIZE_TOO_LARGE", "fail", "info"),
-    ("INVALID_REQUIRED_ACKS", "fail", "info"),
-    ("CORRUPT_MESSAGE", "fail", "info"),
-    ("NOT_ENOUGH_REPLICAS_AFTER_APPEND", "info", "info"),
-    ("REQUEST_TIMED_OUT", "info", "info"),
-    ("NETWORK_EXCEPTION", "info", "info"),
-    ("KAFKA_STORAGE_ERROR", "info", "info"),
-    ("_MSG_TIMED_OUT", "info", "info"),
-    ("_TIMED_OUT", "info", "info"),
-    ("_TRANSPORT", "info", "info"),
-    ("_PURGE_INFLIGHT", "info", "info"),
-    ("_FATAL", "info", "info"),
-    ("OUT_OF_ORDER_SEQUENCE_NUMBER", "info", "info"),
-    ("_INCONSISTENT", "info", "info"),
-    ("SOMETHING_NEW", "info", "info"),  # not in the table: unknown, so info
-]
-
-
-@pytest.mark.parametrize(("name", "single_try", "with_retries"), EXPECTED,
-                         ids=[row[0] for row in EXPECTED])
-def test_error_row(name: str, single_try: str, with_retries: str) -> None:
-    assert outcome(name, retries=0) == single_try
-    assert outcome(name, retries=5) == with_retries
-
-
-def test_every_row_has_a_case() -> None:
-    assert set(ERRORS) == {row[0] for row in EXPECTED if row[0] in ERRORS}
-    assert len(ERRORS) == len(EXPECTED) - 1
-    assert all(isinstance(v, Sent) for v in ERRORS.values())
-
 
 def _op(f: str, value: object, **extra: object) -> Op:
     return Op(type="invoke", process=0, f=f, value=value, time=0, extra=dict(extra))

@@ -1,4 +1,4 @@
-"""Kafka's jars cache and the spec -> server.properties mapping (no JVM)."""
+"""Kafka's jars cache, the spec -> server.properties mapping, the client's error table (no JVM)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pytest
 
 from harness.spec import BrokerSettings, SpecError
 from systems.kafka import config, jars
+from systems.kafka.client import ERRORS, Sent, outcome
 
 
 def test_versions_before_3_9_and_nonsense_are_refused() -> None:
@@ -20,11 +21,13 @@ def test_versions_before_3_9_and_nonsense_are_refused() -> None:
 
 
 def test_newest_complete_cached_4x_is_used(tmp_path: Path) -> None:
+    (tmp_path / "4.3.0" / "libs").mkdir(parents=True)  # resolved with another pom
+    (tmp_path / "4.3.0" / "libs" / ".complete").write_text("4.3.0 0123456789abcdef")
     for v, complete in (("4.0.0", True), ("4.2.0", True), ("4.10.1", False), ("3.9.1", True)):
         libs = tmp_path / v / "libs"
         libs.mkdir(parents=True)
         if complete:
-            (libs / ".complete").write_text(v)
+            (libs / ".complete").write_text(f"{v} {jars.pom_digest()}")
     found = jars.newest_cached(tmp_path)
     assert found is not None and found.version == "4.2.0" and found.cached
     assert jars.resolve(root=tmp_path).version == "4.2.0"  # no Maven: the cache answers
@@ -58,3 +61,49 @@ def test_producer_idempotent_only_with_acks_all() -> None:
     assert config.producer_config("b:1", "all", timeout_s=3)["enable.idempotence"] is True
     one = config.producer_config("b:1", "1", timeout_s=3)
     assert one["enable.idempotence"] is False and one["retries"] == 0 and one["acks"] == "1"
+
+
+# Every row of ERRORS with the completion it must give, with and without retries.
+EXPECTED = [
+    ("_QUEUE_FULL", "fail", "fail"),
+    ("_MSG_SIZE_TOO_LARGE", "fail", "fail"),
+    ("_UNKNOWN_PARTITION", "fail", "fail"),
+    ("_UNKNOWN_TOPIC", "fail", "fail"),
+    ("_INVALID_ARG", "fail", "fail"),
+    ("_PURGE_QUEUE", "fail", "fail"),
+    ("_STATE", "fail", "fail"),
+    ("NOT_LEADER_OR_FOLLOWER", "fail", "info"),
+    ("NOT_ENOUGH_REPLICAS", "fail", "info"),
+    ("UNKNOWN_TOPIC_OR_PART", "fail", "info"),
+    ("LEADER_NOT_AVAILABLE", "fail", "info"),
+    ("FENCED_LEADER_EPOCH", "fail", "info"),
+    ("UNKNOWN_LEADER_EPOCH", "fail", "info"),
+    ("MSG_SIZE_TOO_LARGE", "fail", "info"),
+    ("INVALID_REQUIRED_ACKS", "fail", "info"),
+    ("CORRUPT_MESSAGE", "fail", "info"),
+    ("NOT_ENOUGH_REPLICAS_AFTER_APPEND", "info", "info"),
+    ("REQUEST_TIMED_OUT", "info", "info"),
+    ("NETWORK_EXCEPTION", "info", "info"),
+    ("KAFKA_STORAGE_ERROR", "info", "info"),
+    ("_MSG_TIMED_OUT", "info", "info"),
+    ("_TIMED_OUT", "info", "info"),
+    ("_TRANSPORT", "info", "info"),
+    ("_PURGE_INFLIGHT", "info", "info"),
+    ("_FATAL", "info", "info"),
+    ("OUT_OF_ORDER_SEQUENCE_NUMBER", "info", "info"),
+    ("_INCONSISTENT", "info", "info"),
+    ("SOMETHING_NEW", "info", "info"),  # not in the table: unknown, so info
+]
+
+
+@pytest.mark.parametrize(("name", "single_try", "with_retries"), EXPECTED,
+                         ids=[row[0] for row in EXPECTED])
+def test_error_row(name: str, single_try: str, with_retries: str) -> None:
+    assert outcome(name, retries=0) == single_try
+    assert outcome(name, retries=5) == with_retries
+
+
+def test_every_row_has_a_case() -> None:
+    assert set(ERRORS) == {row[0] for row in EXPECTED if row[0] in ERRORS}
+    assert len(ERRORS) == len(EXPECTED) - 1
+    assert all(isinstance(v, Sent) for v in ERRORS.values())

@@ -82,6 +82,13 @@ def test_budget_stop_keeps_the_best_so_far() -> None:
     assert [p.n for p in seen] == [1, 2, 3] and all(p.at_most >= p.n for p in seen)
 
 
+def test_the_bound_on_trials_holds_and_ends_at_the_last_trial() -> None:
+    seen: list[Progress] = []
+    out = Shrinker(spans(10), 90.0, needs(4, 5), on_progress=seen.append).run()
+    assert all(p.at_most >= len(out.trials) for p in seen)
+    assert seen[-1].at_most == seen[-1].n == len(out.trials)
+
+
 def test_an_interrupted_trial_ends_the_search_at_once() -> None:
     n = itertools.count()
 
@@ -92,3 +99,10 @@ def test_an_interrupted_trial_ends_the_search_at_once() -> None:
     out = Shrinker(spans(8), 60.0, trial).run()
     assert out.stopped == "interrupted" and len(out.trials) == 2
     assert out.best.size == 4  # the first half reproduced before the interrupt
+
+
+def test_a_trial_that_cannot_run_ends_the_search_with_the_best_so_far() -> None:
+    out = Shrinker(spans(6), 60.0, lambda c: TrialResult(
+        False, stopped=True, error="OSError: no ports")).run()
+    assert out.stopped == "error: OSError: no ports" and out.best == out.original
+    assert len(out.trials) == 1

@@ -37,7 +37,8 @@ def test_a_sequence_is_one_window_and_a_shared_heal_belongs_to_both() -> None:
     fs = {i: sorted(w.steps[j].f for j in w.members(i)) for i in range(2)}
     assert fs[0] == ["kill", "start"]  # the plain kill and its start {}
     assert fs[1] == ["kill", "kill", "start", "start", "start"]  # the cycle and that start {}
-    assert w.describe(1) == ("kill", "followers of key auto as B")
+    assert w.describe(1) == ("kill x2", "followers of key auto as B")
+    assert w.describe(0) == ("kill", "n3")
     kept = w.restrict([1])
     assert len(kept) == 5 and {s.f for s in kept} == {"kill", "start"}
     assert [s.f for s in w.restrict([0])] == ["kill", "start"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harness.nightly import MATRIX, Judgement, judge, main, write_summary
+from harness.nightly import MATRIX, Judgement, judge, main, nightly_seed, write_summary
 from nemesis.scenarios import SCENARIOS
 
 
@@ -49,11 +50,22 @@ def test_summary_files(tmp_path: Path) -> None:
     js = [Judgement("safe", True, "valid", True, (), (), "/r/safe/1", 0, 1.0),
           Judgement("kip101-loss", False, "bug undetected", True, (), ("lost-write",),
                     "/r/k/1", 0, 2.0)]
-    write_summary(tmp_path, js)
+    write_summary(tmp_path, js, seed=77, seed_from="--seed")
     data = json.loads((tmp_path / "nightly.json").read_text())
     assert data["passed"] is False and len(data["scenarios"]) == 2
+    assert (data["seed"], data["seed_from"]) == (77, "--seed")
     suite = ET.parse(tmp_path / "nightly-junit.xml").getroot().find("testsuite")
     assert suite is not None and suite.get("failures") == "1"
+    assert {p.get("name"): p.get("value") for p in suite.iter("property")}["seed"] == "77"
+
+
+def test_each_night_draws_its_own_seed_and_can_replay_it() -> None:
+    day = datetime.date(2026, 11, 25)
+    seeds = {nightly_seed(day + datetime.timedelta(days=d), r) for d in range(30)
+             for r in range(3)}
+    assert len(seeds) == 90  # a new seed every night and every run
+    assert nightly_seed(day, 4) == nightly_seed(day, 4)  # the same night, the same seed
+    assert all(0 <= s < 2**31 for s in seeds)
 
 
 def test_unknown_scenario_is_bad_usage(tmp_path: Path) -> None:
@@ -70,9 +82,15 @@ def test_nightly_runs_a_scenario_on_the_local_backend(tmp_path: Path) -> None:
     """
     results = tmp_path / "results"
     r = subprocess.run([sys.executable, "-m", "harness.nightly", "--backend", "local",
-                        "--scenario", "safe", "--time-limit", "6", "--results-dir", str(results)],
+                        "--scenario", "safe", "--time-limit", "6", "--results-dir", str(results),
+                        "--run-number", "7"],
                        capture_output=True, text=True, timeout=900, check=False)
     summary = json.loads((results / "nightly.json").read_text())
+    seed = nightly_seed(datetime.datetime.now(datetime.UTC).date(), 7)
+    assert summary["seed"] == seed and f"nightly: seed {seed} " in r.stderr
+    suite = ET.parse(results / "nightly-junit.xml").getroot().find("testsuite")
+    assert suite is not None
+    assert {p.get("name"): p.get("value") for p in suite.iter("property")}["seed"] == str(seed)
     (j,) = summary["scenarios"]
     assert j["run_dir"] is not None, r.stderr[-3000:]
     run_dir = Path(j["run_dir"])
@@ -86,7 +104,8 @@ def test_nightly_runs_a_scenario_on_the_local_backend(tmp_path: Path) -> None:
         assert j["passed"] is False and "no results.json" in j["reason"]
     assert r.returncode == (0 if j["passed"] else 1), r.stderr[-3000:]
     assert "nightly: $ undertow heal" in r.stderr
-    assert (results / "index.html").is_file()
+    assert json.loads((run_dir / "test.json").read_text())["seed"] == seed
+    assert f'<td class="mono">{seed}</td>' in (results / "index.html").read_text()
 
 
 @pytest.mark.slow
