@@ -13,7 +13,7 @@ setup:
 
 # the default chaos experiment: local backend, 3 nodes, kill + partition, 60 s; ends with a verdict
 run *ARGS:
-    .venv/bin/undertow run {{ARGS}}
+    @.venv/bin/undertow run {{ARGS}}
 
 # lint, then the whole test suite (starts the Docker engine and installs Chromium when missing)
 test *ARGS: lint docker-up browser
@@ -48,6 +48,10 @@ bench-findbugs *ARGS:
 # Apache Kafka's jars from Maven Central into ~/.cache/undertow/kafka/<version> (once): just kafka-jars --kafka-version 3.9.1
 kafka-jars *ARGS:
     .venv/bin/undertow image kafka {{ARGS}}
+
+# a run on local Apache Kafka: just kafka --scenario kafka-acks-1 (python -m systems.kafka --help)
+kafka *ARGS:
+    {{py}} -m systems.kafka {{ARGS}}
 
 # install and start the Docker engine if it is missing
 docker-up:

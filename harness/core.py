@@ -4,8 +4,9 @@ store -> backend up -> clients + nemesis under the generator (time limit) ->
 the nemesis's final heal -> wait for the cluster -> final reads -> replicas
 dumped to replicas.jsonl -> logs collected -> backend down (always, in a
 finally, also on SIGINT) -> checkers -> report. A report that fails to render
-is logged and the verdict kept. On SIGINT/SIGTERM the run stops within a
-bounded time, heals, tears the cluster down and skips the check.
+is logged and the verdict kept. On SIGINT/SIGTERM, whenever it comes, the run
+stops within a bounded time, heals, tears the cluster down, skips or stops the
+check, and results.json says it was interrupted and in which phase (see Stopper).
 """
 
 from __future__ import annotations

@@ -12,12 +12,15 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from harness.runfiles import EXIT_USAGE
 from harness.spec import SpecError, TestSpec, build_spec, load_toml
+
+if TYPE_CHECKING:
+    from harness.core import Stopper
 
 # option name -> (spec field, or "broker.<field>")
 FIELDS: dict[str, str] = {
@@ -148,12 +151,12 @@ def run(ctx: click.Context, /, **params: Any) -> None:
     """Run an experiment: cluster up, workload + nemesis, final reads, check, report."""
     from harness.core import Stopper
 
-    stopper = Stopper()  # Ctrl-C from here on ends on the interrupted path
+    stopper = Stopper()  # Ctrl-C from here on ends on the interrupted path (exit 130)
     with stopper.installed():
         sys.exit(_run(ctx, params, stopper))
 
 
-def _run(ctx: click.Context, params: dict[str, Any], stopper: Any) -> int:
+def _run(ctx: click.Context, params: dict[str, Any], stopper: Stopper) -> int:
     try:
         spec = build_run_spec(ctx, params)
         if spec.test_count < 1:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from harness.spec import TestSpec
 from nemesis.faults import Kill, LoseUnflushed
+from nemesis.kinds import KILL, LOSE_UNFLUSHED, PARTITION
 from nemesis.netfaults import Partition
 from nemesis.packages import Fault, register
 from nemesis.plan import Step
@@ -56,10 +57,10 @@ def kip101_loss(t: float, rng: random.Random) -> list[Step]:
     is elected (it never left the ISR); A comes back and truncates to B's shorter log."""
     first = rng.choice(("B", "A"))
     return [
-        Step(t, "kill", {"target": "followers", "key": "auto", "as": "B", "leader_as": "A"}),
-        Step(t + 0.05, "kill", {"role": "A"}),
-        Step(t + 0.1, "start", {"role": first}),
-        Step(t + 4.5, "start", {"role": "A" if first == "B" else "B"}),
+        Step(t, KILL.start, {"target": "followers", "key": "auto", "as": "B", "leader_as": "A"}),
+        Step(t + 0.05, KILL.start, {"role": "A"}),
+        Step(t + 0.1, KILL.heal, {"role": first}),
+        Step(t + 4.5, KILL.heal, {"role": "A" if first == "B" else "B"}),
     ]
 
 
@@ -70,11 +71,11 @@ def kip101_divergence(t: float, rng: random.Random) -> list[Step]:
     The scenario's session timeout (8 s) leaves time to read both HW checkpoints from
     disk and restart the shorter log before the controller fences it out of the ISR."""
     steps = [
-        Step(t, "kill", {"target": "followers", "key": "auto", "as": "B", "leader_as": "A"}),
-        Step(t + 0.05, "kill", {"role": "A"}),
-        Step(t + 0.1, "start", {"shorter_of": ["B", "A"], "key_of": "B"}),
-        Step(t + 15.0, "start", {"role": "A"}),
-        Step(t + 15.05, "start", {"role": "B"}),
+        Step(t, KILL.start, {"target": "followers", "key": "auto", "as": "B", "leader_as": "A"}),
+        Step(t + 0.05, KILL.start, {"role": "A"}),
+        Step(t + 0.1, KILL.heal, {"shorter_of": ["B", "A"], "key_of": "B"}),
+        Step(t + 15.0, KILL.heal, {"role": "A"}),
+        Step(t + 15.05, KILL.heal, {"role": "B"}),
     ]
     return steps
 
@@ -84,10 +85,10 @@ def isr_shrink(t: float, rng: random.Random) -> list[Step]:
     ISR to itself and acknowledges alone (min ISR 1); L dies; a follower is elected
     uncleanly without L's writes; L comes back and truncates them away."""
     return [
-        Step(t, "partition", {"kind": "followers", "key": "auto", "as": "F", "leader_as": "L"}),
-        Step(t + 5.0, "kill", {"role": "L"}),
-        Step(t + 8.0, "heal", {}),
-        Step(t + 9.5, "start", {"role": "L"}),
+        Step(t, PARTITION.start, {"kind": "followers", "key": "auto", "as": "F", "leader_as": "L"}),
+        Step(t + 5.0, KILL.start, {"role": "L"}),
+        Step(t + 8.0, PARTITION.heal, {}),
+        Step(t + 9.5, KILL.heal, {"role": "L"}),
     ]
 
 
@@ -95,10 +96,10 @@ def unclean_kills(t: float, rng: random.Random) -> list[Step]:
     """Both followers die (the ISR shrinks to the leader), the leader acknowledges alone
     and then dies; the followers come back first and one is elected uncleanly."""
     return [
-        Step(t, "kill", {"target": "followers", "key": "auto", "as": "F", "leader_as": "L"}),
-        Step(t + 5.0, "kill", {"role": "L"}),
-        Step(t + 5.1, "start", {"role": "F"}),
-        Step(t + 10.0, "start", {"role": "L"}),
+        Step(t, KILL.start, {"target": "followers", "key": "auto", "as": "F", "leader_as": "L"}),
+        Step(t + 5.0, KILL.start, {"role": "L"}),
+        Step(t + 5.1, KILL.heal, {"role": "F"}),
+        Step(t + 10.0, KILL.heal, {"role": "L"}),
     ]
 
 
@@ -114,10 +115,10 @@ def last_replica(t: float, rng: random.Random) -> list[Step]:
     lose L at the same moment, so the writes it acknowledged last are still unread when
     the crash loses them (which is what makes them `lost-write`, not only rewritten)."""
     return [
-        Step(t, "partition", {"kind": "followers", "key": "auto", "as": "F", "leader_as": "L",
-                              "cut_clients": True}),
-        Step(t + 2.5, "lose-unflushed", {"role": "L"}),
-        Step(t + 7.0, "heal", {}),
+        Step(t, PARTITION.start, {"kind": "followers", "key": "auto", "as": "F", "leader_as": "L",
+                                  "cut_clients": True}),
+        Step(t + 2.5, LOSE_UNFLUSHED.start, {"role": "L"}),
+        Step(t + 7.0, PARTITION.heal, {}),
     ]
 
 

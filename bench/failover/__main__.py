@@ -21,6 +21,7 @@ from typing import Any
 
 from broker.localcluster import LocalCluster
 
+from nemesis.kinds import KILL, PAUSE
 from workloads.client import BrokerClient, ClientError
 
 SETTINGS = {"min.insync.replicas": 2, "truncation": "leader-epoch",
@@ -55,7 +56,7 @@ def one_round(c: LocalCluster, fault: str, timeout_s: float) -> dict[str, Any]:
     live_addrs = {n: c.addrs[n] for n in live}
     t0 = time.monotonic()
     deadline = t0 + timeout_s
-    if fault == "kill":
+    if fault == KILL.start:
         c.kill(ctrl)
     else:
         c.pause(ctrl)
@@ -71,7 +72,7 @@ def one_round(c: LocalCluster, fault: str, timeout_s: float) -> dict[str, Any]:
     if not produce_everywhere(live_addrs, deadline):
         raise RuntimeError(f"no acks=all produce within {timeout_s} s after {fault} of {ctrl}")
     t_produce = time.monotonic() - t0
-    if fault == "kill":
+    if fault == KILL.start:
         c.start(ctrl)
     else:
         c.resume(ctrl)
@@ -85,12 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.failover", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=10, help="faults per kind")
-    ap.add_argument("--faults", default="kill,pause")
+    ap.add_argument("--faults", default=f"{KILL.start},{PAUSE.start}")
     ap.add_argument("--timeout", type=float, default=30.0, help="per failover, seconds")
     ap.add_argument("--out", type=Path, default=Path("bench/out/failover.json"))
     args = ap.parse_args(argv)
     faults = [f for f in args.faults.split(",") if f]
-    bad = [f for f in faults if f not in ("kill", "pause")]
+    bad = [f for f in faults if f not in (KILL.start, PAUSE.start)]
     if bad:
         ap.error(f"--faults: {bad} are not kill or pause")
     load_before = os.getloadavg()

@@ -21,6 +21,7 @@ from markupsafe import Markup
 from harness.report import figures, sections
 from harness.report.faults import run_kinds
 from harness.report.liveness import liveness_section
+from harness.report.plan import plan_rows
 from harness.report.scan import Scan, scan
 from harness.runfiles import RunFiles, load_run, no_gc
 from harness.runfiles.walk import KINDS
@@ -64,7 +65,9 @@ def report_context(run: RunFiles) -> dict[str, Any]:
                  for k in order[: figures.MAX_KEYS]]
     timeline_svg, timeline_note = figures.timeline(s, _concurrency(test))
     replica_keys, replica_key_count = sections.replica_divergence(run.replicas, focus)
-    anomalies = sections.anomalies(run.results, s)
+    anomalies = sections.anomalies(run.results, s, run.ops)
+    linked = {i for a in anomalies for ex in a.examples
+              for part in [ex.parts, *ex.steps] for _, i in part if i is not None}
     return {
         "title": str(test.get("name") or run.run_dir.name),
         "run_dir": str(run.run_dir),
@@ -75,9 +78,9 @@ def report_context(run: RunFiles) -> dict[str, Any]:
         "settings": sections.settings(run.test),
         "has_test": run.test is not None,
         "anomalies": anomalies,
-        "stats": sorted(((str(k), sections.dumps(v)) for k, v in
-                         ((run.results or {}).get("stats") or {}).items())),
-        "ops_table": sections.op_rows(run.ops, s.involved),
+        "stats": sections.stats(run.results),
+        "plan": plan_rows(run.test),
+        "ops_table": sections.op_rows(run.ops, sorted(set(s.involved) | linked)),
         "op_count": s.op_count,
         "client_ops": s.client_ops,
         "duration_s": f"{s.end_ns / 1e9:.1f}",

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from harness.report.scan import Scan
+from harness.report.sentences import Sentence, cycle_steps, op_facts, op_words, sentence
 from harness.runfiles.walk import anomaly_refs
 
 VALUE_CHARS = 400  # an op's value is cut to this many characters in the ops table
@@ -52,24 +53,51 @@ def cut(text: str, n: int = VALUE_CHARS) -> str:
     return text if len(text) <= n else text[:n] + f"… ({len(text) - n} more characters)"
 
 
+SHOWN_ELSEWHERE = ("nemesis_plan", "nemesis_phases")  # the plan table, the recovery section
+
+
+def plain(x: Any) -> str:
+    """One setting as words: lists joined, nothing as "none"; JSON only for what is left."""
+    if x is None or x == {} or x == []:
+        return "none"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, str | int | float):
+        return str(x)
+    if isinstance(x, list | tuple):
+        return ", ".join(plain(v) if not isinstance(v, list | tuple)
+                         else " ".join(plain(w) for w in v) for v in x)
+    return dumps(x)
+
+
 def flatten(prefix: str, x: Any, out: list[tuple[str, str]]) -> None:
     if isinstance(x, dict) and x:
         for k, v in x.items():
             flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
     else:
-        out.append((prefix, x if isinstance(x, str) else dumps(x)))
+        out.append((prefix, plain(x)))
 
 
 def settings(test: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = []
     if test:
-        flatten("", dict(test), rows)
+        flatten("", {k: v for k, v in test.items() if k not in SHOWN_ELSEWHERE}, rows)
     return rows
+
+
+def stats(results: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """The checkers' stats, one value a row; liveness has its own section."""
+    rows: list[tuple[str, str]] = []
+    st = (results or {}).get("stats") or {}
+    if isinstance(st, dict):
+        flatten("", {k: v for k, v in st.items() if k != "liveness"}, rows)
+    return sorted(rows)
 
 
 @dataclass(frozen=True, slots=True)
 class Example:
-    text: str
+    parts: Sentence  # the example as a sentence, its operations linked
+    steps: list[Sentence]  # a cycle's steps, one edge each (empty for other types)
     ops: list[int]
 
 
@@ -81,27 +109,63 @@ class AnomalyType:
     examples: list[Example]
 
 
-def anomalies(results: Mapping[str, Any] | None, scan: Scan) -> list[AnomalyType]:
+def _is_cycle(ex: Any) -> bool:
+    return isinstance(ex, dict) and isinstance(ex.get("ops"), list) and "edges" in ex
+
+
+def anomalies(results: Mapping[str, Any] | None, scan: Scan,
+              ops: list[dict[str, Any]] | None = None) -> list[AnomalyType]:
+    """Each anomaly type with its examples as sentences (see report.sentences)."""
     if not results:
         return []
     counts = results.get("counts") or {}
     found = results.get("anomalies") or {}
     bad = set(results.get("bad_anomaly_types") or [])
     names = list(dict.fromkeys([*map(str, results.get("anomaly_types") or []), *counts, *found]))
+    listed = {n: (found.get(n) or []) for n in names}
+    listed = {n: (x if isinstance(x, list) else [x]) for n, x in listed.items()}
+    cycle_ops = {i for exs in listed.values() for ex in exs if _is_cycle(ex)
+                 for i in ex["ops"] if isinstance(i, int)}
+    read_at = {(ex["key"], ex["max_read_offset"]) for ex in listed.get("lost-write", [])
+               if isinstance(ex, dict) and isinstance(ex.get("key"), int)
+               and isinstance(ex.get("max_read_offset"), int)}
+    facts, readers = op_facts(ops or [], cycle_ops, read_at)
+    placed = _placed(scan, {k for f in facts.values() for k, _, _ in f.sends})
     out = []
     for name in names:
-        exs = found.get(name) or []
         examples = []
-        for ex in exs if isinstance(exs, list) else [exs]:
+        for ex in listed[name]:
             indices, values = anomaly_refs({name: [ex]})
-            ops = set(indices)
+            linked = set(indices)
             for v in values:
-                ops.update(scan.by_value.get(v, ()))
-            examples.append(Example(cut(dumps(ex), 2000), sorted(ops)))
+                linked.update(scan.by_value.get(v, ()))
+            if _is_cycle(ex):
+                head, steps = cycle_steps(ex, facts, placed)
+                examples.append(Example(head, steps, sorted(linked)))
+            elif isinstance(ex, dict):
+                examples.append(Example(sentence(name, ex, readers, scan.by_value), [],
+                                        sorted(linked)))
+            else:
+                examples.append(Example([(cut(str(ex), 200), None)], [], sorted(linked)))
         count = counts.get(name, len(examples))
         out.append(AnomalyType(name, count if isinstance(count, int) else len(examples),
                                name in bad, examples))
     out.sort(key=lambda a: (not a.bad, a.name))
+    return out
+
+
+def _placed(scan: Scan, keys: set[int]) -> dict[int, dict[int, int]]:
+    """key -> value -> the lowest offset it was seen at (write-write order), for keys."""
+    out: dict[int, dict[int, int]] = {}
+    for k in keys:
+        log = scan.keys.get(k)
+        if log is None:
+            continue
+        m: dict[int, int] = {}
+        for o, v in zip(log.offset.tolist(), log.value.tolist(), strict=True):
+            if v not in m or o < m[v]:
+                m[v] = o
+        out[k] = m
     return out
 
 
@@ -166,7 +230,7 @@ def op_rows(ops: list[dict[str, Any]], indices: list[int]) -> list[OpRow]:
         t = op.get("time")
         rows.append(OpRow(i, f"{t / 1e9:.6f}" if isinstance(t, int) else "?",
                           str(op.get("process")), str(op.get("type")), str(op.get("f")),
-                          cut(dumps(op.get("value"))),
+                          op_words(str(op.get("f")), op.get("value")),
                           "" if op.get("error") is None else cut(str(op.get("error")))))
     return rows
 

@@ -2,9 +2,10 @@
 
 The nodes listen on 127.0.0.1 with two ports each (broker, controller). Kafka
 brokers dial each other at the one address each advertises, so the harness's
-per-link proxy cannot cut single links: faults here are kill and pause;
-partitions, slow and lossy links, clock and lose-unflushed are refused before
-anything starts.
+per-link proxy cannot cut single links: when partitions are asked for, each
+node runs in its own network namespace (harness.netns, root only) and a
+partition is a blackhole route there. Slow and lossy links, clock and
+lose-unflushed are refused before anything starts.
 """
 
 from __future__ import annotations
@@ -12,19 +13,30 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from harness import netns
 from harness.spec import SpecError, TestSpec
 from systems.kafka import config, jars
 from systems.kafka.admin import KafkaAdmin, active_controller
 from systems.kafka.client import KafkaQueueClient
 from systems.kafka.local import LocalKafka
 
-FAULTS = ("kill", "pause")
+FAULTS = ("kill", "pause", "partition")
 READY_TIMEOUT_S = 60.0
 VERSION_ENV_KEY = "kafka_version"  # spec.extra key: the release to run (default: newest 4.x)
 _VERSION_LINE = re.compile(r"Kafka version: (\S+)")
+
+
+def controller_voters(spec: TestSpec) -> int:
+    """spec.extra's controller_voters: that many dedicated controllers (0: combined nodes)."""
+    return int(spec.extra.get("controller_voters", 0))
+
+
+def needs_namespaces(spec: TestSpec) -> bool:
+    return "partition" in spec.nemesis
 
 
 def check_spec(spec: TestSpec) -> None:
@@ -33,16 +45,26 @@ def check_spec(spec: TestSpec) -> None:
     if spec.backend != "local":
         raise SpecError(f"--backend {spec.backend}: Kafka runs on the local backend only, "
                         "for now")
-    unsupported = [f for f in spec.nemesis if f not in FAULTS]
+    from systems.kafka.scenarios import SEQUENCES
+
+    unsupported = [f for f in spec.nemesis if f not in FAULTS and f not in SEQUENCES]
     if unsupported:
         raise SpecError(f"--nemesis {','.join(unsupported)}: unsupported for Kafka on the local "
-                        f"backend (it has {', '.join(FAULTS)}; partitions need a network "
-                        "namespace per node)")
+                        f"backend (it has {', '.join(FAULTS)})")
+    if needs_namespaces(spec) and (why := netns.supported()) is not None:
+        raise SpecError(f"--nemesis partition: unsupported for Kafka here ({why}; each node "
+                        "needs its own network namespace); kill and pause still work")
     if spec.workload != "queue":
         raise SpecError(f"--workload {spec.workload}: Kafka runs the queue workload")
     version = spec.extra.get(VERSION_ENV_KEY)
     if version is not None:
         jars.parse_version(str(version))
+    k = controller_voters(spec)
+    config.make_nodes(spec.nodes, "127.0.0.1", lambda: 0, controller_voters=k)
+    if spec.broker.replication_factor > len(spec.nodes) - k:
+        raise SpecError(f"--replication-factor {spec.broker.replication_factor} exceeds the "
+                        f"{len(spec.nodes) - k} brokers ({k} of {len(spec.nodes)} nodes are "
+                        "dedicated controllers)")
 
 
 class KafkaLocalDB(LocalKafka):
@@ -58,6 +80,18 @@ class KafkaLocalDB(LocalKafka):
 
     def controller(self, run: Any) -> str | None:
         return active_controller(self.quorum_states(), self.names())
+
+    def metadata(self) -> dict[str, Any] | None:
+        """Leaders, replicas and ISR per key, in the shape nemesis.targets reads."""
+        if self.admin is None:
+            return None
+        try:
+            parts = self.admin.partitions()
+        except Exception:
+            return None
+        return {"controller": self.controller(None),
+                "partitions": {str(k): {"leader": v.leader, "replicas": list(v.replicas),
+                                        "isr": list(v.isr)} for k, v in parts.items()}}
 
     def version(self) -> str | None:
         """Kafka's own version string, from the first node log that states it."""
@@ -77,6 +111,7 @@ class KafkaLocalBackend:
     def __init__(self) -> None:
         self.db: KafkaLocalDB | None = None
         self.launcher: Any = None
+        self.namespaces: netns.Namespaces | None = None
         self.run_id: str | None = None
 
     def up(self, run: Any) -> None:
@@ -98,16 +133,25 @@ class KafkaLocalBackend:
         self.run_id = run_id_for(run)
         run.extra["run_id"] = self.run_id
         self.launcher = LocalBrokerDB(self.run_id, {})
-        nodes = config.make_nodes(tuple(run.nodes), HOST, free_port)
+        nodes = config.make_nodes(tuple(run.nodes), HOST, free_port,
+                                  controller_voters=controller_voters(spec))
+        prefixes: dict[str, list[str]] = {}
+        if needs_namespaces(spec):
+            ns = self.namespaces = netns.Namespaces(self.run_id, tuple(run.nodes))
+            addrs = ns.up()
+            nodes = {n: replace(node, host=addrs[n]) for n, node in nodes.items()}
+            prefixes = {n: ns.prefix(n) for n in nodes}
+            run.net = ns
         db = self.db = KafkaLocalDB(j, nodes, run.paths.root / "nodes", spec.broker,
-                                    partitions=spec.keys, launcher=self.launcher)
+                                    partitions=spec.keys, launcher=self.launcher,
+                                    prefixes=prefixes)
         db.prepare()
         run.db = db
-        run.client_addrs = {n: node.bootstrap for n, node in nodes.items()}
+        run.client_addrs = {n: nodes[n].bootstrap for n in db.brokers}
         for n in nodes:
             db.start(run, n)
         db.admin = KafkaAdmin(db.bootstrap, db.names())
-        took = db.admin.wait_ready(len(nodes), spec.keys, spec.broker.replication_factor,
+        took = db.admin.wait_ready(len(db.brokers), spec.keys, spec.broker.replication_factor,
                                    spec.broker.min_insync_replicas, timeout_s=READY_TIMEOUT_S)
         kafka_version = db.version() or j.version
         run.extra["system"] = {"name": "kafka", "version": kafka_version}
@@ -118,7 +162,7 @@ class KafkaLocalBackend:
     def wait_ready(self, run: Any, timeout_s: float) -> None:
         assert self.db is not None and self.db.admin is not None
         spec: TestSpec = run.spec
-        self.db.admin.wait_ready(len(self.db.nodes), spec.keys, spec.broker.replication_factor,
+        self.db.admin.wait_ready(len(self.db.brokers), spec.keys, spec.broker.replication_factor,
                                  spec.broker.min_insync_replicas, timeout_s=timeout_s)
 
     def collect(self, run: Any) -> None:
@@ -137,6 +181,11 @@ class KafkaLocalBackend:
                 problems += self.launcher.close()
             except Exception as e:
                 problems.append(f"launcher: {e}")
+        if self.namespaces is not None:
+            try:
+                problems += self.namespaces.down()
+            except Exception as e:
+                problems.append(f"namespaces: {e}")
         if self.run_id is not None and not problems:
             from harness import leftovers
 

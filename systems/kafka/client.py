@@ -105,7 +105,8 @@ class KafkaQueueClient:
         self.timeout_s = timeout_s
         self.bootstrap = bootstrap
         self.topic = topic
-        self.producer: Producer | None = None
+        self.producer: Producer | None = None  # made at the first send (reads need none)
+        self.producer_config: dict[str, Any] = {}
         self.consumer: Consumer | None = None
         self.assigned: tuple[int, ...] = ()
         self.positions: dict[int, int] = {}
@@ -123,8 +124,9 @@ class KafkaQueueClient:
             bootstrap = ",".join([*first, *addrs.values()])
         c = KafkaQueueClient(keys=self.keys, acks=self.acks, timeout_s=self.timeout_s,
                              bootstrap=bootstrap, topic=self.topic)
-        pconf = config.producer_config(bootstrap, self.acks, timeout_s=self.timeout_s)
-        c.producer = Producer({**pconf, "logger": _rdkafka_logger(run)})
+        c.producer_config = {**config.producer_config(bootstrap, self.acks,
+                                                      timeout_s=self.timeout_s),
+                             "logger": _rdkafka_logger(run)}
         c.consumer = Consumer({**config.consumer_config(bootstrap, timeout_s=self.timeout_s),
                                "logger": _rdkafka_logger(run)})
         return c
@@ -145,7 +147,9 @@ class KafkaQueueClient:
 
         Raises KafkaException carrying the librdkafka error.
         """
-        assert self.producer is not None, "open() first"
+        assert self.producer_config, "open() first"
+        if self.producer is None:
+            self.producer = Producer(self.producer_config)
         report: list[tuple[KafkaError | None, Message]] = []
         try:
             self.producer.produce(self.topic, value=str(value).encode(), partition=key,

@@ -1,7 +1,9 @@
 """The spec's settings as Kafka's: one server.properties per node, client configs.
 
-Every node is a combined broker and controller (KRaft) in a static quorum of
-all nodes. Settings that decide whether acknowledged writes survive come from
+By default every node is a combined broker and controller (KRaft) in a static
+quorum of all nodes; with `controller_voters` K (spec.extra) the first K nodes
+are dedicated controllers and the others brokers only, as KRaft is often run.
+Settings that decide whether acknowledged writes survive come from
 the spec; a spec setting that means nothing for Kafka is refused, not ignored.
 """
 
@@ -38,6 +40,15 @@ class KafkaNode:
     host: str
     broker_port: int
     controller_port: int
+    roles: tuple[str, ...] = ("broker", "controller")
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.roles
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.roles
 
     @property
     def bootstrap(self) -> str:
@@ -71,17 +82,21 @@ def server_properties(node: KafkaNode, voters: Mapping[str, KafkaNode], data_dir
     """The node's server.properties, from the spec's broker settings."""
     check_settings(b)
     rf = str(b.replication_factor)
+    listeners = []
+    if node.is_broker:
+        listeners.append(f"PLAINTEXT://{node.host}:{node.broker_port}")
+    if node.is_controller:
+        listeners.append(f"CONTROLLER://{node.host}:{node.controller_port}")
     props: dict[str, Any] = {
-        "process.roles": "broker,controller",
+        "process.roles": ",".join(node.roles),
         "node.id": node.node_id,
-        "controller.quorum.voters": ",".join(v.voter for v in voters.values()),
-        "listeners": f"PLAINTEXT://{node.host}:{node.broker_port},"
-                     f"CONTROLLER://{node.host}:{node.controller_port}",
-        "advertised.listeners": f"PLAINTEXT://{node.bootstrap}",
+        "controller.quorum.voters": ",".join(v.voter for v in voters.values()
+                                             if v.is_controller),
+        "listeners": ",".join(listeners),
         "controller.listener.names": "CONTROLLER",
-        "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
         "log.dirs": str(data_dir),
+        **_broker_listeners(node),
         "num.partitions": partitions,
         "default.replication.factor": rf,
         "min.insync.replicas": b.min_insync_replicas,
@@ -104,6 +119,13 @@ def server_properties(node: KafkaNode, voters: Mapping[str, KafkaNode], data_dir
     if b.flush == "every-message":
         props["log.flush.interval.messages"] = 1
     return {k: str(v) for k, v in props.items()}
+
+
+def _broker_listeners(node: KafkaNode) -> dict[str, str]:
+    if not node.is_broker:
+        return {}
+    return {"advertised.listeners": f"PLAINTEXT://{node.bootstrap}",
+            "inter.broker.listener.name": "PLAINTEXT"}
 
 
 def render_properties(props: Mapping[str, str]) -> str:
@@ -146,7 +168,18 @@ def consumer_config(bootstrap: str, *, timeout_s: float) -> dict[str, Any]:
     }
 
 
-def make_nodes(names: tuple[str, ...], host: str,
-               port: Callable[[], int]) -> dict[str, KafkaNode]:
-    """Each node's id (from its name) and two ports (broker, controller) from `port()`."""
-    return {n: KafkaNode(n, node_id(n), host, port(), port()) for n in names}
+def make_nodes(names: tuple[str, ...], host: str, port: Callable[[], int], *,
+               controller_voters: int = 0) -> dict[str, KafkaNode]:
+    """Each node's id (from its name) and two ports (broker, controller) from `port()`;
+    with controller_voters K > 0 the first K are controllers only, the rest brokers only."""
+    if not 0 <= controller_voters < len(names):
+        raise SpecError(f"controller_voters {controller_voters}: must leave at least one of "
+                        f"the {len(names)} nodes a broker")
+
+    def roles(i: int) -> tuple[str, ...]:
+        if not controller_voters:
+            return ("broker", "controller")
+        return ("controller",) if i < controller_voters else ("broker",)
+
+    return {n: KafkaNode(n, node_id(n), host, port(), port(), roles(i))
+            for i, n in enumerate(names)}

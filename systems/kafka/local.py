@@ -70,7 +70,8 @@ class LocalKafka:
 
     def __init__(self, jars: KafkaJars, nodes: Mapping[str, config.KafkaNode], root: Path,
                  settings: BrokerSettings, *, partitions: int, launcher: Launcher,
-                 java: str = "java") -> None:
+                 java: str = "java",
+                 prefixes: Mapping[str, Sequence[str]] | None = None) -> None:
         config.check_settings(settings)
         if not nodes:
             raise ValueError("LocalKafka: no nodes")
@@ -81,6 +82,8 @@ class LocalKafka:
         self.partitions = partitions
         self.launcher = launcher
         self.java = shutil.which(java) or java
+        # what a node's JVM is started under (e.g. `ip netns exec NS` for its own network)
+        self.prefixes = {n: list(p) for n, p in (prefixes or {}).items()}
         self._procs = {name: _Proc() for name in self.nodes}
         self._lock = threading.RLock()
         self._closed = False
@@ -102,8 +105,12 @@ class LocalKafka:
         return self.node_dir(node) / "kafka.log"
 
     @property
+    def brokers(self) -> tuple[str, ...]:
+        return tuple(n for n, node in self.nodes.items() if node.is_broker)
+
+    @property
     def bootstrap(self) -> str:
-        return ",".join(n.bootstrap for n in self.nodes.values())
+        return ",".join(self.nodes[n].bootstrap for n in self.brokers)
 
     def java_cmd(self, main: str, *args: str) -> list[str]:
         return [self.java, *config.JVM_OPTS, "-cp", self.jars.classpath, main, *args]
@@ -146,7 +153,8 @@ class LocalKafka:
             if p.running:
                 return
             self._forget(p)
-            cmd = self.java_cmd("kafka.Kafka", str(self.props_path(node)))
+            cmd = [*self.prefixes.get(node, ()),
+                   *self.java_cmd("kafka.Kafka", str(self.props_path(node)))]
             p.proc, p.item = self.launcher.launch(node, cmd, self.node_dir(node),
                                                   self.log_path(node))
             p.paused = False
@@ -231,7 +239,7 @@ class LocalKafka:
     def dump_replicas(self, run: Any) -> list[dict[str, Any]]:
         """Every node's replicas (after the final heal; HW is checkpointed every 500 ms)."""
         rows: list[dict[str, Any]] = []
-        for node in self.nodes:
+        for node in self.brokers:
             rows.extend(self.dump_node(node))
         return rows
 

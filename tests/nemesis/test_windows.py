@@ -103,3 +103,12 @@ def test_a_partition_is_shown_by_its_sides() -> None:
     assert sides({"n1": ["n3"], "n2": [], "n3": ["n1"]}) == "n1 drops n3; n3 drops n1"
     assert target_text({"target": "leader", "key": 3}) == "leader of key 3"
     assert target_text({"role": "A"}) == "role A"
+
+
+def test_a_kafka_sequence_is_one_window() -> None:
+    import random
+
+    from systems.kafka.scenarios import unclean_pauses
+
+    w = windows(unclean_pauses(4.0, random.Random(0)))
+    assert w.count == 1 and w.describe(0) == ("pause+kill", "followers of key auto as F")

@@ -1,0 +1,85 @@
+"""The fault plan of test.json (`nemesis_plan`) as table rows in words.
+
+Each step: when, which fault, whom it aims at (a target rule) and the nodes or
+the grudge it names, said the way a person would; no cell holds raw JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+DYNAMIC = {"leader": "the leader of key {key}", "followers": "the followers of key {key}",
+           "controller": "the controller"}
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRow:
+    at: str
+    fault: str
+    target: str
+    what: str
+
+
+def _names(xs: Any) -> str:
+    xs = [str(x) for x in xs] if isinstance(xs, list | tuple) else [str(xs)]
+    return xs[0] if len(xs) == 1 else ", ".join(xs[:-1]) + " and " + xs[-1] if xs else "none"
+
+
+def _secs(ns: Any) -> str:
+    return f"{ns / 1e9:+.2f} s" if isinstance(ns, int | float) else str(ns)
+
+
+def describe(value: Mapping[str, Any]) -> tuple[str, str]:
+    """(target, nodes or grudge in words) of one plan step's value."""
+    target = str(value.get("target") or value.get("kind") or "")
+    key = value.get("key")
+    said: list[str] = []
+    if isinstance(value.get("nodes"), list):
+        said.append(_names(value["nodes"]))
+    elif target in DYNAMIC and key is not None:
+        said.append(DYNAMIC[target].format(key=key) + ", found when injected")
+    elif key == "auto":
+        said.append("a key chosen when injected")
+    grudge = value.get("grudge")
+    if isinstance(grudge, Mapping):
+        said.append("; ".join(f"{n} drops traffic from {_names(f)}"
+                              for n, f in sorted(grudge.items())))
+    if value.get("as"):
+        said.append(f"called {value['as']}" + (f", its leader {value['leader_as']}"
+                                               if value.get("leader_as") else ""))
+    if value.get("role"):
+        said.append(f"the node called {value['role']}")
+    if value.get("shorter_of"):
+        said.append(f"whichever of {_names(value['shorter_of'])} has the shorter log"
+                    + (f" of {value['key_of']}'s key" if value.get("key_of") else ""))
+    if value.get("cut_clients"):
+        said.append("clients cut off too")
+    if "delta_ns" in value:
+        said.append(f"clock moved {_secs(value['delta_ns'])}")
+    if isinstance(value.get("offsets_ns"), Mapping):
+        said.append("clocks: " + ", ".join(f"{n} {_secs(o)}"
+                                           for n, o in sorted(value["offsets_ns"].items())))
+    known = {"target", "kind", "key", "nodes", "grudge", "as", "leader_as", "role",
+             "shorter_of", "key_of", "cut_clients", "delta_ns", "offsets_ns"}
+    for k, v in sorted(value.items()):
+        if k not in known:
+            said.append(f"{k.replace('_', ' ')} {_names(v) if isinstance(v, list) else v}")
+    if value.get("kind") and value.get("target") and value["kind"] != value["target"]:
+        target = f"{value['target']} ({value['kind']})"
+    return target or "—", "; ".join(said) or ("all nodes" if not value else "—")
+
+
+def plan_rows(test: Mapping[str, Any] | None) -> list[PlanRow]:
+    plan = (test or {}).get("nemesis_plan")
+    rows: list[PlanRow] = []
+    for step in plan if isinstance(plan, list) else []:
+        if not isinstance(step, Mapping):
+            continue
+        at = step.get("at_s")
+        value = step.get("value")
+        target, what = describe(value if isinstance(value, Mapping) else {})
+        rows.append(PlanRow(f"{at:.3f}" if isinstance(at, int | float) else "?",
+                            str(step.get("f", "?")), target, what))
+    return rows

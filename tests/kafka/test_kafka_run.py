@@ -1,0 +1,55 @@
+"""A whole run on local Kafka through the harness's pipeline; what Kafka cannot do is refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.spec import SpecError, build_spec
+from systems.kafka import jars
+from systems.kafka.backend import check_spec
+from systems.kafka.run import run_kafka
+from systems.kafka.scenarios import SCENARIOS
+
+
+def _spec(**over: Any) -> Any:
+    broker = over.pop("broker", {})
+    return build_spec({"name": "kafka-test", "nemesis": ("kill", "pause"), **over,
+                       "broker": broker})
+
+
+@pytest.mark.parametrize(("over", "says"), [
+    ({"nemesis": ("kill", "slow")}, "--nemesis slow: unsupported for Kafka"),
+    ({"broker": {"truncation": "hw", "replication_factor": 2, "min_insync_replicas": 1}},
+     "--truncation hw"),
+    ({"backend": "docker"}, "local backend only"),
+    ({"extra": {"controller_voters": 1}}, "exceeds the 2 brokers"),
+    ({"extra": {"kafka_version": "3.7.0"}}, "3.9 and later"),
+])
+def test_refused_before_anything_starts(over: dict[str, Any], says: str) -> None:
+    with pytest.raises((SpecError, jars.KafkaJarsError), match=says):
+        check_spec(_spec(**over))
+
+
+def test_the_scenarios_are_runnable_specs() -> None:
+    for s in SCENARIOS.values():
+        check_spec(build_spec(dict(s.settings)))
+
+
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_a_short_run_with_kills_and_pauses_is_valid(
+        tmp_path: Path, kafka_jars: jars.KafkaJars) -> None:
+    spec = _spec(time_limit_s=20.0, nemesis_interval_s=4.0, seed=7, keys=4,
+                 results_dir=str(tmp_path))
+    outcome = run_kafka(spec)
+    assert outcome.valid is True, outcome.summary()
+    assert outcome.report is not None and outcome.report.is_file()
+    test = json.loads((outcome.run_dir / "test.json").read_text())
+    assert test["system"] == "kafka" and test["system_version"] == kafka_jars.version
+    rows = (outcome.run_dir / "replicas.jsonl").read_text().splitlines()
+    assert sum('"hw"' in r for r in rows) == 3 * 4  # a summary per replica
+    assert (outcome.run_dir / "nodes" / "n1" / "kafka.log").is_file()
