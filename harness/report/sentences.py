@@ -230,7 +230,7 @@ def cycle_steps(ex: Mapping[str, Any], facts: Mapping[int, OpFacts],
     size = ex.get("component_size")
     head: Sentence = [t(f"a cycle of {n} operations")]
     if isinstance(size, int) and size > n:
-        head.append(t(f" in a tangle of {size}"))
+        head.append(t(f" (in a strongly connected group of {size})"))
     head.append(t(", each step an edge from one operation to the next, back to the first"))
     if ex.get("allowed"):
         head.append(t("; allowed: it passes through an operation that sends several messages"))
@@ -320,7 +320,7 @@ def _fold(steps: list[tuple[str, Sentence, tuple[int, int, int] | None]]) -> lis
             assert last is not None
             first_op = text[0][1]
             last_op = steps[j][1][2][1]
-            out.append([t(f"key {where[0]}, offsets {where[1]} to {last[2]}: {j - i + 1} writes "
+            out.append([t(f"key {where[0]}, offsets {where[1]} to {last[2]}: {j - i + 2} writes "
                           "in offset order, from "), op(first_op), t(" to "), op(last_op),
                         t(" (write-write)")])
         else:
