@@ -134,6 +134,9 @@ class LocalHost:
     endpoints: Endpoints
     launcher: Launches
     python: str  # this venv's interpreter: a Python system runs as `python -m ...`
+    # node -> the command prefix that runs a process in the node's network namespace
+    # (`ip netns exec NS`), where the backend gave each node one; empty: this machine's
+    prefixes: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
 
 class Freezer(Protocol):

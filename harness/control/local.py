@@ -8,6 +8,11 @@ harness itself (readiness, leaders, dumps) talks to each node directly
 
 The proxy runs in its own process by default (UNDERTOW_PROXY=thread keeps it
 in the harness): in the harness it shares the GIL with every client thread.
+A system whose nodes advertise one address to everyone (`DirectLinks`: Kafka)
+cannot sit behind per-link ports: its nodes dial each other directly, on
+127.0.0.1, or, when the run asks for partitions, each in a network namespace of
+its own (harness.netns, root only), where a partition is a blackhole route.
+
 Every process dies with the harness (harness.control.launcher) and is
 registered in harness.leftovers for `undertow heal`.
 """
@@ -26,7 +31,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from harness import leftovers
+from harness import leftovers, netns
 from harness.control.launcher import Launcher
 from harness.net import CLIENT, ProxyNet
 from harness.protocols import DirectLinks, Endpoints, Exec, LocalHost, Run, System
@@ -34,6 +39,7 @@ from harness.proxy import LinkProxy, Links
 from harness.proxy_process import ProxyProcess
 
 HOST = "127.0.0.1"
+PARTITION = "partition"  # the fault that needs links a namespace can cut
 PROXY_ENV = "UNDERTOW_PROXY"
 READY_TIMEOUT_S = 30.0
 _handed_out: set[int] = set()
@@ -138,6 +144,7 @@ class LocalBackend:
         self.listen: dict[str, str] = {}
         self.link_ports: dict[tuple[str, str], int] = {}
         self.proxied = True
+        self.namespaces: netns.Namespaces | None = None
 
     def up(self, run: Run, system: System) -> LocalHost:
         """Folders, ports and the launcher; every link's port is chosen now, so the
@@ -149,8 +156,14 @@ class LocalBackend:
         dirs = {n: run.paths.node_dir(n).resolve() for n in nodes}
         for d in dirs.values():
             d.mkdir(parents=True, exist_ok=True)
-        self.listen = {n: f"{HOST}:{free_port()}" for n in nodes}
         self.proxied = not (isinstance(system, DirectLinks) and system.direct_links())
+        hosts = {n: HOST for n in nodes}
+        prefixes: dict[str, list[str]] = {}
+        if not self.proxied and PARTITION in run.spec.nemesis:
+            self.namespaces = netns.Namespaces(self.run_id, nodes)
+            hosts = self.namespaces.up()
+            prefixes = {n: self.namespaces.prefix(n) for n in nodes}
+        self.listen = {n: f"{hosts[n]}:{free_port()}" for n in nodes}
         if self.proxied:
             links = [(s, d) for s in nodes for d in nodes if s != d] + \
                 [(CLIENT, d) for d in nodes]
@@ -165,13 +178,14 @@ class LocalBackend:
                               admin=dict(self.listen))
         run.remote = LocalRemote(dirs, {leftovers.RUN_ENV: self.run_id})
         return LocalHost(dirs=dirs, endpoints=endpoints, launcher=self.launcher,
-                         python=self.python)
+                         python=self.python, prefixes=prefixes)
 
     def connect(self, run: Run) -> None:
         """The link proxy with every link; run.net and run.client_addrs through it (or,
         for a system that dials directly, no proxy and no Net: links cannot be cut)."""
         if not self.proxied:
             run.client_addrs = dict(self.listen)
+            run.net = self.namespaces
             return
         proxy = self.proxy = self._start_proxy(run)
         for (src, dst), port in self.link_ports.items():
@@ -218,6 +232,11 @@ class LocalBackend:
                 self.launcher.close()
             except Exception as e:
                 problems.append(f"launcher: {e}")
+        if self.namespaces is not None:
+            try:
+                problems += self.namespaces.down()
+            except Exception as e:
+                problems.append(f"namespaces: {e}")
         if self.run_id is not None and not problems:
             with contextlib.suppress(Exception):
                 leftovers.end_run(self.run_id)

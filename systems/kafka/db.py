@@ -2,9 +2,10 @@
 
 The nodes listen on 127.0.0.1 with two ports each (broker, controller). Kafka
 brokers dial each other at the one address each advertises, so the harness's
-per-link proxy cannot cut single links: faults here are kill and pause;
-partitions, slow and lossy links, clock and lose-unflushed are refused before
-anything starts.
+per-link proxy cannot cut single links: when partitions are asked for, each
+node runs in its own network namespace (harness.netns, root only) and a
+partition is a blackhole route there. Slow and lossy links, clock and
+lose-unflushed are refused before anything starts.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ import re
 from pathlib import Path
 from typing import Any
 
+from harness import netns
 from harness.spec import SpecError, TestSpec
 from systems.kafka import config, jars
 from systems.kafka.admin import KafkaAdmin, active_controller
 from systems.kafka.local import LocalKafka
 
-FAULTS = ("kill", "pause")
+FAULTS = ("kill", "pause", "partition")
 VERSION_ENV_KEY = "kafka_version"  # spec.extra key: the release to run (default: newest 4.x)
 _VERSION_LINE = re.compile(r"Kafka version: (\S+)")
 
@@ -28,6 +30,10 @@ _VERSION_LINE = re.compile(r"Kafka version: (\S+)")
 def controller_voters(spec: TestSpec) -> int:
     """spec.extra's controller_voters: that many dedicated controllers (0: combined nodes)."""
     return int(spec.extra.get("controller_voters", 0))
+
+
+def needs_namespaces(spec: TestSpec) -> bool:
+    return "partition" in spec.nemesis
 
 
 def check_spec(spec: TestSpec) -> None:
@@ -41,8 +47,10 @@ def check_spec(spec: TestSpec) -> None:
     unsupported = [f for f in spec.nemesis if f not in FAULTS and f not in SEQUENCES]
     if unsupported:
         raise SpecError(f"--nemesis {','.join(unsupported)}: unsupported for Kafka on the local "
-                        f"backend (it has {', '.join(FAULTS)}; partitions need a network "
-                        "namespace per node)")
+                        f"backend (it has {', '.join(FAULTS)})")
+    if needs_namespaces(spec) and (why := netns.supported()) is not None:
+        raise SpecError(f"--nemesis partition: unsupported for Kafka here ({why}; each node "
+                        "needs its own network namespace); kill and pause still work")
     if spec.workload != "queue":
         raise SpecError(f"--workload {spec.workload}: Kafka runs the queue workload")
     version = spec.extra.get(VERSION_ENV_KEY)

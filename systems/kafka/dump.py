@@ -47,10 +47,13 @@ def dump_class(libs: Path) -> str:
 
 
 def read_checkpoint(path: Path) -> list[list[str]]:
-    """A Kafka checkpoint file (version, count, then entries) as split lines; [] if absent."""
+    """A Kafka checkpoint file (version, count, then entries) as split lines; [] if absent
+    or empty (Kafka 4.x leaves a new replica's leader-epoch-checkpoint empty)."""
     try:
         lines = path.read_text().splitlines()
     except FileNotFoundError:
+        return []
+    if not lines:
         return []
     if len(lines) < 2:
         raise DumpError(f"{path}: not a checkpoint file (fewer than 2 lines)")

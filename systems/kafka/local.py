@@ -70,7 +70,8 @@ class LocalKafka:
 
     def __init__(self, jars: KafkaJars, nodes: Mapping[str, config.KafkaNode], root: Path,
                  settings: BrokerSettings, *, partitions: int, launcher: Launcher,
-                 java: str = "java") -> None:
+                 java: str = "java",
+                 prefixes: Mapping[str, Sequence[str]] | None = None) -> None:
         config.check_settings(settings)
         if not nodes:
             raise ValueError("LocalKafka: no nodes")
@@ -81,6 +82,8 @@ class LocalKafka:
         self.partitions = partitions
         self.launcher = launcher
         self.java = shutil.which(java) or java
+        # what a node's JVM is started under (e.g. `ip netns exec NS` for its own network)
+        self.prefixes = {n: list(p) for n, p in (prefixes or {}).items()}
         self._procs = {name: _Proc() for name in self.nodes}
         self._lock = threading.RLock()
         self._closed = False
@@ -150,7 +153,8 @@ class LocalKafka:
             if p.running:
                 return
             self._forget(p)
-            cmd = self.java_cmd("kafka.Kafka", str(self.props_path(node)))
+            cmd = [*self.prefixes.get(node, ()),
+                   *self.java_cmd("kafka.Kafka", str(self.props_path(node)))]
             p.proc, p.item = self.launcher.launch(node, cmd, self.node_dir(node),
                                                   self.log_path(node))
             p.paused = False

@@ -64,12 +64,12 @@ def _scenario(name: str, description: str, expected: tuple[str, ...],
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     _scenario(
         "kafka-safe",
-        "Kafka with safe settings (RF 3, acks all, min ISR 2, clean election) under kills "
-        "and pauses mixed: nothing may be found.",
+        "Kafka with safe settings (RF 3, acks all, min ISR 2, clean election) under kills, "
+        "pauses and partitions mixed: nothing may be found.",
         (),
         {"replication_factor": 3, "acks": "all", "min_insync_replicas": 2,
          "unclean_leader_election": False},
-        nemesis=("kill", "pause"), node_count=3, nemesis_interval_s=8.0,
+        nemesis=("kill", "pause", "partition"), node_count=3, nemesis_interval_s=8.0,
         nemesis_targets=("one", "minority", "majority", "leader")),
     _scenario(
         "kafka-unclean-election",

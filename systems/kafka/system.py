@@ -3,13 +3,15 @@
 Each node is a combined broker and controller; its client listener is the port the
 backend gives the node, its controller listener one more free port. Kafka brokers
 dial each other at the one address each advertises, so the local backend lets them
-connect directly (`direct_links`): faults here are kill and pause, and what Kafka
-cannot do on a backend is refused by `check`, before anything starts.
+connect directly (`direct_links`), each in a network namespace of its own when the
+run asks for partitions (root only); what Kafka cannot do on a backend is refused
+by `check`, before anything starts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from harness.control.local import free_port
@@ -43,13 +45,14 @@ class KafkaSystem:
         spec = test.spec
         version = spec.extra.get(VERSION_ENV_KEY)
         j = jars.resolve(None if version is None else str(version))
-        listen = {n: int(a.rsplit(":", 1)[1]) for n, a in host.endpoints.listen.items()}
-        ports = iter(p for n in spec.nodes for p in (listen[n], free_port()))
+        listen = {n: a.rsplit(":", 1) for n, a in host.endpoints.listen.items()}
+        ports = iter(p for n in spec.nodes for p in (int(listen[n][1]), free_port()))
         nodes = config.make_nodes(tuple(spec.nodes), "127.0.0.1", lambda: next(ports),
                                   controller_voters=controller_voters(spec))
+        nodes = {n: replace(node, host=listen[n][0]) for n, node in nodes.items()}
         root = next(iter(host.dirs.values())).parent
         return KafkaLocalDB(j, nodes, root, spec.broker, partitions=spec.keys,
-                            launcher=host.launcher)
+                            launcher=host.launcher, prefixes=host.prefixes)
 
     def client(self, test: Test) -> Client:
         return KafkaQueueClient(keys=test.spec.keys, acks=test.spec.broker.acks)

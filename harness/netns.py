@@ -1,0 +1,170 @@
+"""A network namespace per node on this machine, so a local run can cut links (root only).
+
+Each node gets a namespace with one veth end (10.213.S.(10+i)/24) whose other end
+sits on a bridge in the harness's namespace (10.213.S.1): clients and the harness
+reach every node, and nodes reach each other, through the bridge. A partition is
+`ip route add blackhole PEER/32` inside the node's namespace: the node sends
+nothing to that peer, so no TCP exchange between them completes, in either
+direction; the harness's own traffic is never cut. Heal deletes those routes.
+No iptables is needed. Everything made is registered in harness.leftovers first
+(kind "netns": the bridge and the namespaces), so `undertow heal` removes it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import threading
+import zlib
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+from harness import leftovers
+
+IP = "ip"
+SUBNET = "10.213.{}.0/24"
+_NAME = re.compile(r"[a-z0-9]{1,6}")
+
+
+class Unsupported(NotImplementedError):
+    """This machine or user cannot make namespaces (not root, no `ip`)."""
+
+
+def _ip(*args: str, ns: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    cmd = [IP, *(("netns", "exec", ns, IP) if ns else ()), *args]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
+    if check and done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: {done.stderr.strip() or done.returncode}")
+    return done
+
+
+def supported() -> str | None:
+    """None when namespaces can be made here, else why not."""
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    try:
+        _ip("-V")
+    except (OSError, RuntimeError) as e:
+        return f"the `ip` command is missing or broken: {e}"
+    return None
+
+
+def _used_subnets() -> set[int]:
+    out = _ip("-o", "-4", "addr", "show", check=False).stdout
+    return {int(m[1]) for m in re.finditer(r"inet 10\.213\.(\d+)\.", out)}
+
+
+class Namespaces:
+    """The namespaces, veths and bridge of one run; a Net (partition/heal) over them."""
+
+    def __init__(self, run_id: str, nodes: Sequence[str]) -> None:
+        why = supported()
+        if why is not None:
+            raise Unsupported(f"partitions on the local backend: {why}")
+        for n in nodes:
+            if not _NAME.fullmatch(n):
+                raise ValueError(f"netns: node name {n!r} must be 1-6 lowercase letters/digits")
+        self.run_id = run_id
+        self.nodes = tuple(nodes)
+        tag = f"{zlib.crc32(run_id.encode()) & 0xFFFFFF:06x}"
+        self.bridge = f"utb{tag}"
+        self.ns = {n: f"ut{tag}{n}" for n in self.nodes}
+        self.veth = {n: (f"ut{tag}{n}h", f"ut{tag}{n}c") for n in self.nodes}
+        self.subnet = 0
+        self.addr: dict[str, str] = {}
+        self.item: str | None = None
+        self.cut: dict[str, set[str]] = {n: set() for n in self.nodes}
+        self._lock = threading.Lock()
+
+    def prefix(self, node: str) -> list[str]:
+        """Run a command inside the node's namespace."""
+        return [IP, "netns", "exec", self.ns[node]]
+
+    def up(self) -> dict[str, str]:
+        """Make everything; node -> its address. Undone by down() or `undertow heal`."""
+        free = sorted(set(range(1, 255)) - _used_subnets())
+        if not free:
+            raise RuntimeError("netns: every 10.213.x.0/24 subnet is in use")
+        s = self.subnet = free[zlib.crc32(self.run_id.encode()) % len(free)]
+        self.item = leftovers.register(self.run_id, "netns", undo_module="harness.netns",
+                                       bridge=self.bridge, namespaces=sorted(self.ns.values()),
+                                       veths=sorted(h for h, _c in self.veth.values()))
+        _ip("link", "add", self.bridge, "type", "bridge")
+        _ip("addr", "add", f"10.213.{s}.1/24", "dev", self.bridge)
+        _ip("link", "set", self.bridge, "up")
+        for i, n in enumerate(self.nodes):
+            ns, (host, inside) = self.ns[n], self.veth[n]
+            addr = f"10.213.{s}.{10 + i}"
+            _ip("netns", "add", ns)
+            _ip("link", "add", host, "type", "veth", "peer", "name", inside)
+            _ip("link", "set", inside, "netns", ns)
+            _ip("link", "set", host, "master", self.bridge)
+            _ip("link", "set", host, "up")
+            _ip("addr", "add", f"{addr}/24", "dev", inside, ns=ns)
+            _ip("link", "set", inside, "up", ns=ns)
+            _ip("link", "set", "lo", "up", ns=ns)
+            self.addr[n] = addr
+        return dict(self.addr)
+
+    # -- Net ---------------------------------------------------------------------
+
+    def partition(self, run: Any, grudge: Mapping[str, Collection[str]]) -> None:
+        """Each node stops sending to the peers it holds a grudge against (added to any cut)."""
+        with self._lock:
+            for node, peers in grudge.items():
+                for peer in peers:
+                    if peer == node or peer in self.cut[node]:
+                        continue
+                    _ip("route", "add", "blackhole", f"{self.addr[peer]}/32", ns=self.ns[node])
+                    self.cut[node].add(peer)
+
+    def heal(self, run: Any) -> None:
+        with self._lock:
+            for node, peers in self.cut.items():
+                for peer in sorted(peers):
+                    _ip("route", "del", "blackhole", f"{self.addr[peer]}/32",
+                        ns=self.ns[node], check=False)
+                peers.clear()
+
+    def slow(self, run: Any, nodes: Collection[str], delay_ms: float, jitter_ms: float) -> None:
+        raise Unsupported("slow links between namespaces are not built (no netem here)")
+
+    def lossy(self, run: Any, nodes: Collection[str], drop_probability: float) -> None:
+        raise Unsupported("lossy links between namespaces are not built (no netem here)")
+
+    def fast(self, run: Any) -> None:
+        """Nothing is ever slowed."""
+
+    def down(self) -> list[str]:
+        """Delete the namespaces, veths and bridge (processes inside must be gone first)."""
+        problems = _undo({"bridge": self.bridge, "namespaces": list(self.ns.values()),
+                          "veths": [h for h, _c in self.veth.values()]})
+        if self.item is not None and not problems:
+            leftovers.release(self.run_id, self.item)
+            self.item = None
+        return problems
+
+
+def _undo(data: Mapping[str, Any]) -> list[str]:
+    problems = []
+    for ns in data.get("namespaces", ()):
+        done = _ip("netns", "del", str(ns), check=False)
+        if done.returncode != 0 and "No such file" not in done.stderr:
+            problems.append(f"netns del {ns}: {done.stderr.strip()}")
+    for veth in data.get("veths", ()):  # gone with its namespace's end, normally
+        _ip("link", "del", str(veth), check=False)
+    done = _ip("link", "del", str(data["bridge"]), check=False)
+    if done.returncode != 0 and "Cannot find" not in done.stderr:
+        problems.append(f"link del {data['bridge']}: {done.stderr.strip()}")
+    return problems
+
+
+def _heal_hook(data: dict[str, Any]) -> str:
+    problems = _undo(data)
+    if problems:
+        raise RuntimeError("; ".join(problems))
+    return f"removed bridge {data['bridge']} and namespaces {', '.join(data['namespaces'])}"
+
+
+leftovers.register_hook("netns", _heal_hook)
