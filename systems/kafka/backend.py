@@ -21,7 +21,7 @@ from harness import netns
 from harness.spec import SpecError, TestSpec
 from systems.kafka import config, jars
 from systems.kafka.admin import KafkaAdmin, active_controller
-from systems.kafka.client import KafkaQueueClient
+from systems.kafka.client import KafkaQueueClient, warm_up
 from systems.kafka.local import LocalKafka
 
 FAULTS = ("kill", "pause", "partition")
@@ -153,6 +153,7 @@ class KafkaLocalBackend:
         db.admin = KafkaAdmin(db.bootstrap, db.names())
         took = db.admin.wait_ready(len(db.brokers), spec.keys, spec.broker.replication_factor,
                                    spec.broker.min_insync_replicas, timeout_s=READY_TIMEOUT_S)
+        warm_up(db.bootstrap, db.admin)
         kafka_version = db.version() or j.version
         run.extra["system"] = {"name": "kafka", "version": kafka_version}
         _add_to_test_json(run.paths.test_json, {"system": "kafka",
