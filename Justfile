@@ -15,8 +15,8 @@ setup:
 run *ARGS:
     @.venv/bin/undertow run {{ARGS}}
 
-# the whole test suite (starts the Docker engine and installs Chromium when missing)
-test *ARGS: docker-up browser
+# lint, then the whole test suite (starts the Docker engine and installs Chromium when missing)
+test *ARGS: lint docker-up browser
     {{py}} -m pytest {{ARGS}}
 
 # fast tests only (no clusters, no Spark, no docker, no Kafka)

@@ -174,7 +174,7 @@ def _wait_ready(backend: Backend, run: Run, timeout_s: float) -> None:
 
 def _check(run_dir: Path, spec: TestSpec, log: Any) -> tuple[dict[str, Any], str | None]:
     try:
-        from checkers.api import check_run  # type: ignore[import-not-found,unused-ignore]
+        from checkers.api import check_run
 
         return check_run(run_dir, spark_master=spec.spark_master), None
     except HistoryError as e:

@@ -212,9 +212,3 @@ def tail(path: Path, lines: int = 20) -> str:
     except OSError:
         return "(no log)"
     return "\n".join(text.splitlines()[-lines:])
-
-
-def order_nodes(nodes: Sequence[str], prefer: Iterable[str]) -> list[str]:
-    """`nodes` with those in `prefer` first (e.g. the last known controller)."""
-    first = [n for n in prefer if n in nodes]
-    return first + [n for n in nodes if n not in first]

@@ -305,10 +305,3 @@ def _stop(proc: subprocess.Popen[str]) -> str:
         proc.kill()
         _out, err = proc.communicate()
     return (err or "").strip()
-
-
-def remove_rule(remote: Remote, rule: Rule, *, sudo: bool = False) -> bool:
-    """Delete one rule (leftover cleanup); True when it was there."""
-    argv = rule.argv("-D")
-    r = remote.exec(rule.node, ["sudo", "-n", *argv] if sudo else argv, timeout_s=20.0)
-    return r.ok

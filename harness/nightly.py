@@ -30,7 +30,6 @@ import os
 import subprocess
 import sys
 import time
-import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -38,6 +37,7 @@ from typing import Any
 
 import click
 
+from harness.junit import Case, suite_tree, write_tree
 from harness.runfiles import EXIT_INVALID, EXIT_MEANING, EXIT_VALID, read_results
 
 # The documented matrix: every known bug, and the safe settings that must stay clean.
@@ -145,24 +145,14 @@ def write_summary(results_dir: Path, judgements: Sequence[Judgement], *, seed: i
     (results_dir / "nightly.json").write_text(json.dumps(
         {"passed": all(j.passed for j in judgements), "seed": seed, "seed_from": seed_from,
          "scenarios": [asdict(j) for j in judgements]}, indent=1, default=str) + "\n")
-    suite = ET.Element("testsuite", name="undertow-nightly", tests=str(len(judgements)),
-                       failures=str(sum(not j.passed for j in judgements)), errors="0")
-    props = ET.SubElement(suite, "properties")
-    ET.SubElement(props, "property", name="seed", value=str(seed))
-    ET.SubElement(props, "property", name="seed_from", value=seed_from)
-    for j in judgements:
-        case = ET.SubElement(suite, "testcase", classname="undertow.nightly", name=j.scenario,
-                             time=f"{j.duration_s:.1f}")
-        if not j.passed:
-            ET.SubElement(case, "failure", message=j.reason).text = \
-                f"run {j.run_dir}; exit {j.exit_code}; found {', '.join(j.anomaly_types)}"
-        else:
-            ET.SubElement(case, "system-out").text = f"{j.reason}; run {j.run_dir}"
-    root = ET.Element("testsuites", name="undertow-nightly")
-    root.append(suite)
-    tree = ET.ElementTree(root)
-    ET.indent(tree)
-    tree.write(results_dir / "nightly-junit.xml", encoding="utf-8", xml_declaration=True)
+    cases = [Case(j.scenario, "passed", text=f"{j.reason}; run {j.run_dir}", time_s=j.duration_s)
+             if j.passed else
+             Case(j.scenario, "failure", j.reason, time_s=j.duration_s,
+                  text=f"run {j.run_dir}; exit {j.exit_code}; found {', '.join(j.anomaly_types)}")
+             for j in judgements]
+    write_tree(suite_tree("undertow-nightly", "undertow.nightly", cases, suites="undertow-nightly",
+                          properties={"seed": str(seed), "seed_from": seed_from}),
+               results_dir / "nightly-junit.xml")
 
 
 @click.command("nightly")

@@ -71,7 +71,7 @@ def _cli_layer(ctx: click.Context, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def _scenario_layer(name: str) -> dict[str, Any]:
-    from nemesis.scenarios import SCENARIOS  # type: ignore[import-not-found,unused-ignore]
+    from nemesis.scenarios import SCENARIOS
 
     if name not in SCENARIOS:
         raise SpecError(f"--scenario: {name!r} is not known; known: {', '.join(sorted(SCENARIOS))}")

@@ -9,7 +9,8 @@ from __future__ import annotations
 import random
 from collections.abc import Collection, Mapping, Sequence
 
-Grudge = dict[str, frozenset[str]]
+from harness.net import complete_grudge
+from harness.protocols import Grudge as Grudge  # the one definition; nemesis builds them
 
 KINDS = ("one", "halves", "random-halves", "majorities-ring", "bridge", "leader",
          "followers", "controller", "minority", "majority")
@@ -17,20 +18,6 @@ KINDS = ("one", "halves", "random-halves", "majorities-ring", "bridge", "leader"
 
 class GrudgeError(ValueError):
     """A grudge that names unknown nodes or has the wrong shape."""
-
-
-def complete_grudge(components: Sequence[Collection[str]]) -> Grudge:
-    """Each node drops traffic from every node outside its own component."""
-    everyone = frozenset(n for c in components for n in c)
-    out: Grudge = {}
-    for comp in components:
-        others = everyone - frozenset(comp)
-        for n in comp:
-            if n in out:
-                raise GrudgeError(f"node {n!r} is in two components")
-            if others:
-                out[n] = others
-    return out
 
 
 def isolate(nodes: Sequence[str], isolated: Collection[str]) -> Grudge:
@@ -47,7 +34,7 @@ def isolate(nodes: Sequence[str], isolated: Collection[str]) -> Grudge:
 
 def cut_between(a: Collection[str], b: Collection[str]) -> Grudge:
     """a and b cannot hear each other; everyone else still hears both (a bridge)."""
-    out: Grudge = {}
+    out: dict[str, frozenset[str]] = {}
     for n in a:
         out[n] = frozenset(b) - {n}
     for n in b:
@@ -82,7 +69,7 @@ def bridge(nodes: Sequence[str], rng: random.Random) -> Grudge:
         return halves(shuffled)
     mid = len(shuffled) // 2  # shuffled[mid] is the bridge: it drops nothing
     left, right = shuffled[:mid], shuffled[mid + 1:]
-    out: Grudge = {n: frozenset(right) for n in left}
+    out: dict[str, frozenset[str]] = {n: frozenset(right) for n in left}
     out.update({n: frozenset(left) for n in right})
     return out
 
@@ -101,7 +88,7 @@ def majorities_ring(nodes: Sequence[str], rng: random.Random) -> Grudge:
         return {}
     majority = n // 2 + 1
     others = majority - 1
-    out: Grudge = {}
+    out: dict[str, frozenset[str]] = {}
     for i, node in enumerate(ring):
         near = {ring[(i + d) % n] for d in range(1, others // 2 + 1)}
         near |= {ring[(i - d) % n] for d in range(1, others // 2 + 1)}
@@ -119,7 +106,7 @@ CLIENT = "client"  # the clients' pseudo-node: {"client": ["n1"]} cuts clients o
 def validate(grudge: Mapping[str, Collection[str]], nodes: Sequence[str]) -> Grudge:
     """A grudge over known nodes (and "client"), as frozensets; GrudgeError names the problem."""
     known = {*nodes, CLIENT}
-    out: Grudge = {}
+    out: dict[str, frozenset[str]] = {}
     for node, peers in grudge.items():
         if node not in known:
             raise GrudgeError(f"grudge names unknown node {node!r}; nodes: {list(nodes)}")

@@ -59,7 +59,7 @@ def grudge_for(kind: str, run: Run, rng: random.Random, value: dict[str, Any]) -
             roles[str(value["leader_as"])] = (leader,)
         grudge = g.cut_between([leader], followers)
         if value.get("cut_clients"):  # clients neither write to nor read from the leader
-            grudge[g.CLIENT] = frozenset({leader})
+            return {**grudge, g.CLIENT: frozenset({leader})}
         return grudge
     raise NemesisError(f"partition kind {kind!r} is not one of {', '.join(g.KINDS)}")
 

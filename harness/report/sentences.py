@@ -73,28 +73,51 @@ def op_facts(ops: Sequence[Mapping[str, Any]], wanted: Iterable[int],
     facts: dict[int, OpFacts] = {}
     pending: dict[Any, OpFacts] = {}
     readers: dict[tuple[int, int], int] = {}
+    if not want and not want_read:
+        return facts, readers
+    by_key: dict[str, set[int]] = {}
+    for k, o in want_read:
+        by_key.setdefault(str(k), set()).add(o)
     for pos, op in enumerate(ops):
-        i = _int(op.get("index"))
-        i = pos if i is None else i
         p = op.get("process")
-        if op.get("type") == "invoke":
-            if i in want:
-                f = OpFacts(i, p, str(op.get("f")))
-                _micro(op, f)
-                facts[i] = pending[p] = f
+        kind = op.get("type")
+        if kind == "invoke":
+            if want:
+                i = _int(op.get("index"))
+                i = pos if i is None else i
+                if i in want:
+                    f = OpFacts(i, p, str(op.get("f")))
+                    _micro(op, f)
+                    facts[i] = pending[p] = f
             continue
-        done = pending.pop(p, None)
-        if done is not None:
-            done.type = str(op.get("type"))
-            _micro(op, done)
-        if want_read and op.get("type") == "ok" and isinstance(op.get("value"), list):
-            tmp = OpFacts(i)
-            _micro(op, tmp)
-            for k, recs in tmp.reads.items():
-                for o, _ in recs:
-                    if (k, o) in want_read and (k, o) not in readers:
-                        readers[(k, o)] = _invoke_of(ops, pos, p)
+        if pending:
+            done = pending.pop(p, None)
+            if done is not None:
+                done.type = str(kind)
+                _micro(op, done)
+        if by_key and kind == "ok" and op.get("f") in ("poll", "txn"):
+            for k, o in _reads_wanted(op.get("value"), by_key):
+                if (k, o) not in readers:
+                    readers[(k, o)] = _invoke_of(ops, pos, p)
+        if not pending and len(facts) == len(want) and len(readers) == len(want_read):
+            break  # everything asked for is known
     return facts, readers
+
+
+def _reads_wanted(value: Any, by_key: Mapping[str, set[int]]) -> list[tuple[int, int]]:
+    """(key, offset) pairs of by_key that this poll's records hold (only those keys looked at)."""
+    found: list[tuple[int, int]] = []
+    if not isinstance(value, list):
+        return found
+    for m in value:
+        if not (isinstance(m, list) and len(m) == 2 and m[0] == "poll" and isinstance(m[1], dict)):
+            continue
+        for ks, offsets in by_key.items():
+            recs = m[1].get(ks)
+            if isinstance(recs, list):
+                found += [(int(ks), r[0]) for r in recs
+                          if isinstance(r, list) and r and r[0] in offsets]
+    return found
 
 
 def _invoke_of(ops: Sequence[Mapping[str, Any]], pos: int, process: Any) -> int:
@@ -230,7 +253,7 @@ def cycle_steps(ex: Mapping[str, Any], facts: Mapping[int, OpFacts],
     size = ex.get("component_size")
     head: Sentence = [t(f"a cycle of {n} operations")]
     if isinstance(size, int) and size > n:
-        head.append(t(f" in a tangle of {size}"))
+        head.append(t(f" (in a strongly connected group of {size})"))
     head.append(t(", each step an edge from one operation to the next, back to the first"))
     if ex.get("allowed"):
         head.append(t("; allowed: it passes through an operation that sends several messages"))
@@ -320,7 +343,7 @@ def _fold(steps: list[tuple[str, Sentence, tuple[int, int, int] | None]]) -> lis
             assert last is not None
             first_op = text[0][1]
             last_op = steps[j][1][2][1]
-            out.append([t(f"key {where[0]}, offsets {where[1]} to {last[2]}: {j - i + 1} writes "
+            out.append([t(f"key {where[0]}, offsets {where[1]} to {last[2]}: {j - i + 2} writes "
                           "in offset order, from "), op(first_op), t(" to "), op(last_op),
                         t(" (write-write)")])
         else:

@@ -155,7 +155,7 @@ def walk_history(ops: list[dict[str, Any]],
             continue
         idx = op.get("index")
         if idx in want_indices:
-            involved.add(idx)  # type: ignore[arg-type]
+            involved.add(idx)
         value = op.get("value")
         if typ == "invoke":
             pending[p] = op

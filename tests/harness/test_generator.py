@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Iterator
 
 import pytest
 
@@ -75,7 +76,7 @@ def test_same_seed_same_history_and_different_seed_differs() -> None:
             weights=[5, 4, 1]))))
 
     def completer(o: Op, r: random.Random) -> tuple[int, OpType]:
-        return r.randrange(1, 20) * MS, r.choice(["ok", "ok", "fail", "info"])  # type: ignore[return-value]
+        return r.randrange(1, 20) * MS, r.choice(["ok", "ok", "fail", "info"])
 
     a = g.simulate(build(), concurrency=4, seed=42, complete=completer)
     b = g.simulate(build(), concurrency=4, seed=42, complete=completer)
@@ -113,9 +114,9 @@ def test_nemesis_routing_and_sleep_schedule() -> None:
 
 
 def test_until_ok_retries_until_success() -> None:
-    outcomes = iter(["fail", "info", "fail", "ok", "ok"])
+    outcomes: Iterator[OpType] = iter(["fail", "info", "fail", "ok", "ok"])
     h = g.simulate(g.clients(g.until_ok(g.repeat(g.op("assign", [0])))), concurrency=1,
-                   complete=lambda o, r: (MS, next(outcomes)))  # type: ignore[arg-type,return-value]
+                   complete=lambda o, r: (MS, next(outcomes)))
     assert [o.type for o in h if o.type != "invoke"] == ["fail", "info", "fail", "ok"]
 
 

@@ -131,3 +131,6 @@ def test_slow_and_lossy_act_on_a_nodes_egress(cluster: Cluster) -> None:
 def test_complete_grudge() -> None:
     g = complete_grudge([{"n1"}, {"n2", "n3"}])
     assert g == {"n1": {"n2", "n3"}, "n2": {"n1"}, "n3": {"n1"}}
+    assert complete_grudge([{"n1", "n2"}]) == {}  # one component: nobody drops anything
+    with pytest.raises(ValueError, match="n2 in two components"):
+        complete_grudge([{"n1", "n2"}, {"n2", "n3"}])

@@ -118,7 +118,7 @@ def test_phases_keep_faults_between_the_steady_and_the_recovery_phase(
         ("steady", 0.0, 20.0), ("faults", 20.0, 70.0), ("recovery", 70.0, 100.0)]
     steps = pkg.plan_json()
     assert steps, "the fault phase holds faults"
-    assert all(20.0 <= float(s["at_s"]) <= 70.0 for s in steps)  # type: ignore[arg-type]
+    assert all(20.0 <= float(s["at_s"]) <= 70.0 for s in steps)
     # every fault opened in the fault phase is closed in it: nothing is left for recovery
     open_faults: dict[str, int] = {}
     for s in steps:

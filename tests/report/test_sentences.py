@@ -75,10 +75,10 @@ def test_a_cycle_reads_as_steps_with_a_run_of_writes_folded() -> None:
     ex = {"ops": [1, 2, 3, 4, 5, 9], "edges": ["ww", "ww", "ww", "ww", "wr", "realtime"],
           "processes": [1, 2, 3, 4, 5, 9], "sends": [1] * 5 + [0], "component_size": 8}
     head, steps = cycle_steps(ex, facts, {})
-    assert said(head).startswith("a cycle of 6 operations in a tangle of 8")
+    assert said(head).startswith("a cycle of 6 operations (in a strongly connected group of 8)")
     lines = [said(s) for s in steps]
     assert lines == [
-        "key 5, offsets 363 to 367: 4 writes in offset order, from op 1 to op 5 (write-write)",
+        "key 5, offsets 363 to 367: 5 writes in offset order, from op 1 to op 5 (write-write)",
         "op 5 sent 1005 to key 5 at offset 367; op 9 read it (write-read)",
         "op 9 completed before op 1 was invoked (real time)",
     ]
