@@ -75,12 +75,13 @@ class KafkaAdmin:
         return view.leader if view is not None else None
 
     def create_topic(self, partitions: int, replication_factor: int,
-                     min_insync_replicas: int) -> None:
-        """Create the workload's topic; an existing one is left as it is."""
+                     min_insync_replicas: int, *, topic: str | None = None) -> None:
+        """Create the workload's topic (or `topic`); an existing one is left as it is."""
+        name = topic or self.topic
         fut = self.client.create_topics([NewTopic(
-            self.topic, num_partitions=partitions, replication_factor=replication_factor,
+            name, num_partitions=partitions, replication_factor=replication_factor,
             config={"min.insync.replicas": str(min_insync_replicas)})],
-            operation_timeout=self.timeout_s, request_timeout=self.timeout_s)[self.topic]
+            operation_timeout=self.timeout_s, request_timeout=self.timeout_s)[name]
         try:
             fut.result()
         except KafkaException as e:

@@ -32,7 +32,7 @@ from confluent_kafka import (
 from systems.kafka import config
 
 log = logging.getLogger("undertow.kafka.client")
-POLL_WAIT_S = 0.2
+POLL_WAIT_S = 0.2  # a poll waits this long for a first record, then takes what is queued
 MAX_POLL_RECORDS = 500
 
 
@@ -204,7 +204,10 @@ class KafkaQueueClient:
         error: str | None = None
         if self.assigned:
             try:
-                msgs = self.consumer.consume(MAX_POLL_RECORDS, timeout=POLL_WAIT_S)
+                # consume(n, t) waits for n records or t; poll returns at the first one
+                first = self.consumer.poll(POLL_WAIT_S)
+                msgs = [] if first is None else \
+                    [first, *self.consumer.consume(MAX_POLL_RECORDS - 1, timeout=0)]
             except KafkaException as e:
                 msgs, error = [], str(e)
             for m in msgs:
@@ -230,3 +233,20 @@ class KafkaQueueClient:
         if self.consumer is not None:
             self.consumer.close()
             self.consumer = None
+
+
+WARMUP_TOPIC = "undertow-warmup"
+
+
+def warm_up(bootstrap: str, admin: Any, *, timeout_s: float = 60.0) -> None:
+    """One idempotent send to a topic of its own, so the producer-id machinery (the
+    transaction state log) is loaded before the workload's first send needs it."""
+    admin.create_topic(1, 1, 1, topic=WARMUP_TOPIC)
+    p = Producer({**config.producer_config(bootstrap, "all", timeout_s=timeout_s),
+                  "log_level": 2})
+    report: list[KafkaError | None] = []
+    p.produce(WARMUP_TOPIC, value=b"warm-up", on_delivery=lambda err, msg: report.append(err))
+    p.flush(timeout_s + 2.0)
+    if not report or report[0] is not None:
+        why = report[0] if report else "no delivery report"
+        raise RuntimeError(f"warm-up send to {WARMUP_TOPIC}: {why}")

@@ -20,6 +20,7 @@ from harness import netns
 from harness.spec import SpecError, TestSpec
 from systems.kafka import config, jars
 from systems.kafka.admin import KafkaAdmin, active_controller
+from systems.kafka.client import warm_up
 from systems.kafka.local import LocalKafka
 
 FAULTS = ("kill", "pause", "partition")
@@ -72,6 +73,7 @@ class KafkaLocalDB(LocalKafka):
 
     admin: KafkaAdmin | None = None
     _prepared = False
+    _warm = False
 
     def setup(self, run: Any, node: str) -> None:
         with self._lock:
@@ -88,6 +90,9 @@ class KafkaLocalDB(LocalKafka):
         spec: TestSpec = run.spec
         took = self.admin.wait_ready(len(self.brokers), spec.keys, spec.broker.replication_factor,
                                      spec.broker.min_insync_replicas, timeout_s=timeout_s)
+        if not self._warm:  # once: the producer-id machinery, before the workload's first send
+            warm_up(self.bootstrap, self.admin)
+            self._warm = True
         version = self.version() or self.jars.version
         _add_to_test_json(run.paths.test_json, {"system_info": {"name": "kafka",
                                                                 "version": version}})
