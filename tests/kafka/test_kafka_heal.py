@@ -43,8 +43,8 @@ def test_heal_after_a_killed_harness(state: Path, tmp_path: Path,
                                      kafka_jars: jars.KafkaJars) -> None:
     before = _namespaces()
     harness = subprocess.Popen(
-        [sys.executable, "-m", "systems.kafka", "--nemesis", "partition", "--time-limit", "60",
-         "--seed", "1", "--results-dir", str(tmp_path)],
+        [sys.executable, "-m", "harness.cli", "run", "--system", "kafka", "--nemesis",
+         "partition", "--time-limit", "60", "--seed", "1", "--results-dir", str(tmp_path)],
         env={**os.environ, leftovers.STATE_ENV: str(state)},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
