@@ -1,8 +1,12 @@
 """A network namespace per node on this machine, so a local run can cut links (root only).
 
 Each node gets a namespace with one veth end (10.213.S.(10+i)/24) whose other end
-sits on a bridge in the harness's namespace (10.213.S.1): clients and the harness
-reach every node, and nodes reach each other, through the bridge. A partition is
+sits on a bridge in a switch namespace of the run's own; one more veth joins the
+harness's namespace to that bridge (10.213.S.1). Clients and the harness reach
+every node, and nodes reach each other, through the bridge. The bridge lives in
+its own namespace because bridged frames pass the iptables of the bridge's
+namespace (br_netfilter): in the harness's, a Docker engine's FORWARD policy
+would drop them; the switch namespace has no rules. A partition is
 `ip route add blackhole PEER/32` inside the node's namespace: the node sends
 nothing to that peer, so no TCP exchange between them completes, in either
 direction; the harness's own traffic is never cut. Heal deletes those routes.
@@ -68,7 +72,9 @@ class Namespaces:
         self.run_id = run_id
         self.nodes = tuple(nodes)
         tag = f"{zlib.crc32(run_id.encode()) & 0xFFFFFF:06x}"
-        self.bridge = f"utb{tag}"
+        self.bridge = f"utb{tag}"  # in the switch namespace
+        self.switch = f"ut{tag}sw"
+        self.uplink = (f"utu{tag}", f"utd{tag}")  # harness end (10.213.S.1), bridge end
         self.ns = {n: f"ut{tag}{n}" for n in self.nodes}
         self.veth = {n: (f"ut{tag}{n}h", f"ut{tag}{n}c") for n in self.nodes}
         self.subnet = 0
@@ -88,19 +94,29 @@ class Namespaces:
             raise RuntimeError("netns: every 10.213.x.0/24 subnet is in use")
         s = self.subnet = free[zlib.crc32(self.run_id.encode()) % len(free)]
         self.item = leftovers.register(self.run_id, "netns", undo_module="harness.netns",
-                                       bridge=self.bridge, namespaces=sorted(self.ns.values()),
-                                       veths=sorted(h for h, _c in self.veth.values()))
-        _ip("link", "add", self.bridge, "type", "bridge")
-        _ip("addr", "add", f"10.213.{s}.1/24", "dev", self.bridge)
-        _ip("link", "set", self.bridge, "up")
+                                       bridge=self.uplink[0],
+                                       namespaces=sorted([*self.ns.values(), self.switch]),
+                                       veths=[])
+        sw = self.switch
+        _ip("netns", "add", sw)
+        _ip("link", "add", self.bridge, "type", "bridge", ns=sw)
+        _ip("link", "set", self.bridge, "up", ns=sw)
+        up, down = self.uplink
+        _ip("link", "add", up, "type", "veth", "peer", "name", down)
+        _ip("link", "set", down, "netns", sw)
+        _ip("link", "set", down, "master", self.bridge, ns=sw)
+        _ip("link", "set", down, "up", ns=sw)
+        _ip("addr", "add", f"10.213.{s}.1/24", "dev", up)
+        _ip("link", "set", up, "up")
         for i, n in enumerate(self.nodes):
             ns, (host, inside) = self.ns[n], self.veth[n]
             addr = f"10.213.{s}.{10 + i}"
             _ip("netns", "add", ns)
             _ip("link", "add", host, "type", "veth", "peer", "name", inside)
             _ip("link", "set", inside, "netns", ns)
-            _ip("link", "set", host, "master", self.bridge)
-            _ip("link", "set", host, "up")
+            _ip("link", "set", host, "netns", sw)
+            _ip("link", "set", host, "master", self.bridge, ns=sw)
+            _ip("link", "set", host, "up", ns=sw)
             _ip("addr", "add", f"{addr}/24", "dev", inside, ns=ns)
             _ip("link", "set", inside, "up", ns=ns)
             _ip("link", "set", "lo", "up", ns=ns)
@@ -138,8 +154,8 @@ class Namespaces:
 
     def down(self) -> list[str]:
         """Delete the namespaces, veths and bridge (processes inside must be gone first)."""
-        problems = _undo({"bridge": self.bridge, "namespaces": list(self.ns.values()),
-                          "veths": [h for h, _c in self.veth.values()]})
+        problems = _undo({"bridge": self.uplink[0],
+                          "namespaces": [*self.ns.values(), self.switch], "veths": []})
         if self.item is not None and not problems:
             leftovers.release(self.run_id, self.item)
             self.item = None
@@ -154,6 +170,7 @@ def _undo(data: Mapping[str, Any]) -> list[str]:
             problems.append(f"netns del {ns}: {done.stderr.strip()}")
     for veth in data.get("veths", ()):  # gone with its namespace's end, normally
         _ip("link", "del", str(veth), check=False)
+    # the harness's end of the uplink (gone with the switch namespace, normally)
     done = _ip("link", "del", str(data["bridge"]), check=False)
     if done.returncode != 0 and "Cannot find" not in done.stderr:
         problems.append(f"link del {data['bridge']}: {done.stderr.strip()}")
@@ -164,7 +181,7 @@ def _heal_hook(data: dict[str, Any]) -> str:
     problems = _undo(data)
     if problems:
         raise RuntimeError("; ".join(problems))
-    return f"removed bridge {data['bridge']} and namespaces {', '.join(data['namespaces'])}"
+    return f"removed link {data['bridge']} and namespaces {', '.join(data['namespaces'])}"
 
 
 leftovers.register_hook("netns", _heal_hook)

@@ -14,6 +14,7 @@ with retries a final refusal may follow a try that was written.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
 from enum import Enum
@@ -210,17 +211,32 @@ class KafkaQueueClient:
                     [first, *self.consumer.consume(MAX_POLL_RECORDS - 1, timeout=0)]
             except KafkaException as e:
                 msgs, error = [], str(e)
+            restart: list[int] = []
             for m in msgs:
                 err = m.error()
                 if err is not None:
+                    if err.code() == KafkaError._AUTO_OFFSET_RESET and m.partition() is not None:
+                        restart.append(int(m.partition()))  # type: ignore[arg-type]
                     if err.code() != KafkaError._PARTITION_EOF:
                         error = f"{err.name()}: {err.str()}"
                     continue
                 key, offset, value = m.partition(), m.offset(), m.value()
                 if key is None or offset is None or value is None or key not in self.assigned:
                     continue
+                if offset < self.positions.get(key, 0):
+                    # behind where this process already read: records librdkafka fetched for
+                    # an earlier assignment or position (seen right after a re-assign), not
+                    # the log going backwards; a restart from 0 is an explicit seek
+                    continue
                 read.setdefault(str(key), []).append([offset, int(value)])
                 self.positions[key] = offset + 1
+            if restart:
+                # the log was cut below our position (a new leader holds less): those keys
+                # start over from 0, and this poll fails, which ends the succession of polls
+                self.positions.update({k: 0 for k in restart})
+                with contextlib.suppress(KafkaException):
+                    self.consumer.assign([TopicPartition(self.topic, k, self.positions.get(
+                        k, OFFSET_BEGINNING)) for k in self.assigned])
         if error is not None:
             return op.complete("fail", [["poll", read]] if read else [["poll"]], error=error)
         return op.complete("ok", [["poll", read]])

@@ -159,7 +159,9 @@ def consumer_config(bootstrap: str, *, timeout_s: float) -> dict[str, Any]:
         "group.id": "undertow-unused",  # librdkafka wants one; nothing is ever committed
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
-        "auto.offset.reset": "earliest",
+        # an out-of-range position is an error the client turns into a failed poll and a
+        # restart from 0 (a silent reset would read offsets going backwards with no seek)
+        "auto.offset.reset": "error",
         "socket.timeout.ms": max(1000, int(timeout_s * 1000)),
         "reconnect.backoff.max.ms": 500,
         "topic.metadata.refresh.interval.ms": 1000,

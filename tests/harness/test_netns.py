@@ -60,7 +60,7 @@ def test_partition_heal_and_leftovers(state: Path) -> None:
             p.kill()
             p.wait()
     done = leftovers.heal_all(force=True)  # as after a killed harness
-    assert any("removed bridge" in line for line in done), done
+    assert any("removed link" in line for line in done), done
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not any(name in listed for name in ns.ns.values())
     assert leftovers.heal_all(force=True) == []  # safe twice

@@ -60,7 +60,7 @@ def test_heal_after_a_killed_harness(state: Path, tmp_path: Path,
     runs = {d.name for d in state.iterdir() if d.is_dir()}
     assert runs, "the run recorded nothing in harness.leftovers"
     done = leftovers.heal_all()
-    assert any("removed bridge" in line for line in done), done
+    assert any("removed link" in line for line in done), done
     assert _namespaces() <= before
     time.sleep(1.0)
     assert _marked(runs) == []
