@@ -250,6 +250,9 @@ class DockerBackend:
         """The network and the containers, nothing started in them; fills run's parts."""
         from harness.image import docker_client
 
+        if self.image is None:
+            raise NodeError("docker: no image to start the nodes from: up() takes the "
+                            "system's node image; provision() needs DockerBackend(image=...)")
         self.client = docker_client()
         self.key = run_key(run)
         self._create_network(run)

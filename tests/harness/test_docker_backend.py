@@ -68,9 +68,9 @@ def containers(tmp_path: Path, state: Path) -> Iterator[tuple[Run, Any]]:
 
     client = _docker()
     run = _run(tmp_path)
-    backend = DockerBackend()
+    backend = DockerBackend(image=_broker_image())
     try:
-        backend.provision(run, 9092)
+        run.db = RemoteBroker(backend.provision(run, 9092))  # our broker's DB, nothing started
         assert run.remote is not None
         for n in run.nodes:
             r = run.remote.exec(n, ["sh", "-c", "nohup python3 -m http.server 9092 "
@@ -86,6 +86,16 @@ def containers(tmp_path: Path, state: Path) -> Iterator[tuple[Run, Any]]:
     assert _ours(client, backend.key) == ([], []), "down left containers or the network"
     assert not (state / backend.key).exists() or not any(
         p.name != "run.json" for p in (state / backend.key).iterdir())
+
+
+def _broker_image() -> str:
+    """Our broker's node image (built if missing): bare containers with python3 in them."""
+    from harness.image import ensure_images
+    from systems.undertow.system import system
+
+    built = ensure_images(system.node_image()).node
+    assert built is not None
+    return built.tag
 
 
 def iptables_net(run: Run) -> IptablesNet:
@@ -224,7 +234,10 @@ def test_heal_removes_what_a_dead_harness_left(tmp_path: Path, state: Path) -> N
                         "broker": {{"replication_factor": 2}}}})
         root = Path({str(tmp_path / 'dead')!r}); root.mkdir()
         run = Run(spec=s, nodes=s.nodes, paths=RunPaths(root), log=logging.getLogger("t"))
-        b = DockerBackend(); b.provision(run, 9092)
+        from harness.image import ensure_images
+        from systems.undertow.system import system
+        b = DockerBackend(image=ensure_images(system.node_image()).node.tag)
+        b.provision(run, 9092)
         print(b.key, flush=True)
         os._exit(0)  # dies without down()
     """)

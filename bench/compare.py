@@ -1,0 +1,84 @@
+"""`python -m bench.compare --old DIR`: this checkout against another, side by side in one run.
+
+The machine is shared and noisy, so the two are measured alternately, round by
+round (old, new, old, new, ...), each with its own venv and code:
+- `python -m bench.harness` (history writer, 3-node start to ready, client ops/s);
+- `undertow check` of the same recorded run folder (a copy each time: check
+  writes results.json), wall time; `--history` names it (a folder the harness
+  wrote, e.g. results/queue-kill-partition/latest).
+Prints a table of medians (and every value) and writes bench/out/compare.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parents[1]
+OUT = HERE / "bench" / "out"
+
+
+def _harness(checkout: Path, seconds: float) -> dict[str, float]:
+    py = checkout / ".venv" / "bin" / "python"
+    subprocess.run([str(py), "-m", "bench.harness", "--seconds", str(seconds), "--starts", "3"],
+                   cwd=checkout, check=True, capture_output=True, timeout=900)
+    res = json.loads((checkout / "bench" / "out" / "harness.json").read_text())
+    return {k: float(res[k]) for k in ("writer_ops_per_s", "start_to_ready_s", "ops_per_s")}
+
+
+def _check(checkout: Path, history: Path) -> dict[str, float]:
+    undertow = checkout / ".venv" / "bin" / "undertow"
+    with tempfile.TemporaryDirectory(prefix="bench-compare-") as d:
+        run = Path(d) / "run"
+        run.mkdir()
+        for name in ("history.jsonl", "replicas.jsonl", "test.json"):
+            if (history / name).exists():
+                shutil.copy(history / name, run / name)
+        t0 = time.monotonic()
+        done = subprocess.run([str(undertow), "check", "--spark-master", "local[2]", str(run)],
+                              cwd=checkout, capture_output=True, text=True, timeout=1800)
+        took = time.monotonic() - t0
+        if done.returncode not in (0, 1):
+            raise RuntimeError(f"{checkout}: undertow check exited {done.returncode}: "
+                               f"{done.stderr[-500:]}")
+        verdict = json.loads((run / "results.json").read_text())
+    return {"check_s": took, "valid": float(verdict["valid"] is True)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench.compare", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--old", type=Path, required=True, help="the other checkout (with .venv)")
+    ap.add_argument("--history", type=Path, required=True, help="a recorded run folder")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=8.0, help="bench.harness --seconds")
+    args = ap.parse_args()
+    sides = {"old": args.old.resolve(), "new": HERE}
+    rows: dict[str, list[dict[str, float]]] = {k: [] for k in sides}
+    for r in range(args.rounds):
+        for side, checkout in sides.items():
+            row = {**_harness(checkout, args.seconds), **_check(checkout, args.history.resolve())}
+            row["load_1m"] = os.getloadavg()[0]
+            rows[side].append(row)
+            print(f"round {r + 1} {side}: " + ", ".join(f"{k} {v:,.2f}" for k, v in row.items()),
+                  flush=True)
+    med = {side: {k: statistics.median(x[k] for x in rs) for k in rs[0]}
+           for side, rs in rows.items()}
+    print(f"\n{'figure':<20} {'old (median)':>14} {'new (median)':>14} {'new/old':>8}")
+    for k in ("writer_ops_per_s", "start_to_ready_s", "ops_per_s", "check_s"):
+        o, n = med["old"][k], med["new"][k]
+        print(f"{k:<20} {o:>14,.2f} {n:>14,.2f} {n / o if o else float('nan'):>8.2f}")
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "compare.json").write_text(json.dumps({"old": str(sides["old"]), "rounds": rows,
+                                                   "median": med}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
