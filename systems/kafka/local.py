@@ -14,12 +14,13 @@ import shutil
 import signal
 import subprocess
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
+from harness.control.launcher import wait_state
+from harness.protocols import Launches
 from harness.spec import BrokerSettings
 from systems.kafka import config, dump
 from systems.kafka.jars import KafkaJars
@@ -28,30 +29,8 @@ KILL_WAIT_S = 10.0
 FORMAT_TIMEOUT_S = 120.0
 
 
-class Launcher(Protocol):
-    """Starts a process that dies with the harness and is known to `undertow heal`."""
-
-    def launch(self, name: str, cmd: Sequence[str], cwd: Path, log_path: Path, *,
-               pipes: bool = False) -> tuple[subprocess.Popen[bytes], str]: ...
-    def release(self, item: str) -> None: ...
-
-
 class KafkaError(RuntimeError):
     """A Kafka node could not be prepared or started: names the node and the tool's output."""
-
-
-def _wait_state(pid: int, *, stopped: bool, timeout_s: float = 2.0) -> None:
-    """Return once /proc says the process is (not) stopped: signals are delivered async."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            return
-        state = stat[stat.rindex(")") + 2]
-        if state in "ZX" or (state in "Tt") == stopped:
-            return
-        time.sleep(0.002)
 
 
 @dataclass(slots=True)
@@ -69,7 +48,7 @@ class LocalKafka:
     """The nodes of one local Kafka cluster: DB plus kill/start, pause/resume, collect."""
 
     def __init__(self, jars: KafkaJars, nodes: Mapping[str, config.KafkaNode], root: Path,
-                 settings: BrokerSettings, *, partitions: int, launcher: Launcher,
+                 settings: BrokerSettings, *, partitions: int, launcher: Launches,
                  java: str = "java",
                  prefixes: Mapping[str, Sequence[str]] | None = None) -> None:
         config.check_settings(settings)
@@ -194,14 +173,14 @@ class LocalKafka:
             if p.running and p.proc is not None:
                 p.proc.send_signal(signal.SIGSTOP)
                 p.paused = True
-                _wait_state(p.proc.pid, stopped=True)
+                wait_state(p.proc.pid, stopped=True)
 
     def resume(self, run: Any, node: str) -> None:
         p = self._procs[node]
         with self._lock:
             if p.running and p.proc is not None:
                 p.proc.send_signal(signal.SIGCONT)
-                _wait_state(p.proc.pid, stopped=False)
+                wait_state(p.proc.pid, stopped=False)
             p.paused = False
 
     def is_paused(self, node: str) -> bool:
