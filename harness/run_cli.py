@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from harness.runfiles import EXIT_USAGE
-from harness.spec import SpecError, TestSpec, build_spec, load_toml
+from harness.spec import SPARK_CHOICES, SpecError, TestSpec, build_spec, load_toml
 
 if TYPE_CHECKING:
     from harness.core import Stopper
@@ -35,6 +35,7 @@ FIELDS: dict[str, str] = {
     "min_insync_replicas": "broker.min_insync_replicas",
     "unclean_leader_election": "broker.unclean_leader_election",
     "truncation": "broker.truncation", "flush": "broker.flush",
+    "spark": "spark", "spark_master": "spark_master", "spark_remote": "spark_remote",
 }
 
 
@@ -140,6 +141,12 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
               show_default=True)
 @click.option("--flush", type=click.Choice(["page-cache", "every-message"]), default="page-cache",
               show_default=True)
+@click.option("--spark", type=click.Choice(SPARK_CHOICES), default="auto", show_default=True,
+              help="Which Spark checks the run: auto (the warm one of `undertow spark start` "
+                   "when it is up, else cold), cold, or warm (exit 2 if none is up).")
+@click.option("--spark-master", default="local[2]", show_default=True,
+              help="Spark master of a cold check (a non-local one is used as given).")
+@click.option("--spark-remote", help="A Spark Connect server (sc://HOST:PORT) to check on.")
 @click.option("--seed", type=int, help="Seed of every random choice (default: random, printed).")
 @click.option("--scenario", help="A named scenario (`undertow scenarios` lists them).")
 @click.option("--config", type=click.Path(dir_okay=False), help="A TOML experiment file.")
@@ -177,6 +184,12 @@ def _run(ctx: click.Context, params: dict[str, Any], stopper: Stopper) -> int:
     try:
         core.check_startable(spec)
     except SpecError as e:
+        raise BadUsage(str(e)) from e
+    from checkers.spark_server import SparkError, resolve
+
+    try:  # a named Spark that cannot be had is said now, not after the run
+        resolve(spec.spark, spec.spark_master, spec.spark_remote)
+    except SparkError as e:
         raise BadUsage(str(e)) from e
     click.echo(f"undertow run: {test_name(spec)}, "
                f"{spec.system} on {len(spec.nodes)} nodes ({spec.backend}), nemesis "

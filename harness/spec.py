@@ -19,6 +19,7 @@ Truncation = Literal["hw", "leader-epoch"]
 Flush = Literal["page-cache", "every-message"]
 BACKENDS = ("local", "docker", "ssh")
 TARGETS = ("one", "minority", "majority", "all", "leader", "followers", "controller")
+SPARK_CHOICES = ("auto", "cold", "warm")  # checkers.spark_server says what each means
 SCHEDULES = ("stagger", "phases")  # nemesis/schedule.py says what each does
 
 
@@ -77,6 +78,8 @@ class TestSpec:
     test_count: int = 1
     final_read_timeout_s: float = 30.0
     spark_master: str = "local[2]"
+    spark: str = "auto"  # which Spark checks the run: checkers.spark_server.resolve's rule
+    spark_remote: str | None = None  # a Spark Connect server (sc://HOST:PORT) to check on
     extra: Mapping[str, Any] = field(default_factory=dict)  # scenario-specific knobs
     # a recorded fault plan to replay as it is (nemesis/replay.py), instead of one drawn
     # from the seed; test.json always records the plan a run used under this key
@@ -106,6 +109,8 @@ class TestSpec:
                               ("--concurrency", self.concurrency), ("--keys", self.keys)):
             if value <= 0:
                 raise SpecError(f"{option}: must be positive, got {value:g}")
+        if self.spark not in SPARK_CHOICES:
+            raise SpecError(f"--spark: {self.spark!r} is not one of {', '.join(SPARK_CHOICES)}")
         if self.nemesis_schedule not in SCHEDULES:
             raise SpecError(f"--nemesis-schedule: {self.nemesis_schedule!r} is not one of "
                             f"{', '.join(SCHEDULES)}")

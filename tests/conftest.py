@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from harness import leftovers
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_warm_spark(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Tests never check on a developer's warm Spark (`undertow spark start`): the warm
+    server's folder is one of the session's own, empty unless a test starts one there."""
+    os.environ["UNDERTOW_SPARK_DIR"] = str(tmp_path_factory.mktemp("warm-spark"))
 
 
 @pytest.fixture
