@@ -3,6 +3,7 @@ it is up (checkers.spark_server says the rule and runs the processes)."""
 
 from __future__ import annotations
 
+import signal
 import time
 from typing import Any
 
@@ -27,6 +28,10 @@ def start(port: int, master: str, driver_memory: str) -> None:
     """Start the warm server (or say it is up) and wait until it answers."""
     from checkers.spark_server import SparkError, read_state, start_server
 
+    def interrupted(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # SIGTERM too stops what was started, as Ctrl-C does
+
+    signal.signal(signal.SIGTERM, interrupted)
     before = read_state()
     t0 = time.monotonic()
     try:

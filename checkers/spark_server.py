@@ -149,6 +149,8 @@ def start_server(port: int = DEFAULT_PORT, master: str = "local[*]",
     state = read_state()
     if state is not None and alive(state):
         return state
+    if state is not None:  # a dead record: end whatever of it is left (a stray worker)
+        kill_tagged(str(state["tag"]))
     port = port or free_port()
     if listening(HOST, port):
         raise SparkError(f"--port {port}: {HOST}:{port} is already in use; choose another")
