@@ -60,7 +60,8 @@ def load_failing(run_dir: Path) -> Failing:
         raise BadUsage(f"{run_dir}: the run is valid ({results} names no bad anomaly type, "
                        f"valid: {json.dumps(res.get('valid'))}): nothing to shrink; shrink "
                        f"starts from a run that found one")
-    return Failing(run_dir, spec, bad)
+    # `latest` moves to each trial's run: the shrink names the run the link points to now
+    return Failing(run_dir.resolve(), spec, bad)
 
 
 class _Interrupts:
