@@ -91,9 +91,6 @@ class LocalKafka:
     def bootstrap(self) -> str:
         return ",".join(self.nodes[n].bootstrap for n in self.brokers)
 
-    def java_cmd(self, main: str, *args: str) -> list[str]:
-        return [self.java, *config.JVM_OPTS, "-cp", self.jars.classpath, main, *args]
-
     def prepare(self) -> None:
         """Write each node's server.properties and format its storage (once, before start)."""
         for name, node in self.nodes.items():
@@ -104,9 +101,8 @@ class LocalKafka:
             self.props_path(name).write_text(config.render_properties(props))
             if (self.data_dir(name) / "meta.properties").exists():
                 continue
-            cmd = [self.java, "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", self.jars.classpath,
-                   "kafka.tools.StorageTool", "format", "--cluster-id", config.CLUSTER_ID,
-                   "--config", str(self.props_path(name)), "--ignore-formatted"]
+            cmd = config.format_command(self.java, self.jars.classpath,
+                                        str(self.props_path(name)))
             done = subprocess.run(cmd, cwd=d, capture_output=True, text=True,
                                   timeout=FORMAT_TIMEOUT_S, check=False)
             if done.returncode != 0:
@@ -133,7 +129,8 @@ class LocalKafka:
                 return
             self._forget(p)
             cmd = [*self.prefixes.get(node, ()),
-                   *self.java_cmd("kafka.Kafka", str(self.props_path(node)))]
+                   *config.server_command(self.java, self.jars.classpath,
+                                          str(self.props_path(node)))]
             p.proc, p.item = self.launcher.launch(node, cmd, self.node_dir(node),
                                                   self.log_path(node))
             p.paused = False
