@@ -160,6 +160,7 @@ def producer_config(bootstrap: str, acks: str, *, timeout_s: float) -> dict[str,
         "request.timeout.ms": max(500, ms - 100),
         "linger.ms": 0,
         "socket.timeout.ms": max(1000, ms),
+        "socket.nagle.disable": True,  # one small request at a time: no 40 ms Nagle waits
         "reconnect.backoff.max.ms": 500,
         "topic.metadata.refresh.interval.ms": 1000,
         "retry.backoff.ms": 50,
@@ -178,6 +179,7 @@ def consumer_config(bootstrap: str, *, timeout_s: float) -> dict[str, Any]:
         # restart from 0 (a silent reset would read offsets going backwards with no seek)
         "auto.offset.reset": "error",
         "socket.timeout.ms": max(1000, int(timeout_s * 1000)),
+        "socket.nagle.disable": True,
         "reconnect.backoff.max.ms": 500,
         "topic.metadata.refresh.interval.ms": 1000,
         "fetch.wait.max.ms": 100,

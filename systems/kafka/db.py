@@ -154,7 +154,7 @@ class KafkaLocalDB(LocalKafka, KafkaViews):
     _prepared = False
 
     def setup(self, run: Any, node: str) -> None:
-        with self._lock:
+        with self._prepare_lock:
             if not self._prepared:
                 self.prepare()
                 self._prepared = True
