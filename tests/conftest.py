@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import leftovers
+from harness import leftovers, registry
+
+PLUGINS = Path(__file__).parent / "plugins"
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -25,3 +27,11 @@ def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv(leftovers.STATE_ENV, str(d))
     yield d
     leftovers.heal_all(force=True)
+
+
+@pytest.fixture
+def toy_plugin_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of an `undertow` subprocess that loads tests/plugins/toyplug.py."""
+    return {**os.environ, registry.PLUGINS_ENV: "toyplug",
+            "UNDERTOW_STATE_DIR": str(tmp_path / "state"),
+            "PYTHONPATH": os.pathsep.join([str(PLUGINS), os.environ.get("PYTHONPATH", "")])}
