@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import PurePath
 from typing import Any
 
 from harness.spec import BrokerSettings, SpecError
@@ -29,6 +29,21 @@ JVM_OPTS = (
     "-Dorg.slf4j.simpleLogger.showDateTime=true",
     "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd'T'HH:mm:ss.SSS",
 )
+
+
+# A short-lived tool's JVM (StorageTool, DumpLogSegments): small and quick to start.
+TOOL_OPTS = ("-Xmx512m", "-XX:TieredStopAtLevel=1")
+
+
+def server_command(java: str, classpath: str, props: str) -> list[str]:
+    """A node's broker/controller JVM."""
+    return [java, *JVM_OPTS, "-cp", classpath, "kafka.Kafka", props]
+
+
+def format_command(java: str, classpath: str, props: str) -> list[str]:
+    """Kafka's StorageTool formatting a node's log dirs for the run's cluster (once)."""
+    return [java, *TOOL_OPTS, "-cp", classpath, "kafka.tools.StorageTool", "format",
+            "--cluster-id", CLUSTER_ID, "--config", props, "--ignore-formatted"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +92,7 @@ def check_settings(b: BrokerSettings) -> None:
                         f"broker heartbeat interval ({HEARTBEAT_MS} ms)")
 
 
-def server_properties(node: KafkaNode, voters: Mapping[str, KafkaNode], data_dir: Path,
+def server_properties(node: KafkaNode, voters: Mapping[str, KafkaNode], data_dir: PurePath,
                       b: BrokerSettings, *, partitions: int) -> dict[str, str]:
     """The node's server.properties, from the spec's broker settings."""
     check_settings(b)
