@@ -102,14 +102,16 @@ class KafkaQueueClient:
 
     def __init__(self, *, keys: int, acks: str = "all", timeout_s: float = 3.0,
                  bootstrap: str = "", topic: str = config.TOPIC, retries: int | None = None,
-                 request_timeout_s: float | None = None) -> None:
-        """timeout_s: a send's delivery timeout; retries and request_timeout_s: None keeps
-        config.producer_config's defaults."""
+                 request_timeout_s: float | None = None,
+                 idempotence: bool | None = None) -> None:
+        """timeout_s: a send's delivery timeout; retries, request_timeout_s and idempotence:
+        None keeps config.producer_config's defaults."""
         self.keys = keys
         self.acks = acks
         self.timeout_s = timeout_s
         self.retries_setting = retries
         self.request_timeout_s = request_timeout_s
+        self.idempotence = idempotence
         self.bootstrap = bootstrap
         self.topic = topic
         self.producer: Producer | None = None  # made at the first send (reads need none)
@@ -133,11 +135,13 @@ class KafkaQueueClient:
         c = KafkaQueueClient(keys=self.keys, acks=self.acks, timeout_s=self.timeout_s,
                              bootstrap=bootstrap, topic=self.topic,
                              retries=self.retries_setting,
-                             request_timeout_s=self.request_timeout_s)
+                             request_timeout_s=self.request_timeout_s,
+                             idempotence=self.idempotence)
         c.producer_config = {**config.producer_config(bootstrap, self.acks,
                                                       timeout_s=self.timeout_s,
                                                       retries=self.retries_setting,
-                                                      request_timeout_s=self.request_timeout_s),
+                                                      request_timeout_s=self.request_timeout_s,
+                                                      idempotence=self.idempotence),
                              "logger": _rdkafka_logger(run)}
         c.consumer = Consumer({**config.consumer_config(bootstrap, timeout_s=self.timeout_s),
                                "logger": _rdkafka_logger(run)})

@@ -69,7 +69,8 @@ class KafkaSystem:
         return KafkaQueueClient(keys=spec.keys, acks=spec.broker.acks,
                                 timeout_s=spec.producer.delivery_timeout_s,
                                 retries=spec.producer.retries,
-                                request_timeout_s=spec.producer.request_timeout_s)
+                                request_timeout_s=spec.producer.request_timeout_s,
+                                idempotence=spec.producer.enable_idempotence)
 
     def describe(self, spec: TestSpec) -> Mapping[str, Any]:
         """Until the broker runs: the version asked for (the running broker's own version

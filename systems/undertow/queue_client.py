@@ -24,13 +24,14 @@ class QueueClient:
 
     def __init__(self, *, keys: int, acks: str = "all", timeout_s: float = 3.0,
                  retries: int = 0, request_timeout_s: float | None = None,
-                 conn: Any = None) -> None:
+                 enable_idempotence: bool = False, conn: Any = None) -> None:
         """timeout_s: a send's delivery timeout, retries included; see BrokerClient."""
         self.keys = keys
         self.acks = acks
         self.timeout_s = timeout_s
         self.retries = retries
         self.request_timeout_s = request_timeout_s
+        self.enable_idempotence = enable_idempotence
         self.conn = conn  # a BrokerClient once opened
         self.assigned: tuple[int, ...] = ()
         self.positions: dict[int, int] = {}
@@ -41,10 +42,11 @@ class QueueClient:
         ordered = {node: addrs.pop(node)} if node in addrs else {}
         ordered.update(addrs)
         conn = BrokerClient(ordered, timeout_s=self.timeout_s, retries=self.retries,
-                            request_timeout_s=self.request_timeout_s)
+                            request_timeout_s=self.request_timeout_s,
+                            enable_idempotence=self.enable_idempotence)
         return QueueClient(keys=self.keys, acks=self.acks, timeout_s=self.timeout_s,
                            retries=self.retries, request_timeout_s=self.request_timeout_s,
-                           conn=conn)
+                           enable_idempotence=self.enable_idempotence, conn=conn)
 
     def invoke(self, run: Run, op: Op) -> Op:
         if op.f == "send":
