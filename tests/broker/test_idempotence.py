@@ -34,6 +34,22 @@ def produce(c: LocalCluster, node: str, value: int, pid: int, seq: int) -> dict[
                                    "producer_epoch": 0, "sequence": seq}, timeout_s=8)
 
 
+SETTLING = ("NOT_LEADER", "NOT_ENOUGH_REPLICAS", "LEADER_NOT_AVAILABLE")
+
+
+def to_leader(c: LocalCluster, value: int, pid: int, seq: int) -> dict[str, Any]:
+    """Produce to whoever leads KEY now, again while leaders and ISRs settle; the answer."""
+    answers: list[dict[str, Any]] = []
+
+    def attempt() -> bool:
+        now = c.wait(lambda: leader(c, KEY, "n1"), 15, "a leader")
+        answers.append(produce(c, now, value, pid, seq))
+        return answers[-1].get("error") not in SETTLING
+
+    c.wait(attempt, 20, f"an answer to sequence {seq}")
+    return answers[-1]
+
+
 def values(c: LocalCluster, node: str) -> list[int]:
     reply = request(c.addrs[node], {"type": "fetch", "partition": KEY, "offset": 0,
                                     "max_records": 100})
@@ -63,21 +79,19 @@ def test_resends_are_written_once_across_a_leader_change_and_a_restart(
 
     # a new leader has the producer's sequences from the records it replicated
     c.kill(lead)
-    new = c.wait(lambda: leader(c, KEY, "n1") not in (None, lead) and leader(c, KEY, "n1"),
-                 15, "a new leader")
-    assert produce(c, new, 101, pid, 1)["offset"] == 1
-    assert produce(c, new, 103, pid, 3)["error"] == "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    c.wait(lambda: leader(c, KEY, "n1") not in (None, lead), 15, "a new leader")
+    assert to_leader(c, 101, pid, 1)["offset"] == 1
+    assert to_leader(c, 103, pid, 3)["error"] == "OUT_OF_ORDER_SEQUENCE_NUMBER"
 
     # every node restarted: each rebuilds the state from its log on disk
     for n in list(c.procs):
         c.kill(n)
     c.start_all()
     c.wait_ready(30)
-    now = c.wait(lambda: leader(c, KEY, "n1"), 15, "a leader after the restart")
-    c.wait(lambda: produce(c, now, 101, pid, 1).get("offset") == 1, 15,
-           "the resend answered with its original offset")
-    assert produce(c, now, 102, pid, 2)["offset"] == 2
-    assert values(c, now) == [100, 101, 102]
+    assert to_leader(c, 101, pid, 1)["offset"] == 1
+    assert to_leader(c, 102, pid, 2)["offset"] == 2
+    now = leader(c, KEY, "n1")
+    assert now is not None and values(c, now) == [100, 101, 102]
 
 
 def test_producer_ids_survive_controller_failover(
