@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -20,6 +21,11 @@ Flush = Literal["page-cache", "every-message"]
 BACKENDS = ("local", "docker", "ssh")
 TARGETS = ("one", "minority", "majority", "all", "leader", "followers", "controller")
 SCHEDULES = ("stagger", "phases")  # nemesis/schedule.py says what each does
+# Sizing the default key pool: sends per second the queue workload is assumed to reach
+# (about twice what 10 clients get from 3 local nodes on 2 cores), and a ceiling.
+POOL_SENDS_PER_S = 1000
+POOL_MAX = 1024
+MAX_POLL_RECORDS = 100  # a poll's records at most, over all its keys (Kafka's max.poll.records)
 
 
 class SpecError(ValueError):
@@ -69,7 +75,10 @@ class TestSpec:
     nemesis_schedule: str = "stagger"  # stagger: faults throughout; phases: steady/faults/recovery
     time_limit_s: float = 60.0
     concurrency: int = 10
-    keys: int = 8
+    keys: int = 8  # keys written at once; the queue workload rotates them (workloads/keys.py)
+    max_writes_per_key: int = 512  # sends a key takes before it is retired for a fresh one
+    key_pool: int | None = None  # partitions created at setup; None: enough for the time limit
+    max_poll_records: int = MAX_POLL_RECORDS
     broker: BrokerSettings = field(default_factory=BrokerSettings)
     seed: int = 0
     scenario: str | None = None
@@ -88,6 +97,15 @@ class TestSpec:
             return tuple(f"n{i + 1}" for i in range(len(self.hosts)))
         return tuple(f"n{i + 1}" for i in range(self.node_count))
 
+    @property
+    def partitions(self) -> int:
+        """The topic's partitions, created at setup: the key pool given, else one that lasts
+        time_limit_s at POOL_SENDS_PER_S sends per second (at most POOL_MAX)."""
+        if self.key_pool is not None:
+            return self.key_pool
+        needed = math.ceil(self.time_limit_s * POOL_SENDS_PER_S / self.max_writes_per_key)
+        return max(self.keys, min(POOL_MAX, self.keys + needed))
+
     def validate(self) -> TestSpec:
         """Raise SpecError naming the first thing that cannot work."""
         if self.backend not in BACKENDS:
@@ -101,11 +119,21 @@ class TestSpec:
             raise SpecError("--min-insync-replicas must be between 1 and the replication factor")
         if self.backend == "ssh" and not self.hosts and not self.cluster_file:
             raise SpecError("--backend ssh needs --node HOST[:PORT] (repeated) or --cluster-file")
+        counts = {"--keys": self.keys, "--max-writes-per-key": self.max_writes_per_key,
+                  "--max-poll-records": self.max_poll_records, "--key-pool": self.key_pool}
+        for option, count in counts.items():
+            if count is not None and (not isinstance(count, int) or isinstance(count, bool)):
+                raise SpecError(f"{option}: must be an integer, got {count!r}")
         for option, value in (("--time-limit", self.time_limit_s),
                               ("--nemesis-interval", self.nemesis_interval_s),
-                              ("--concurrency", self.concurrency), ("--keys", self.keys)):
+                              ("--concurrency", self.concurrency), ("--keys", self.keys),
+                              ("--max-writes-per-key", self.max_writes_per_key),
+                              ("--max-poll-records", self.max_poll_records)):
             if value <= 0:
                 raise SpecError(f"{option}: must be positive, got {value:g}")
+        if self.key_pool is not None and self.key_pool < self.keys:
+            raise SpecError(f"--key-pool {self.key_pool}: must be at least --keys ({self.keys}), "
+                            f"the keys written at once")
         if self.nemesis_schedule not in SCHEDULES:
             raise SpecError(f"--nemesis-schedule: {self.nemesis_schedule!r} is not one of "
                             f"{', '.join(SCHEDULES)}")

@@ -88,7 +88,8 @@ class KafkaLocalDB(LocalKafka):
         Kafka's own version then goes into test.json."""
         assert self.admin is not None, "wait_ready before setup"
         spec: TestSpec = run.spec
-        took = self.admin.wait_ready(len(self.brokers), spec.keys, spec.broker.replication_factor,
+        took = self.admin.wait_ready(len(self.brokers), spec.partitions,
+                                     spec.broker.replication_factor,
                                      spec.broker.min_insync_replicas, timeout_s=timeout_s)
         if not self._warm:  # once: the producer-id machinery, before the workload's first send
             warm_up(self.bootstrap, self.admin)

@@ -51,11 +51,12 @@ class KafkaSystem:
                                   controller_voters=controller_voters(spec))
         nodes = {n: replace(node, host=listen[n][0]) for n, node in nodes.items()}
         root = next(iter(host.dirs.values())).parent
-        return KafkaLocalDB(j, nodes, root, spec.broker, partitions=spec.keys,
+        return KafkaLocalDB(j, nodes, root, spec.broker, partitions=spec.partitions,
                             launcher=host.launcher, prefixes=host.prefixes)
 
     def client(self, test: Test) -> Client:
-        return KafkaQueueClient(keys=test.spec.keys, acks=test.spec.broker.acks)
+        return KafkaQueueClient(keys=test.spec.keys, acks=test.spec.broker.acks,
+                                max_poll_records=test.spec.max_poll_records)
 
     def describe(self, spec: TestSpec) -> Mapping[str, Any]:
         """Until the broker runs: the version asked for (the running broker's own version

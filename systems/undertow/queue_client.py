@@ -4,7 +4,9 @@ A send's ClientError maps to `fail` when definite, else `info`. A poll changes
 nothing on the server, so a poll that hits an error is `fail`, carrying whatever
 it had already read (HISTORY.md allows records in any completion). Keys a
 process is newly assigned start at offset 0 (auto.offset.reset=earliest, as
-Jepsen's test).
+Jepsen's test). A poll returns at most `max_poll_records` records, shared evenly
+among the assigned keys (each key's fetch asks for its share), as Kafka's
+max.poll.records bounds a consumer's poll.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 
 from harness.protocols import Run
 from harness.runfiles import Op
+from harness.spec import MAX_POLL_RECORDS
 from systems.undertow.client import BrokerClient, ClientError
 
 
@@ -20,8 +23,9 @@ class QueueClient:
     """harness.protocols.Client over BrokerClient; one per process."""
 
     def __init__(self, *, keys: int, acks: str = "all", timeout_s: float = 3.0,
-                 conn: Any = None) -> None:
+                 max_poll_records: int = MAX_POLL_RECORDS, conn: Any = None) -> None:
         self.keys = keys
+        self.max_poll_records = max_poll_records
         self.acks = acks
         self.timeout_s = timeout_s
         self.conn = conn  # a BrokerClient once opened
@@ -34,6 +38,7 @@ class QueueClient:
         ordered = {node: addrs.pop(node)} if node in addrs else {}
         ordered.update(addrs)
         return QueueClient(keys=self.keys, acks=self.acks, timeout_s=self.timeout_s,
+                           max_poll_records=self.max_poll_records,
                            conn=BrokerClient(ordered, timeout_s=self.timeout_s))
 
     def invoke(self, run: Run, op: Op) -> Op:
@@ -66,10 +71,11 @@ class QueueClient:
 
     def _poll(self, op: Op) -> Op:
         read: dict[str, list[list[int]]] = {}
+        share = max(1, self.max_poll_records // max(1, len(self.assigned)))
         try:
             for key in self.assigned:
                 pos = self.positions.get(key, 0)
-                records = self.conn.fetch(key, pos)
+                records = self.conn.fetch(key, pos, max_records=share)
                 if records:
                     read[str(key)] = [[o, v] for o, v in records]
                     self.positions[key] = records[-1][0] + 1

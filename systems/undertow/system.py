@@ -50,7 +50,8 @@ class UndertowSystem:
         raise TypeError(f"undertow: no DB for a host of type {type(host).__name__}")
 
     def client(self, test: Test) -> Client:
-        return QueueClient(keys=test.spec.keys, acks=test.spec.broker.acks)
+        return QueueClient(keys=test.spec.keys, acks=test.spec.broker.acks,
+                           max_poll_records=test.spec.max_poll_records)
 
     def describe(self, spec: TestSpec) -> Mapping[str, Any]:
         return {"name": self.name, "version": _version(),
