@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from harness import leftovers
+from harness import leftovers, registry
+
+PLUGINS = Path(__file__).parent / "plugins"
 
 
 @pytest.fixture
@@ -17,3 +20,11 @@ def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv(leftovers.STATE_ENV, str(d))
     yield d
     leftovers.heal_all(force=True)
+
+
+@pytest.fixture
+def toy_plugin_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of an `undertow` subprocess that loads tests/plugins/toyplug.py."""
+    return {**os.environ, registry.PLUGINS_ENV: "toyplug",
+            "UNDERTOW_STATE_DIR": str(tmp_path / "state"),
+            "PYTHONPATH": os.pathsep.join([str(PLUGINS), os.environ.get("PYTHONPATH", "")])}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Mapping
 from enum import Enum
 from typing import Any
@@ -261,7 +262,15 @@ WARMUP_TOPIC = "undertow-warmup"
 def warm_up(bootstrap: str, admin: Any, *, timeout_s: float = 60.0) -> None:
     """One idempotent send to a topic of its own, so the producer-id machinery (the
     transaction state log) is loaded before the workload's first send needs it."""
-    admin.create_topic(1, 1, 1, topic=WARMUP_TOPIC)
+    deadline = time.monotonic() + timeout_s
+    while True:  # on a loaded machine the controller may answer after the admin's timeout
+        try:
+            admin.create_topic(1, 1, 1, topic=WARMUP_TOPIC)
+            break
+        except KafkaException as e:
+            if e.args[0].code() != KafkaError._TIMED_OUT or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
     p = Producer({**config.producer_config(bootstrap, "all", timeout_s=timeout_s),
                   "log_level": 2})
     report: list[KafkaError | None] = []

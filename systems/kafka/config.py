@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import PurePath
 from typing import Any
 
 from harness.spec import BrokerSettings, SpecError
@@ -29,6 +29,21 @@ JVM_OPTS = (
     "-Dorg.slf4j.simpleLogger.showDateTime=true",
     "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd'T'HH:mm:ss.SSS",
 )
+
+
+# A short-lived tool's JVM (StorageTool, DumpLogSegments): small and quick to start.
+TOOL_OPTS = ("-Xmx512m", "-XX:TieredStopAtLevel=1")
+
+
+def server_command(java: str, classpath: str, props: str) -> list[str]:
+    """A node's broker/controller JVM."""
+    return [java, *JVM_OPTS, "-cp", classpath, "kafka.Kafka", props]
+
+
+def format_command(java: str, classpath: str, props: str) -> list[str]:
+    """Kafka's StorageTool formatting a node's log dirs for the run's cluster (once)."""
+    return [java, *TOOL_OPTS, "-cp", classpath, "kafka.tools.StorageTool", "format",
+            "--cluster-id", CLUSTER_ID, "--config", props, "--ignore-formatted"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +92,7 @@ def check_settings(b: BrokerSettings) -> None:
                         f"broker heartbeat interval ({HEARTBEAT_MS} ms)")
 
 
-def server_properties(node: KafkaNode, voters: Mapping[str, KafkaNode], data_dir: Path,
+def server_properties(node: KafkaNode, voters: Mapping[str, KafkaNode], data_dir: PurePath,
                       b: BrokerSettings, *, partitions: int) -> dict[str, str]:
     """The node's server.properties, from the spec's broker settings."""
     check_settings(b)
@@ -145,6 +160,7 @@ def producer_config(bootstrap: str, acks: str, *, timeout_s: float) -> dict[str,
         "request.timeout.ms": max(500, ms - 100),
         "linger.ms": 0,
         "socket.timeout.ms": max(1000, ms),
+        "socket.nagle.disable": True,  # one small request at a time: no 40 ms Nagle waits
         "reconnect.backoff.max.ms": 500,
         "topic.metadata.refresh.interval.ms": 1000,
         "retry.backoff.ms": 50,
@@ -163,6 +179,7 @@ def consumer_config(bootstrap: str, *, timeout_s: float) -> dict[str, Any]:
         # restart from 0 (a silent reset would read offsets going backwards with no seek)
         "auto.offset.reset": "error",
         "socket.timeout.ms": max(1000, int(timeout_s * 1000)),
+        "socket.nagle.disable": True,
         "reconnect.backoff.max.ms": 500,
         "topic.metadata.refresh.interval.ms": 1000,
         "fetch.wait.max.ms": 100,

@@ -11,37 +11,23 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import signal
 import subprocess
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.control.launcher import wait_state
+from harness.control.processes import NodeProcesses
 from harness.protocols import Launches
 from harness.spec import BrokerSettings
 from systems.kafka import config, dump
 from systems.kafka.jars import KafkaJars
 
-KILL_WAIT_S = 10.0
 FORMAT_TIMEOUT_S = 120.0
 
 
 class KafkaError(RuntimeError):
     """A Kafka node could not be prepared or started: names the node and the tool's output."""
-
-
-@dataclass(slots=True)
-class _Proc:
-    proc: subprocess.Popen[bytes] | None = None
-    item: str | None = None
-    paused: bool = False
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
 
 
 class LocalKafka:
@@ -59,13 +45,11 @@ class LocalKafka:
         self.root = root
         self.settings = settings
         self.partitions = partitions
-        self.launcher = launcher
         self.java = shutil.which(java) or java
         # what a node's JVM is started under (e.g. `ip netns exec NS` for its own network)
         self.prefixes = {n: list(p) for n, p in (prefixes or {}).items()}
-        self._procs = {name: _Proc() for name in self.nodes}
-        self._lock = threading.RLock()
-        self._closed = False
+        self.procs = NodeProcesses(launcher, self.nodes)
+        self._prepare_lock = threading.Lock()  # the setups of one run's nodes may run at once
 
     # -- files -----------------------------------------------------------------
 
@@ -91,9 +75,6 @@ class LocalKafka:
     def bootstrap(self) -> str:
         return ",".join(self.nodes[n].bootstrap for n in self.brokers)
 
-    def java_cmd(self, main: str, *args: str) -> list[str]:
-        return [self.java, *config.JVM_OPTS, "-cp", self.jars.classpath, main, *args]
-
     def prepare(self) -> None:
         """Write each node's server.properties and format its storage (once, before start)."""
         for name, node in self.nodes.items():
@@ -104,9 +85,8 @@ class LocalKafka:
             self.props_path(name).write_text(config.render_properties(props))
             if (self.data_dir(name) / "meta.properties").exists():
                 continue
-            cmd = [self.java, "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", self.jars.classpath,
-                   "kafka.tools.StorageTool", "format", "--cluster-id", config.CLUSTER_ID,
-                   "--config", str(self.props_path(name)), "--ignore-formatted"]
+            cmd = config.format_command(self.java, self.jars.classpath,
+                                        str(self.props_path(name)))
             done = subprocess.run(cmd, cwd=d, capture_output=True, text=True,
                                   timeout=FORMAT_TIMEOUT_S, check=False)
             if done.returncode != 0:
@@ -125,66 +105,30 @@ class LocalKafka:
 
     def start(self, run: Any, node: str) -> None:
         """Start the node's JVM; a running node stays as it is."""
-        p = self._procs[node] if node in self._procs else self._unknown(node)
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("the Kafka cluster is closed")
-            if p.running:
-                return
-            self._forget(p)
-            cmd = [*self.prefixes.get(node, ()),
-                   *self.java_cmd("kafka.Kafka", str(self.props_path(node)))]
-            p.proc, p.item = self.launcher.launch(node, cmd, self.node_dir(node),
-                                                  self.log_path(node))
-            p.paused = False
+        cmd = [*self.prefixes.get(node, ()),
+               *config.server_command(self.java, self.jars.classpath,
+                                      str(self.props_path(node)))]
+        self.procs.start(node, cmd, self.node_dir(node), self.log_path(node))
 
     def kill(self, run: Any, node: str) -> None:
-        """SIGKILL, no grace (a stopped JVM is woken so it dies)."""
-        p = self._procs[node] if node in self._procs else self._unknown(node)
-        with self._lock:
-            if p.proc is not None and p.proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    p.proc.send_signal(signal.SIGKILL)
-                    p.proc.send_signal(signal.SIGCONT)
-                p.proc.wait(timeout=KILL_WAIT_S)
-            self._forget(p)
-
-    def _forget(self, p: _Proc) -> None:
-        if p.proc is not None and p.proc.poll() is not None and p.item is not None:
-            self.launcher.release(p.item)
-            p.item = None
-        p.paused = False
-
-    def _unknown(self, node: str) -> _Proc:
-        raise KeyError(f"no node {node!r}; nodes: {', '.join(self.nodes)}")
+        self.procs.kill(node)
 
     def is_running(self, node: str) -> bool:
-        return self._procs[node].running
+        return self.procs.is_running(node)
 
     def pid(self, node: str) -> int | None:
-        p = self._procs[node]
-        return p.proc.pid if p.running and p.proc is not None else None
+        return self.procs.pid(node)
 
     # -- Pausable --------------------------------------------------------------
 
     def pause(self, run: Any, node: str) -> None:
-        p = self._procs[node]
-        with self._lock:
-            if p.running and p.proc is not None:
-                p.proc.send_signal(signal.SIGSTOP)
-                p.paused = True
-                wait_state(p.proc.pid, stopped=True)
+        self.procs.pause(node)
 
     def resume(self, run: Any, node: str) -> None:
-        p = self._procs[node]
-        with self._lock:
-            if p.running and p.proc is not None:
-                p.proc.send_signal(signal.SIGCONT)
-                wait_state(p.proc.pid, stopped=False)
-            p.paused = False
+        self.procs.resume(node)
 
     def is_paused(self, node: str) -> bool:
-        return self._procs[node].paused
+        return self.procs.is_paused(node)
 
     # -- HasLogs ---------------------------------------------------------------
 
@@ -226,13 +170,4 @@ class LocalKafka:
 
     def close(self) -> list[str]:
         """Resume and kill every node; no more starts. Returns problems."""
-        problems: list[str] = []
-        with self._lock:
-            self._closed = True
-            for name in self.nodes:
-                try:
-                    self.resume(None, name)
-                    self.kill(None, name)
-                except Exception as e:
-                    problems.append(f"killing {name}: {e}")
-        return problems
+        return self.procs.close()

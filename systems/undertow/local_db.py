@@ -8,34 +8,27 @@ dumps) go to each broker directly, so the control plane is never partitioned.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.control.launcher import wait_state
+from harness.control.processes import NodeProcesses
 from harness.protocols import LocalHost, Run
 from systems.undertow import admin as brokerdb
 from systems.undertow.client import admin_dump
 
-KILL_WAIT_S = 10.0
 
-
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class LocalNode:
-    """One broker node's files, address and process."""
+    """One broker node's files and address."""
 
     name: str
     dir: Path
     listen: str
-    proc: subprocess.Popen[bytes] | None = None
-    item: str | None = None  # leftovers item of the running process
-    paused: bool = False
 
     @property
     def config(self) -> Path:
@@ -53,10 +46,6 @@ class LocalNode:
     def clock_file(self) -> Path:
         return self.dir / "clock_offset_ns"
 
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
 
 class LocalBrokerDB:
     """The brokers of a local run: DB plus Killable, Pausable, HasLogs, HasLeaders,
@@ -64,12 +53,11 @@ class LocalBrokerDB:
 
     def __init__(self, host: LocalHost) -> None:
         self.host = host
-        self.launcher = host.launcher
         self.python = host.python
         self.nodes = {n: LocalNode(n, d, host.endpoints.listen[n]) for n, d in host.dirs.items()}
+        self.procs = NodeProcesses(host.launcher, self.nodes)
         self.env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self._lock = threading.RLock()
-        self._closed = False
 
     def node(self, name: str) -> LocalNode:
         try:
@@ -99,10 +87,10 @@ class LocalBrokerDB:
     def wait_ready(self, run: Run, timeout_s: float) -> None:
         """Every node answers and sees a leader per partition; a broker that exits fails fast."""
         def check() -> None:
-            dead = [n for n in self.nodes.values() if not n.running]
+            dead = [n for n in self.nodes.values() if not self.procs.is_running(n.name)]
             if dead:
                 n = dead[0]
-                code = n.proc.returncode if n.proc is not None else None
+                code = self.procs.exit_code(n.name)
                 raise RuntimeError(f"broker {n.name} exited with code {code}; "
                                    f"{n.log_path} ends with:\n{brokerdb.tail(n.log_path)}")
 
@@ -113,56 +101,25 @@ class LocalBrokerDB:
 
     def start(self, run: Run | None, node: str) -> None:
         n = self.node(node)
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("the local backend is down")
-            if n.running:
-                return
-            self._forget(n)
-            cmd = brokerdb.broker_command(self.python, str(n.config))
-            proc, item = self.launcher.launch(node, cmd, n.dir, n.log_path)
-            n.proc, n.item, n.paused = proc, item, False
+        self.procs.start(node, brokerdb.broker_command(self.python, str(n.config)), n.dir,
+                         n.log_path)
 
     def kill(self, run: Run | None, node: str) -> None:
-        n = self.node(node)
-        with self._lock:
-            if n.proc is not None and n.proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    n.proc.send_signal(signal.SIGKILL)
-                    n.proc.send_signal(signal.SIGCONT)  # a stopped process dies on SIGKILL too
-                n.proc.wait(timeout=KILL_WAIT_S)
-            self._forget(n)
-
-    def _forget(self, n: LocalNode) -> None:
-        """The process has exited: release its leftovers item."""
-        if n.proc is not None and n.proc.poll() is not None and n.item is not None:
-            self.launcher.release(n.item)
-            n.item = None
-        n.paused = False
+        self.procs.kill(node)
 
     def is_running(self, node: str) -> bool:
-        return self.node(node).running
+        return self.procs.is_running(node)
 
     # -- Pausable --------------------------------------------------------------
 
     def pause(self, run: Run | None, node: str) -> None:
-        n = self.node(node)
-        with self._lock:
-            if n.running and n.proc is not None:
-                n.proc.send_signal(signal.SIGSTOP)
-                n.paused = True
-                wait_state(n.proc.pid, stopped=True)
+        self.procs.pause(node)
 
     def resume(self, run: Run | None, node: str) -> None:
-        n = self.node(node)
-        with self._lock:
-            if n.running and n.proc is not None:
-                n.proc.send_signal(signal.SIGCONT)
-                wait_state(n.proc.pid, stopped=False)
-            n.paused = False
+        self.procs.resume(node)
 
     def is_paused(self, node: str) -> bool:
-        return self.node(node).paused
+        return self.procs.is_paused(node)
 
     # -- HasLogs ---------------------------------------------------------------
 
@@ -180,7 +137,7 @@ class LocalBrokerDB:
 
     def admin_addrs(self, *, live_only: bool = True) -> list[tuple[str, str]]:
         return [(name, n.listen) for name, n in self.nodes.items()
-                if not live_only or (n.running and not n.paused)]
+                if not live_only or (self.is_running(name) and not self.is_paused(name))]
 
     def metadata(self, timeout_s: float = 1.0) -> dict[str, Any] | None:
         """The first live node's metadata answer, or None."""
@@ -220,7 +177,7 @@ class LocalBrokerDB:
 
     def lose_unflushed(self, run: Run | None, node: str) -> None:
         n = self.node(node)
-        if n.running:
+        if self.is_running(node):
             raise RuntimeError(f"lose_unflushed: {node} is running; kill it first "
                                "(an OS crash loses the page cache of a dead process)")
         cmd = brokerdb.lose_unflushed_command(self.python, str(n.data_dir))
@@ -235,7 +192,7 @@ class LocalBrokerDB:
     def dump_node(self, run: Run | None, node: str) -> list[dict[str, Any]]:
         """A node's replicas: from the live broker, else offline from its data dir."""
         n = self.node(node)
-        if n.running and not n.paused:
+        if self.is_running(node) and not self.is_paused(node):
             try:
                 rows: list[dict[str, Any]] = admin_dump(n.listen, timeout_s=10.0)
                 return rows
@@ -257,19 +214,6 @@ class LocalBrokerDB:
 
     # -- teardown --------------------------------------------------------------
 
-    def kill_all(self) -> list[str]:
-        """Resume and kill every broker; no more starts. Returns problems."""
-        problems: list[str] = []
-        with self._lock:
-            self._closed = True
-            for name in self.nodes:
-                try:
-                    self.resume(None, name)
-                    self.kill(None, name)
-                except Exception as e:
-                    problems.append(f"killing {name}: {e}")
-        return problems
-
     def close(self) -> list[str]:
-        """kill_all; the backend ends the launcher thread."""
-        return self.kill_all()
+        """Resume and kill every broker; no more starts (the backend ends the launcher thread)."""
+        return self.procs.close()

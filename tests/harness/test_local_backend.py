@@ -120,7 +120,7 @@ def test_kill_start_pause_resume_are_real(cluster: tuple[Run, LocalBackend]) -> 
     run, _ = cluster
     db = db_of(run)
     node = db.nodes["n3"]
-    pid = node.proc.pid if node.proc else -1
+    pid = db.procs.pid("n3") or -1
     db.pause(run, "n3")
     assert proc_state(pid) == "T"
     with pytest.raises(Exception):  # noqa: B017 - any failure to answer
@@ -152,7 +152,7 @@ def test_kill_start_pause_resume_are_real(cluster: tuple[Run, LocalBackend]) -> 
     db.lose_unflushed(run, "n3")
     db.start(run, "n3")
     db.start(run, "n3")  # idempotent
-    assert node.proc is not None and node.proc.pid != pid
+    assert db.procs.pid("n3") not in (None, pid)
     wait_for("n3 to answer again", lambda: not refused(node.listen))
     wait_for("n3 to dump live", lambda: bool(db.dump_node(run, "n3")) or not offline)
     db.shift_clock(run, "n2", 5_000_000_000)
@@ -195,7 +195,7 @@ def test_down_leaves_no_process_port_thread_or_state(tmp_path: Path, state: Path
     assert isinstance(backend, LocalBackend)
     core.cluster_up(backend, run)
     db = db_of(run)
-    pids = {n: (ln.proc.pid if ln.proc else -1) for n, ln in db.nodes.items()}
+    pids = {n: db.procs.pid(n) or -1 for n in db.nodes}
     starts = {n: leftovers.proc_start_time(p) for n, p in pids.items()}
     assert backend.proxy is not None
     addrs = [li.listen for li in backend.proxy.links()] + list(backend.listen.values())
@@ -242,7 +242,7 @@ HARNESS = textwrap.dedent("""
               log=logging.getLogger("h"))
     b = LocalBackend()
     db = core.cluster_up(b, run)
-    print(" ".join(f"{n}={ln.proc.pid}" for n, ln in db.nodes.items()), flush=True)
+    print(" ".join(f"{n}={db.procs.pid(n)}" for n in db.nodes), flush=True)
     print(" ".join(li.listen for li in b.proxy.links()), flush=True)
     time.sleep(120)
 """)

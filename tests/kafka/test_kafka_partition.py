@@ -48,16 +48,19 @@ def test_a_leader_cut_off_from_its_peers_is_replaced(
         ns.partition(None, {old: set(others), **{n: {old} for n in others}})
         # The cut-off leader still answers metadata naming itself, so ask the data path:
         # librdkafka follows leader epochs to the leader the majority elected.
-        client = KafkaQueueClient(keys=2, acks="all", timeout_s=5.0,
-                                  bootstrap=kafka.bootstrap).open(None, others[0])
+        # A fresh client per attempt, as the workload reopens one after an indeterminate
+        # send: librdkafka asks one broker at random for its producer id, and the cut-off
+        # one answers "coordinator load in progress" for as long as the partition lasts.
+        template = KafkaQueueClient(keys=2, acks="all", timeout_s=5.0, bootstrap=kafka.bootstrap)
         deadline = time.monotonic() + 90
         offset: int | None = None
-        try:
-            while offset is None and time.monotonic() < deadline:
+        while offset is None and time.monotonic() < deadline:
+            client = template.open(None, others[0])
+            try:
                 with contextlib.suppress(KafkaException):
                     offset = client.produce(0, 1)
-        finally:
-            client.close(None)
+            finally:
+                client.close(None)
         assert offset is not None, f"no acks=all write on key 0 with {old} cut off"
         ns.heal(None)
         admin.wait_ready(3, 2, 3, 2, timeout_s=120)  # the old leader catches up: full ISR

@@ -67,9 +67,9 @@ def wait_for(what: str, pred: Callable[[], bool], timeout_s: float = 20.0) -> No
 
 
 def proc_state(db: LocalBrokerDB, node: str) -> str:
-    proc = db.nodes[node].proc
-    assert proc is not None
-    stat = Path(f"/proc/{proc.pid}/stat").read_text()
+    pid = db.procs.pid(node)
+    assert pid is not None
+    stat = Path(f"/proc/{pid}/stat").read_text()
     return stat[stat.rindex(")") + 2]
 
 
