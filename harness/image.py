@@ -4,7 +4,9 @@ Three images, each tagged with a hash of what it is made from and labelled with 
 full hash, so a build skips whatever is already current:
 
 - base: debootstrap a minimal Debian (python3, iproute2, iptables, procps, openssh-server),
-  tar it and `docker import` it;
+  tar it and `docker import` it; a system whose nodes need more Debian packages (Kafka:
+  a JRE) declares them (`NodeImage.packages`) and gets a base of its own, debootstrapped
+  with them, since a node image's build has no network;
 - a system's node image (`NodeImage`, declared by the system: for our broker,
   broker-image/Dockerfile FROM the base with the broker package copied in);
 - sshd: broker-image/base/sshd/Dockerfile FROM the base, an ssh test host.
@@ -56,6 +58,12 @@ class NodeImage:
     repo: str
     dockerfile: Path
     context: Mapping[str, Path] = field(default_factory=dict)  # name in the context -> folder
+    packages: tuple[str, ...] = ()  # Debian packages beyond the base's (debootstrapped in)
+
+    @property
+    def base_repo(self) -> str:
+        """The base it is built FROM: the shared one, or its own when it needs packages."""
+        return f"{self.repo}-base" if self.packages else BASE_REPO
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +86,11 @@ def base_hash(image_dir: Path = IMAGE_DIR) -> str:
     h = hashlib.sha256(f"{SUITE}\0{MIRROR}\0".encode())
     _files_hash(h, image_dir / "base")
     return h.hexdigest()
+
+
+def packages_hash(base: str, packages: tuple[str, ...]) -> str:
+    """The hash of a base variant: the shared base's hash and the extra packages."""
+    return hashlib.sha256(base.encode() + b"\0" + "\0".join(sorted(packages)).encode()).hexdigest()
 
 
 def node_hash(base: str, node: NodeImage) -> str:
@@ -152,27 +165,33 @@ def _ensure_debootstrap(progress: Progress) -> None:
 
 
 def build_base(client: Any, content_hash: str, progress: Progress,
-               image_dir: Path = IMAGE_DIR) -> None:
-    """debootstrap a rootfs, then `docker import` it with the hash label."""
+               image_dir: Path = IMAGE_DIR, *, repo: str = BASE_REPO,
+               packages: tuple[str, ...] = ()) -> None:
+    """debootstrap a rootfs (the base's packages and `packages`), then `docker import` it
+    with the hash label."""
     if os.geteuid() != 0:
         raise ImageError("building the base image runs debootstrap, which needs root")
     _ensure_debootstrap(progress)
-    progress(f"debootstrap {SUITE} from {MIRROR} (about a minute)")
+    extra = f" with {', '.join(packages)}" if packages else ""
+    progress(f"debootstrap {SUITE} from {MIRROR}{extra} (a minute or two)")
     with tempfile.TemporaryDirectory(prefix="undertow-base.") as tmp:
         tarball = Path(tmp) / "rootfs.tar"
+        listed = Path(tmp) / "packages.txt"
+        listed.write_text((image_dir / "base" / "packages.txt").read_text() + "\n"
+                          + "".join(f"{p}\n" for p in packages))
         r = subprocess.run(
             [str(image_dir / "base" / "build-rootfs.sh"), str(tarball), SUITE, MIRROR,
-             str(image_dir / "base" / "packages.txt")],
+             str(listed)],
             capture_output=True, text=True, timeout=900)
         if r.returncode != 0:
             raise ImageError(f"debootstrap of the base image failed:\n{r.stderr.strip()[-2000:]}")
         progress(f"docker import ({tarball.stat().st_size // 2**20} MiB)")
-        tag = tag_for(BASE_REPO, content_hash)
+        tag = tag_for(repo, content_hash)
         changes = [f"LABEL {HASH_LABEL}={content_hash}", "ENV LANG=C.UTF-8",
                    'CMD ["/bin/bash"]']
-        client.api.import_image_from_file(str(tarball), repository=BASE_REPO,
+        client.api.import_image_from_file(str(tarball), repository=repo,
                                           tag=content_hash[:12], changes=changes)
-        client.images.get(tag).tag(BASE_REPO, "latest")
+        client.images.get(tag).tag(repo, "latest")
 
 
 def build_from(client: Any, repo: str, content_hash: str, base_tag: str,
@@ -235,12 +254,22 @@ def ensure_images(node: NodeImage | None = None, *, sshd: bool = False, force: b
         node_built: Built | None = None
         if node is not None:
             t0 = time.monotonic()
-            kh = node_hash(bh, node)
+            node_base = base
+            if node.packages:  # its own base: the shared one's packages and its own
+                ph = packages_hash(bh, node.packages)
+                built_variant = force or not current(client, node.base_repo, ph)
+                if built_variant:
+                    build_base(client, ph, say, image_dir, repo=node.base_repo,
+                               packages=node.packages)
+                    if prune:
+                        prune_old(client, node.base_repo, tag_for(node.base_repo, ph))
+                node_base = Built(tag_for(node.base_repo, ph), ph, built_variant, 0.0)
+            kh = node_hash(node_base.content_hash, node)
             built_node = force or not current(client, node.repo, kh)
             if built_node:
                 with tempfile.TemporaryDirectory(prefix="undertow-node-ctx.") as tmp:
-                    build_from(client, node.repo, kh, base.tag, _node_context(Path(tmp), node),
-                               say)
+                    build_from(client, node.repo, kh, node_base.tag,
+                               _node_context(Path(tmp), node), say)
             node_built = Built(tag_for(node.repo, kh), kh, built_node, time.monotonic() - t0)
 
         sshd_built: Built | None = None

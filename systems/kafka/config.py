@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import PurePath
 from typing import Any
 
 from harness.spec import BrokerSettings, SpecError
@@ -29,6 +29,21 @@ JVM_OPTS = (
     "-Dorg.slf4j.simpleLogger.showDateTime=true",
     "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd'T'HH:mm:ss.SSS",
 )
+
+
+# A short-lived tool's JVM (StorageTool, DumpLogSegments): small and quick to start.
+TOOL_OPTS = ("-Xmx512m", "-XX:TieredStopAtLevel=1")
+
+
+def server_command(java: str, classpath: str, props: str) -> list[str]:
+    """A node's broker/controller JVM."""
+    return [java, *JVM_OPTS, "-cp", classpath, "kafka.Kafka", props]
+
+
+def format_command(java: str, classpath: str, props: str) -> list[str]:
+    """Kafka's StorageTool formatting a node's log dirs for the run's cluster (once)."""
+    return [java, *TOOL_OPTS, "-cp", classpath, "kafka.tools.StorageTool", "format",
+            "--cluster-id", CLUSTER_ID, "--config", props, "--ignore-formatted"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +92,7 @@ def check_settings(b: BrokerSettings) -> None:
                         f"broker heartbeat interval ({HEARTBEAT_MS} ms)")
 
 
-def server_properties(node: KafkaNode, voters: Mapping[str, KafkaNode], data_dir: Path,
+def server_properties(node: KafkaNode, voters: Mapping[str, KafkaNode], data_dir: PurePath,
                       b: BrokerSettings, *, partitions: int) -> dict[str, str]:
     """The node's server.properties, from the spec's broker settings."""
     check_settings(b)
@@ -132,17 +147,21 @@ def render_properties(props: Mapping[str, str]) -> str:
     return "".join(f"{k}={v}\n" for k, v in props.items())
 
 
-def producer_config(bootstrap: str, acks: str, *, timeout_s: float) -> dict[str, Any]:
-    """librdkafka producer settings: the spec's acks; idempotence only where it is allowed."""
+def producer_config(bootstrap: str, acks: str, *, timeout_s: float, retries: int | None = None,
+                    request_timeout_s: float | None = None) -> dict[str, Any]:
+    """librdkafka producer settings: the spec's acks; idempotence only where it is allowed.
+    timeout_s is the delivery timeout (message.timeout.ms); retries None: all for acks=all,
+    none for 0 and 1; request_timeout_s None: the delivery timeout."""
     ms = int(timeout_s * 1000)
+    request_ms = ms - 100 if request_timeout_s is None else int(request_timeout_s * 1000)
     return {
         "bootstrap.servers": bootstrap,
         "acks": acks,
         # idempotence needs acks=all; with it, librdkafka's retries never duplicate
         "enable.idempotence": acks == "all",
-        "retries": 2_147_483_647 if acks == "all" else 0,
+        "retries": (2_147_483_647 if acks == "all" else 0) if retries is None else retries,
         "message.timeout.ms": ms,
-        "request.timeout.ms": max(500, ms - 100),
+        "request.timeout.ms": max(500, request_ms),
         "linger.ms": 0,
         "socket.timeout.ms": max(1000, ms),
         "socket.nagle.disable": True,  # one small request at a time: no 40 ms Nagle waits

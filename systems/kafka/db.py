@@ -1,6 +1,7 @@
-"""Apache Kafka's DB on a local host: KRaft JVMs on this machine, started by the backend's launcher.
+"""Apache Kafka's DB: what it refuses, what every host shares (`KafkaViews`), and the
+local host's (KRaft JVMs on this machine, started by the backend's launcher).
 
-The nodes listen on 127.0.0.1 with two ports each (broker, controller). Kafka
+Locally the nodes listen on 127.0.0.1 with two ports each (broker, controller). Kafka
 brokers dial each other at the one address each advertises, so the harness's
 per-link proxy cannot cut single links: when partitions are asked for, each
 node runs in its own network namespace (harness.netns, root only) and a
@@ -21,9 +22,11 @@ from harness.spec import SpecError, TestSpec
 from systems.kafka import config, jars
 from systems.kafka.admin import KafkaAdmin, active_controller
 from systems.kafka.client import warm_up
+from systems.kafka.jars import KafkaJars
 from systems.kafka.local import LocalKafka
 
 FAULTS = ("kill", "pause", "partition")
+BACKENDS = ("local", "docker")
 VERSION_ENV_KEY = "kafka_version"  # spec.extra key: the release to run (default: newest 4.x)
 _VERSION_LINE = re.compile(r"Kafka version: (\S+)")
 
@@ -34,21 +37,21 @@ def controller_voters(spec: TestSpec) -> int:
 
 
 def needs_namespaces(spec: TestSpec) -> bool:
-    return "partition" in spec.nemesis
+    return spec.backend == "local" and "partition" in spec.nemesis
 
 
 def check_spec(spec: TestSpec) -> None:
     """Everything Kafka on this backend cannot do, as a SpecError, before anything starts."""
     config.check_settings(spec.broker)
-    if spec.backend != "local":
-        raise SpecError(f"--backend {spec.backend}: Kafka runs on the local backend only, "
-                        "for now")
+    if spec.backend not in BACKENDS:
+        raise SpecError(f"--backend {spec.backend}: Kafka runs on the "
+                        f"{', '.join(BACKENDS)} backends")
     from systems.kafka.scenarios import SEQUENCES
 
     unsupported = [f for f in spec.nemesis if f not in FAULTS and f not in SEQUENCES]
     if unsupported:
-        raise SpecError(f"--nemesis {','.join(unsupported)}: unsupported for Kafka on the local "
-                        f"backend (it has {', '.join(FAULTS)})")
+        raise SpecError(f"--nemesis {','.join(unsupported)}: unsupported for Kafka on the "
+                        f"{spec.backend} backend (it has {', '.join(FAULTS)})")
     if needs_namespaces(spec) and (why := netns.supported()) is not None:
         raise SpecError(f"--nemesis partition: unsupported for Kafka here ({why}; each node "
                         "needs its own network namespace); kill and pause still work")
@@ -65,33 +68,47 @@ def check_spec(spec: TestSpec) -> None:
                         "dedicated controllers)")
 
 
-class KafkaLocalDB(LocalKafka):
-    """LocalKafka plus HasLeaders (the Admin API, the quorum-state files) and readiness.
+class KafkaViews:
+    """What every Kafka DB shares, whatever the host: readiness through the Admin API,
+    leaders, the active controller (from the nodes' quorum-state files), Kafka's own
+    version (from the first node log that states it).
 
-    Storage is formatted once, by the first node's setup (StorageTool needs every
-    node's server.properties); each setup then starts its node's JVM."""
+    A subclass gives `nodes`, `jars`, `brokers`, `bootstrap`, `quorum_states()` and
+    `log_text(node)`."""
 
+    nodes: dict[str, config.KafkaNode]
+    jars: KafkaJars
     admin: KafkaAdmin | None = None
-    _prepared = False
     _warm = False
 
-    def setup(self, run: Any, node: str) -> None:
-        with self._prepare_lock:
-            if not self._prepared:
-                self.prepare()
-                self._prepared = True
-                self.admin = KafkaAdmin(self.bootstrap, self.names())
-        self.start(run, node)
+    @property
+    def brokers(self) -> tuple[str, ...]:
+        raise NotImplementedError
+
+    @property
+    def bootstrap(self) -> str:
+        raise NotImplementedError
+
+    def quorum_states(self) -> dict[str, dict[str, Any]]:
+        raise NotImplementedError
+
+    def log_text(self, node: str) -> str:
+        raise NotImplementedError
+
+    def open_admin(self) -> KafkaAdmin:
+        if self.admin is None:
+            self.admin = KafkaAdmin(self.bootstrap, self.names())
+        return self.admin
 
     def wait_ready(self, run: Any, timeout_s: float) -> None:
         """Every broker registered, the topic made, every partition led with a full ISR;
         Kafka's own version then goes into test.json."""
-        assert self.admin is not None, "wait_ready before setup"
+        admin = self.open_admin()
         spec: TestSpec = run.spec
-        took = self.admin.wait_ready(len(self.brokers), spec.keys, spec.broker.replication_factor,
-                                     spec.broker.min_insync_replicas, timeout_s=timeout_s)
+        took = admin.wait_ready(len(self.brokers), spec.keys, spec.broker.replication_factor,
+                                spec.broker.min_insync_replicas, timeout_s=timeout_s)
         if not self._warm:  # once: the producer-id machinery, before the workload's first send
-            warm_up(self.bootstrap, self.admin)
+            warm_up(self.bootstrap, admin)
             self._warm = True
         version = self.version() or self.jars.version
         _add_to_test_json(run.paths.test_json, {"system_info": {"name": "kafka",
@@ -123,10 +140,29 @@ class KafkaLocalDB(LocalKafka):
         """Kafka's own version string, from the first node log that states it."""
         for n in self.nodes:
             with contextlib.suppress(OSError):
-                for line in self.log_path(n).read_text(errors="replace").splitlines():
-                    if m := _VERSION_LINE.search(line):
-                        return m[1]
+                if m := _VERSION_LINE.search(self.log_text(n)):
+                    return m[1]
         return None
+
+
+class KafkaLocalDB(LocalKafka, KafkaViews):
+    """LocalKafka plus KafkaViews (HasLeaders, readiness).
+
+    Storage is formatted once, by the first node's setup (StorageTool needs every
+    node's server.properties); each setup then starts its node's JVM."""
+
+    _prepared = False
+
+    def setup(self, run: Any, node: str) -> None:
+        with self._prepare_lock:
+            if not self._prepared:
+                self.prepare()
+                self._prepared = True
+                self.open_admin()
+        self.start(run, node)
+
+    def log_text(self, node: str) -> str:
+        return self.log_path(node).read_text(errors="replace")
 
 
 def _add_to_test_json(path: Path, more: dict[str, Any]) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from systems.kafka.config import TOPIC
+from systems.kafka.config import TOOL_OPTS, TOPIC
 
 DUMP_TIMEOUT_S = 300.0
 _TOOLS = ("org.apache.kafka.tools.DumpLogSegments", "kafka.tools.DumpLogSegments")
@@ -152,7 +152,7 @@ def dump_node(node: str, data_dir: Path, libs: Path, *, java: str = "java",
     segments = sorted(p for d in partition_dirs(data_dir, topic).values() for p in d.glob("*.log"))
     text = ""
     if segments:
-        cmd = dump_command([java, "-Xmx512m", "-XX:TieredStopAtLevel=1"], libs, segments)
+        cmd = dump_command([java, *TOOL_OPTS], libs, segments)
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=DUMP_TIMEOUT_S,
                               check=False)
         if done.returncode != 0:

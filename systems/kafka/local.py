@@ -75,9 +75,6 @@ class LocalKafka:
     def bootstrap(self) -> str:
         return ",".join(self.nodes[n].bootstrap for n in self.brokers)
 
-    def java_cmd(self, main: str, *args: str) -> list[str]:
-        return [self.java, *config.JVM_OPTS, "-cp", self.jars.classpath, main, *args]
-
     def prepare(self) -> None:
         """Write each node's server.properties and format its storage (once, before start)."""
         for name, node in self.nodes.items():
@@ -88,9 +85,8 @@ class LocalKafka:
             self.props_path(name).write_text(config.render_properties(props))
             if (self.data_dir(name) / "meta.properties").exists():
                 continue
-            cmd = [self.java, "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", self.jars.classpath,
-                   "kafka.tools.StorageTool", "format", "--cluster-id", config.CLUSTER_ID,
-                   "--config", str(self.props_path(name)), "--ignore-formatted"]
+            cmd = config.format_command(self.java, self.jars.classpath,
+                                        str(self.props_path(name)))
             done = subprocess.run(cmd, cwd=d, capture_output=True, text=True,
                                   timeout=FORMAT_TIMEOUT_S, check=False)
             if done.returncode != 0:
@@ -110,7 +106,8 @@ class LocalKafka:
     def start(self, run: Any, node: str) -> None:
         """Start the node's JVM; a running node stays as it is."""
         cmd = [*self.prefixes.get(node, ()),
-               *self.java_cmd("kafka.Kafka", str(self.props_path(node)))]
+               *config.server_command(self.java, self.jars.classpath,
+                                      str(self.props_path(node)))]
         self.procs.start(node, cmd, self.node_dir(node), self.log_path(node))
 
     def kill(self, run: Any, node: str) -> None:

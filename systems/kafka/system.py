@@ -5,29 +5,34 @@ backend gives the node, its controller listener one more free port. Kafka broker
 dial each other at the one address each advertises, so the local backend lets them
 connect directly (`direct_links`), each in a network namespace of its own when the
 run asks for partitions (root only); what Kafka cannot do on a backend is refused
-by `check`, before anything starts.
+by `check`, before anything starts. On docker each node is a container of its own
+(systems/kafka/Dockerfile) with fixed ports, driven by shell commands (KafkaRemoteDB).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from harness.control.local import free_port
-from harness.protocols import DB, Client, LocalHost, NodeHost
+from harness.image import NodeImage
+from harness.protocols import DB, Client, LocalHost, NodeHost, ShellHost
 from harness.spec import TestSpec
 from harness.test import Test
 from systems.kafka import config, jars
 from systems.kafka.client import KafkaQueueClient
 from systems.kafka.db import VERSION_ENV_KEY, KafkaLocalDB, check_spec, controller_voters
+from systems.kafka.remote import CONTROLLER_PORT, KafkaRemoteDB
 from systems.kafka.scenarios import SCENARIOS
 
 CLIENT_PORT = 9092
+JRE_PACKAGES = ("openjdk-17-jre-headless",)  # Debian's, debootstrapped into the node image
 
 
 class KafkaSystem:
-    """harness.protocols.System (and DirectLinks) for Apache Kafka."""
+    """harness.protocols.System (and DirectLinks, HasNodeImage) for Apache Kafka."""
 
     name = "kafka"
     port = CLIENT_PORT
@@ -40,27 +45,47 @@ class KafkaSystem:
         return True
 
     def db(self, test: Test, host: NodeHost) -> DB:
-        if not isinstance(host, LocalHost):
-            raise TypeError(f"kafka: no DB for a host of type {type(host).__name__}")
         spec = test.spec
         version = spec.extra.get(VERSION_ENV_KEY)
         j = jars.resolve(None if version is None else str(version))
-        listen = {n: a.rsplit(":", 1) for n, a in host.endpoints.listen.items()}
-        ports = iter(p for n in spec.nodes for p in (int(listen[n][1]), free_port()))
-        nodes = config.make_nodes(tuple(spec.nodes), "127.0.0.1", lambda: next(ports),
-                                  controller_voters=controller_voters(spec))
-        nodes = {n: replace(node, host=listen[n][0]) for n, node in nodes.items()}
-        root = next(iter(host.dirs.values())).parent
-        return KafkaLocalDB(j, nodes, root, spec.broker, partitions=spec.keys,
-                            launcher=host.launcher, prefixes=host.prefixes)
+        if isinstance(host, LocalHost):
+            nodes = _nodes(spec, host.endpoints.listen, free_port)
+            root = next(iter(host.dirs.values())).parent
+            return KafkaLocalDB(j, nodes, root, spec.broker, partitions=spec.keys,
+                                launcher=host.launcher, prefixes=host.prefixes)
+        if isinstance(host, ShellHost):
+            nodes = _nodes(spec, host.endpoints.listen, lambda: CONTROLLER_PORT)
+            return KafkaRemoteDB(host, j, nodes, spec.broker, partitions=spec.keys)
+        raise TypeError(f"kafka: no DB for a host of type {type(host).__name__}")
+
+    def node_image(self) -> NodeImage:
+        """A Debian JRE and the newest cached 4.x's jars (another version is uploaded at
+        setup)."""
+        return NodeImage("undertow/kafka", Path(__file__).with_name("Dockerfile"),
+                         {"libs": jars.resolve().libs}, packages=JRE_PACKAGES)
 
     def client(self, test: Test) -> Client:
-        return KafkaQueueClient(keys=test.spec.keys, acks=test.spec.broker.acks)
+        spec = test.spec
+        return KafkaQueueClient(keys=spec.keys, acks=spec.broker.acks,
+                                timeout_s=spec.producer.delivery_timeout_s,
+                                retries=spec.producer.retries,
+                                request_timeout_s=spec.producer.request_timeout_s)
 
     def describe(self, spec: TestSpec) -> Mapping[str, Any]:
         """Until the broker runs: the version asked for (the running broker's own version
         replaces it in test.json once the cluster is ready)."""
         return {"name": self.name, "version": spec.extra.get(VERSION_ENV_KEY) or "newest 4.x"}
+
+
+def _nodes(spec: TestSpec, listen: Mapping[str, str],
+           controller_port: Callable[[], int]) -> dict[str, config.KafkaNode]:
+    """Each node at the address the backend gave it; its controller port from
+    `controller_port()` (a free one locally, a fixed one on a node of its own)."""
+    where = {n: a.rsplit(":", 1) for n, a in listen.items()}
+    ports = iter(p for n in spec.nodes for p in (int(where[n][1]), controller_port()))
+    nodes = config.make_nodes(tuple(spec.nodes), "127.0.0.1", lambda: next(ports),
+                              controller_voters=controller_voters(spec))
+    return {n: replace(node, host=where[n][0]) for n, node in nodes.items()}
 
 
 system = KafkaSystem()
