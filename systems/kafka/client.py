@@ -101,10 +101,15 @@ class KafkaQueueClient:
     """harness.protocols.Client for the queue workload on Kafka; one per process."""
 
     def __init__(self, *, keys: int, acks: str = "all", timeout_s: float = 3.0,
-                 bootstrap: str = "", topic: str = config.TOPIC) -> None:
+                 bootstrap: str = "", topic: str = config.TOPIC, retries: int | None = None,
+                 request_timeout_s: float | None = None) -> None:
+        """timeout_s: a send's delivery timeout; retries and request_timeout_s: None keeps
+        config.producer_config's defaults."""
         self.keys = keys
         self.acks = acks
         self.timeout_s = timeout_s
+        self.retries_setting = retries
+        self.request_timeout_s = request_timeout_s
         self.bootstrap = bootstrap
         self.topic = topic
         self.producer: Producer | None = None  # made at the first send (reads need none)
@@ -115,7 +120,8 @@ class KafkaQueueClient:
 
     @property
     def retries(self) -> int:
-        return int(config.producer_config("", self.acks, timeout_s=1)["retries"])
+        return int(config.producer_config("", self.acks, timeout_s=1,
+                                          retries=self.retries_setting)["retries"])
 
     def open(self, run: Any, node: str) -> KafkaQueueClient:
         """A fresh client; bootstrap from the run's client addresses, the slot's node first."""
@@ -125,9 +131,13 @@ class KafkaQueueClient:
             first = [addrs.pop(node)] if node in addrs else []
             bootstrap = ",".join([*first, *addrs.values()])
         c = KafkaQueueClient(keys=self.keys, acks=self.acks, timeout_s=self.timeout_s,
-                             bootstrap=bootstrap, topic=self.topic)
+                             bootstrap=bootstrap, topic=self.topic,
+                             retries=self.retries_setting,
+                             request_timeout_s=self.request_timeout_s)
         c.producer_config = {**config.producer_config(bootstrap, self.acks,
-                                                      timeout_s=self.timeout_s),
+                                                      timeout_s=self.timeout_s,
+                                                      retries=self.retries_setting,
+                                                      request_timeout_s=self.request_timeout_s),
                              "logger": _rdkafka_logger(run)}
         c.consumer = Consumer({**config.consumer_config(bootstrap, timeout_s=self.timeout_s),
                                "logger": _rdkafka_logger(run)})
