@@ -65,8 +65,12 @@ class KafkaSystem:
                          {"libs": jars.resolve().libs}, packages=JRE_PACKAGES)
 
     def client(self, test: Test) -> Client:
-        return KafkaQueueClient(keys=test.spec.keys, acks=test.spec.broker.acks,
-                                max_poll_records=test.spec.max_poll_records)
+        spec = test.spec
+        return KafkaQueueClient(keys=spec.keys, acks=spec.broker.acks,
+                                timeout_s=spec.producer.delivery_timeout_s,
+                                retries=spec.producer.retries,
+                                request_timeout_s=spec.producer.request_timeout_s,
+                                max_poll_records=spec.max_poll_records)
 
     def describe(self, spec: TestSpec) -> Mapping[str, Any]:
         """Until the broker runs: the version asked for (the running broker's own version
