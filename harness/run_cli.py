@@ -7,6 +7,7 @@ actually given, by click's ParameterSource).
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import sys
 import threading
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from harness.runfiles import EXIT_USAGE
-from harness.spec import SpecError, TestSpec, build_spec, load_toml
+from harness.spec import POOL_MAX, SPARK_CHOICES, SpecError, TestSpec, build_spec, load_toml
 
 if TYPE_CHECKING:
     from harness.core import Stopper
@@ -29,17 +30,25 @@ FIELDS: dict[str, str] = {
     "workload": "workload", "nemesis": "nemesis", "nemesis_interval": "nemesis_interval_s",
     "nemesis_targets": "nemesis_targets", "nemesis_schedule": "nemesis_schedule",
     "time_limit": "time_limit_s",
-    "concurrency": "concurrency", "keys": "keys", "seed": "seed", "scenario": "scenario",
+    "concurrency": "concurrency", "keys": "keys", "max_writes_per_key": "max_writes_per_key",
+    "key_pool": "key_pool", "max_poll_records": "max_poll_records", "seed": "seed",
+    "scenario": "scenario",
     "results_dir": "results_dir", "test_count": "test_count",
     "replication_factor": "broker.replication_factor", "acks": "broker.acks",
     "min_insync_replicas": "broker.min_insync_replicas",
     "unclean_leader_election": "broker.unclean_leader_election",
     "truncation": "broker.truncation", "flush": "broker.flush",
+    "spark": "spark", "spark_master": "spark_master", "spark_remote": "spark_remote",
     "retries": "producer.retries", "delivery_timeout_ms": "producer.delivery_timeout_ms",
     "request_timeout_ms": "producer.request_timeout_ms",
     "idempotence": "producer.enable_idempotence",
 }
 TABLES = ("broker", "producer")
+
+
+def _default(name: str) -> Any:
+    """A TestSpec field's default, so the options show the spec's own."""
+    return next(f.default for f in dataclasses.fields(TestSpec) if f.name == name)
 
 
 class BadUsage(click.ClickException):
@@ -134,7 +143,18 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
 @click.option("--time-limit", type=float, default=60.0, show_default=True,
               help="Seconds of workload and faults (before the final heal and reads).")
 @click.option("--concurrency", type=int, default=10, show_default=True)
-@click.option("--keys", type=int, default=8, show_default=True)
+@click.option("--keys", type=int, default=8, show_default=True,
+              help="Keys (partitions) written at once; each is retired after "
+                   "--max-writes-per-key sends and a fresh one from the pool takes its place.")
+@click.option("--max-writes-per-key", type=int, default=_default("max_writes_per_key"),
+              show_default=True,
+              help="Sends a key takes before it is retired.")
+@click.option("--key-pool", type=int,
+              help="Partitions created at setup for the keys to rotate through (default: "
+                   f"enough for the time limit, at most {POOL_MAX}).")
+@click.option("--max-poll-records", type=int, default=_default("max_poll_records"),
+              show_default=True,
+              help="Records one poll returns at most, over all its keys.")
 @click.option("--replication-factor", type=int, default=3, show_default=True)
 @click.option("--acks", type=click.Choice(["0", "1", "all"]), default="all", show_default=True)
 @click.option("--min-insync-replicas", type=int, default=2, show_default=True)
@@ -144,6 +164,12 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
               show_default=True)
 @click.option("--flush", type=click.Choice(["page-cache", "every-message"]), default="page-cache",
               show_default=True)
+@click.option("--spark", type=click.Choice(SPARK_CHOICES), default="auto", show_default=True,
+              help="Which Spark checks the run: auto (the warm one of `undertow spark start` "
+                   "when it is up, else cold), cold, or warm (exit 2 if none is up).")
+@click.option("--spark-master", default="local[2]", show_default=True,
+              help="Spark master of a cold check (a non-local one is used as given).")
+@click.option("--spark-remote", help="A Spark Connect server (sc://HOST:PORT) to check on.")
 @click.option("--retries", type=int,
               help="Producer: resends of a send whose attempt may have been written "
                    "(default: the system's own; each resend may duplicate the record).")
@@ -191,6 +217,12 @@ def _run(ctx: click.Context, params: dict[str, Any], stopper: Stopper) -> int:
     try:
         core.check_startable(spec)
     except SpecError as e:
+        raise BadUsage(str(e)) from e
+    from checkers.spark_server import SparkError, resolve
+
+    try:  # a named Spark that cannot be had is said now, not after the run
+        resolve(spec.spark, spec.spark_master, spec.spark_remote)
+    except SparkError as e:
         raise BadUsage(str(e)) from e
     click.echo(f"undertow run: {test_name(spec)}, "
                f"{spec.system} on {len(spec.nodes)} nodes ({spec.backend}), nemesis "

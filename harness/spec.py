@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -19,7 +20,15 @@ Truncation = Literal["hw", "leader-epoch"]
 Flush = Literal["page-cache", "every-message"]
 BACKENDS = ("local", "docker", "ssh")
 TARGETS = ("one", "minority", "majority", "all", "leader", "followers", "controller")
+SPARK_CHOICES = ("auto", "cold", "warm")  # checkers.spark_server says what each means
 SCHEDULES = ("stagger", "phases")  # nemesis/schedule.py says what each does
+# Sizing the default key pool: sends per second the queue workload is assumed to reach
+# (what 10 clients get from 3 local nodes of our broker on 2 cores), and a ceiling: our
+# broker's followers fetch every partition in each round, so hundreds of partitions
+# slow every write (600 made it 5 times slower here; 256 stayed within the noise).
+POOL_SENDS_PER_S = 500
+POOL_MAX = 256
+MAX_POLL_RECORDS = 100  # a poll's records at most, over all its keys (Kafka's max.poll.records)
 
 
 class SpecError(ValueError):
@@ -116,7 +125,10 @@ class TestSpec:
     nemesis_schedule: str = "stagger"  # stagger: faults throughout; phases: steady/faults/recovery
     time_limit_s: float = 60.0
     concurrency: int = 10
-    keys: int = 8
+    keys: int = 8  # keys written at once; the queue workload rotates them (workloads/keys.py)
+    max_writes_per_key: int = 1024  # sends a key takes before it is retired for a fresh one
+    key_pool: int | None = None  # partitions created at setup; None: enough for the time limit
+    max_poll_records: int = MAX_POLL_RECORDS
     broker: BrokerSettings = field(default_factory=BrokerSettings)
     producer: ProducerSettings = field(default_factory=ProducerSettings)
     seed: int = 0
@@ -125,6 +137,8 @@ class TestSpec:
     test_count: int = 1
     final_read_timeout_s: float = 30.0
     spark_master: str = "local[2]"
+    spark: str = "auto"  # which Spark checks the run: checkers.spark_server.resolve's rule
+    spark_remote: str | None = None  # a Spark Connect server (sc://HOST:PORT) to check on
     extra: Mapping[str, Any] = field(default_factory=dict)  # scenario-specific knobs
     # a recorded fault plan to replay as it is (nemesis/replay.py), instead of one drawn
     # from the seed; test.json always records the plan a run used under this key
@@ -135,6 +149,15 @@ class TestSpec:
         if self.hosts:
             return tuple(f"n{i + 1}" for i in range(len(self.hosts)))
         return tuple(f"n{i + 1}" for i in range(self.node_count))
+
+    @property
+    def partitions(self) -> int:
+        """The topic's partitions, created at setup: the key pool given, else one that lasts
+        time_limit_s at POOL_SENDS_PER_S sends per second (at most POOL_MAX)."""
+        if self.key_pool is not None:
+            return self.key_pool
+        needed = math.ceil(self.time_limit_s * POOL_SENDS_PER_S / self.max_writes_per_key)
+        return max(self.keys, min(POOL_MAX, self.keys + needed))
 
     def validate(self) -> TestSpec:
         """Raise SpecError naming the first thing that cannot work."""
@@ -149,11 +172,23 @@ class TestSpec:
             raise SpecError("--min-insync-replicas must be between 1 and the replication factor")
         if self.backend == "ssh" and not self.hosts and not self.cluster_file:
             raise SpecError("--backend ssh needs --node HOST[:PORT] (repeated) or --cluster-file")
+        counts = {"--keys": self.keys, "--max-writes-per-key": self.max_writes_per_key,
+                  "--max-poll-records": self.max_poll_records, "--key-pool": self.key_pool}
+        for option, count in counts.items():
+            if count is not None and (not isinstance(count, int) or isinstance(count, bool)):
+                raise SpecError(f"{option}: must be an integer, got {count!r}")
         for option, value in (("--time-limit", self.time_limit_s),
                               ("--nemesis-interval", self.nemesis_interval_s),
-                              ("--concurrency", self.concurrency), ("--keys", self.keys)):
+                              ("--concurrency", self.concurrency), ("--keys", self.keys),
+                              ("--max-writes-per-key", self.max_writes_per_key),
+                              ("--max-poll-records", self.max_poll_records)):
             if value <= 0:
                 raise SpecError(f"{option}: must be positive, got {value:g}")
+        if self.key_pool is not None and self.key_pool < self.keys:
+            raise SpecError(f"--key-pool {self.key_pool}: must be at least --keys ({self.keys}), "
+                            f"the keys written at once")
+        if self.spark not in SPARK_CHOICES:
+            raise SpecError(f"--spark: {self.spark!r} is not one of {', '.join(SPARK_CHOICES)}")
         if self.nemesis_schedule not in SCHEDULES:
             raise SpecError(f"--nemesis-schedule: {self.nemesis_schedule!r} is not one of "
                             f"{', '.join(SCHEDULES)}")
