@@ -19,6 +19,8 @@ from broker.group import (
     Group,
     Reply,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 SESSION_MS, REBALANCE_MS = 1000, 5000
 PROTOS = [("range", {"topics": ["queue"]})]
@@ -224,3 +226,66 @@ def test_commits_count_once_appended_and_a_new_coordinator_replays_everything() 
     assert new.tick(10_000 + SESSION_MS) == []
     [app] = appends(new.tick(10_500 + SESSION_MS + 1))  # the last member gone: empty
     assert app.record["members"] == {} and new.state == EMPTY and new.generation == 2
+
+
+OPS = st.lists(st.tuples(st.sampled_from(["new", "rejoin", "sync", "heartbeat", "leave",
+                                          "commit", "tick", "stale"]),
+                         st.integers(0, 5), st.integers(0, 3000)), max_size=60)
+
+
+@settings(max_examples=300, deadline=None)
+@given(OPS)
+def test_any_sequence_keeps_one_generation_one_leader_and_replays_to_the_same_group(
+        ops: list[tuple[str, int, int]]) -> None:
+    g = Group("g")
+    log: list[dict[str, Any]] = []
+    gen_of: dict[str, int] = {}   # what each member last learned from a join reply
+    synced: dict[tuple[str, int], Any] = {}
+    now = 0
+    for op, pick, dt in ops:
+        now += dt if op == "tick" else 1
+        members = sorted(g.members)
+        mid = members[pick % len(members)] if members else ""
+        before = (g.generation, set(g.members))
+        if op == "new":
+            effects = join(g, "", now)
+        elif op == "rejoin":
+            effects = join(g, mid, now) if mid else []
+        elif op == "sync":
+            assignment = {m: [m] for m in g.members}
+            effects = g.sync(mid, gen_of.get(mid, -1), assignment, now) if mid else []
+        elif op == "heartbeat":
+            effects, _ = [], g.heartbeat(mid, gen_of.get(mid, -1), now)
+        elif op == "leave":
+            effects = g.leave(mid, now)[1] if mid else []
+        elif op == "commit":
+            effects = g.commit(mid, gen_of.get(mid, -1), {("queue", pick): now}, now)
+        elif op == "tick":
+            effects = g.tick(now)
+        else:  # a request from an old generation changes nothing
+            body = g.heartbeat(mid or "ghost", g.generation - 1, now)
+            assert body["error"] in (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID)
+            assert (g.generation, set(g.members)) == before
+            continue
+        while effects:  # every append commits at once, and what it released follows
+            e, effects = effects[0], effects[1:]
+            if isinstance(e, Append):
+                log.append(e.record)
+                effects = [*effects, *g.appended(e.record), *e.then]
+                continue
+            if e.kind == "join" and e.body["error"] is None:
+                assert e.body["generation"] == g.generation and e.body["leader"] == g.leader
+                assert ("members" in e.body) == (e.member_id == g.leader)
+                gen_of[e.member_id] = e.body["generation"]
+            if e.kind == "sync" and e.body["error"] is None:
+                key = (e.member_id, g.generation)
+                assert synced.setdefault(key, e.body["assignment"]) == e.body["assignment"]
+        assert g.generation >= before[0]
+        if g.state in (COMPLETING, STABLE):
+            assert g.leader in g.members
+        if g.state == EMPTY:
+            assert not g.members
+    if g.state in (STABLE, EMPTY) and g.assignment_appended:
+        again = Group.replay("g", log, now)
+        assert (again.generation, set(again.members), again.offsets) == (
+            g.generation, set(g.members), g.offsets)
