@@ -29,6 +29,7 @@ the replay, as in Kafka after a coordinator moves.
 from __future__ import annotations
 
 import uuid
+import zlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +43,11 @@ INCONSISTENT_GROUP_PROTOCOL = "INCONSISTENT_GROUP_PROTOCOL"
 EMPTY, STABLE = "Empty", "Stable"
 PREPARING, COMPLETING = "PreparingRebalance", "CompletingRebalance"
 NO_GENERATION = -1
+
+
+def coordinator_partition(group_id: str, partitions: int) -> int:
+    """The offsets-topic partition (0-based) that holds the group; its leader coordinates it."""
+    return zlib.crc32(group_id.encode()) % partitions
 
 
 @dataclass(frozen=True)
@@ -91,16 +97,17 @@ class Group:
 
     # -- requests --------------------------------------------------------------------
     def join(self, member_id: str, client_id: str, protocols: Sequence[tuple[str, Any]],
-             session_timeout_ms: int, rebalance_timeout_ms: int, now_ms: int) -> list[Effect]:
-        """A (re)join; the reply comes when the rebalance completes."""
+             session_timeout_ms: int, rebalance_timeout_ms: int, now_ms: int,
+             new_id: str | None = None) -> list[Effect]:
+        """A (re)join; the reply comes when the rebalance completes. A new member (member_id "")
+        is named `new_id`, or client_id and a random suffix."""
+        mid = member_id or new_id or f"{client_id}-{uuid.uuid4().hex[:12]}"
         names = [n for n, _ in protocols]
         if not names or (self.members and not self._common(names)):
-            return [Reply(member_id, "join", {"error": INCONSISTENT_GROUP_PROTOCOL,
-                                              "message": f"no protocol in common with {names}"})]
+            return [Reply(mid, "join", _error(INCONSISTENT_GROUP_PROTOCOL,
+                                              f"no protocol in common with {names}"))]
         if member_id and member_id not in self.members:
-            return [Reply(member_id, "join", {"error": UNKNOWN_MEMBER_ID,
-                                              "message": f"{member_id} is not a member"})]
-        mid = member_id or f"{client_id}-{uuid.uuid4().hex[:12]}"
+            return [Reply(mid, "join", _error(UNKNOWN_MEMBER_ID, f"{mid} is not a member"))]
         m = self.members.get(mid)
         if m is None:
             m = self.members[mid] = Member(mid, client_id, dict(protocols), session_timeout_ms,

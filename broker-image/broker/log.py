@@ -19,12 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+# A record's value: an integer (the topic's records), or one line of JSON (an internal
+# topic's records, e.g. a consumer group's state); a segment line is `offset epoch value`.
+Value = int | str
+
 
 @dataclass(frozen=True, slots=True)
 class Record:
     offset: int
     epoch: int
-    value: int
+    value: Value
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -76,7 +80,7 @@ class PartitionLog:
         self.segment_bytes = segment_bytes
         directory.mkdir(parents=True, exist_ok=True)
         self.epochs: list[int] = []
-        self.values: list[int] = []
+        self.values: list[Value] = []
         self.segments: list[int] = []  # base offsets
         self._fh: IO[bytes] | None = None
         self._seg_size = 0
@@ -97,10 +101,11 @@ class PartitionLog:
             data = path.read_bytes()
             good = 0
             for line in data.split(b"\n")[:-1]:
-                parts = line.split()
+                parts = line.split(b" ", 2)
                 try:
-                    off, ep, val = int(parts[0]), int(parts[1]), int(parts[2])
-                except (ValueError, IndexError):
+                    off, ep = int(parts[0]), int(parts[1])
+                    val: Value = parts[2].decode() if parts[2][:1] == b"{" else int(parts[2])
+                except (ValueError, IndexError, UnicodeDecodeError):
                     break
                 if off != self.leo or len(parts) != 3:
                     break
@@ -146,7 +151,7 @@ class PartitionLog:
             self._fh = open(self.dir / segment_name(self.segments[-1]), "ab")  # noqa: SIM115
         return self._fh
 
-    def append(self, entries: list[tuple[int, int]]) -> int:
+    def append(self, entries: list[tuple[int, Value]]) -> int:
         """Append (epoch, value) pairs; returns the first offset. Data reaches the OS at once."""
         first = self.leo
         if not entries:

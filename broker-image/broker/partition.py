@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import Settings
-from .log import PartitionLog, Record
+from .log import PartitionLog, Record, Value
 from .metadata import PartitionMeta
 from .protocol import (
     FENCED_LEADER_EPOCH,
@@ -58,7 +58,7 @@ class Partition:
     role: str = "none"                       # leader | follower | none
     followers: dict[str, FollowerState] = field(default_factory=dict)
     waiters: deque[Waiter] = field(default_factory=deque)   # in offset order
-    pending: list[tuple[int, Done]] = field(default_factory=list)
+    pending: list[tuple[Value, Done]] = field(default_factory=list)
     needs_epoch_truncation: bool = False
     isr_change_inflight: bool = False
     hw_checkpointed: int = -1
@@ -294,10 +294,10 @@ class Partition:
         return out
 
     # -- follower ----------------------------------------------------------------
-    def apply_fetched(self, records: list[list[int]], leader_hw: int) -> int:
+    def apply_fetched(self, records: list[list[Any]], leader_hw: int) -> int:
         """Append a leader's records ([offset, epoch, value]); follower HW = min(leader HW, LEO)."""
         if records and records[0][0] == self.log.leo:
-            run: list[tuple[int, int]] = []
+            run: list[tuple[int, Value]] = []
             for off, ep, val in records:
                 if off != self.log.leo + len(run):
                     break
