@@ -146,7 +146,7 @@ class Coordinator:
         except ProtocolError as e:
             failed(f"{e.code}: {e}")
             return done
-        p.pending.append((dumps(app.record).decode(), appended))
+        p.pending.append((dumps(app.record).decode(), None, appended))
         self.b.schedule_append(p)
         return done
 

@@ -105,7 +105,8 @@ class KafkaViews:
         Kafka's own version then goes into test.json."""
         admin = self.open_admin()
         spec: TestSpec = run.spec
-        took = admin.wait_ready(len(self.brokers), spec.keys, spec.broker.replication_factor,
+        took = admin.wait_ready(len(self.brokers), spec.partitions,
+                                spec.broker.replication_factor,
                                 spec.broker.min_insync_replicas, timeout_s=timeout_s)
         if not self._warm:  # once: the producer-id machinery, before the workload's first send
             warm_up(self.bootstrap, admin)
