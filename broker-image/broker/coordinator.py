@@ -114,6 +114,9 @@ class Coordinator:
         p = self.b.partitions.get(pid)
 
         def failed(message: str) -> None:
+            g = self.groups.get(group_id)
+            if g is not None:
+                self.run(group_id, g.append_failed(app.record, self.b.clock.now_ms()))
             for r in app.then:
                 self._resolve((group_id, r.member_id, r.kind),
                               {"error": NOT_COORDINATOR, "message": message})

@@ -154,6 +154,15 @@ class Group:
                 out.append(Reply(m.member_id, "sync", {"error": None, "assignment": m.assignment}))
         return out
 
+    def append_failed(self, record: Mapping[str, Any], now_ms: int) -> list[Effect]:
+        """A record this coordinator appended is not known to be committed. If it held the
+        assignment its members wait for, they get none: the group rebalances (as Kafka)."""
+        if (record.get("type") != "group" or record.get("generation") != self.generation
+                or self.state != STABLE or self.assignment_appended):
+            return []
+        self.assignment_appended = True  # nothing waits on an append any more
+        return self._prepare(now_ms)
+
     def heartbeat(self, member_id: str, generation: int, now_ms: int) -> dict[str, Any]:
         err = self._fence(member_id, generation)
         if err:

@@ -158,6 +158,19 @@ def test_a_leader_that_never_syncs_is_removed_and_the_others_rejoin() -> None:
     assert got[b]["generation"] == 3 and got[b]["leader"] == b
 
 
+def test_an_assignment_that_cannot_be_committed_makes_the_group_rebalance() -> None:
+    g = Group("g")
+    a = first_member(g)
+    [app] = appends(g.sync(a, 1, {a: "all"}, 1))
+    effects = g.append_failed(app.record, 2)
+    assert g.state == PREPARING
+    assert replies(effects, "sync")[a]["error"] == REBALANCE_IN_PROGRESS
+    assert g.appended(app.record) == []  # a late commit of it changes nothing now
+    got = replies(join(g, a, 3), "join")
+    assert got[a]["generation"] == 2
+    assert stable(g, {a: "all"}, 4)[a]["assignment"] == "all"
+
+
 def test_leaving_rebalances_and_the_last_one_out_empties_the_group() -> None:
     g = Group("g")
     a = first_member(g)

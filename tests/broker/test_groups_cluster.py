@@ -128,3 +128,37 @@ def test_a_group_rebalances_fences_commits_and_survives_its_coordinator(
     finally:
         a_cl.close()
         b_cl.close()
+
+
+def test_a_rebalance_cut_by_the_coordinators_death_completes_on_its_successor(
+        make_cluster: Callable[..., LocalCluster]) -> None:
+    c = make_cluster(settings=SETTINGS)
+    c.start_all()
+    c.wait_ready(20)
+    a_cl = BrokerClient(c.addrs, timeout_s=10)
+    b_cl = BrokerClient(c.addrs, timeout_s=10)
+    try:
+        group = next(g for g in (f"cut-{i}" for i in range(50))
+                     if a_cl.group_request({"type": "find_coordinator", "group": g})["node"]
+                     != c.controller)
+        coordinator = a_cl.group_request({"type": "find_coordinator", "group": group})["node"]
+        first = join(a_cl, group)
+        a = first["member_id"]
+        sync(a_cl, group, first)
+        with ThreadPoolExecutor(1) as pool:
+            b_join = pool.submit(join, b_cl, group)  # waits for a, who will not rejoin here
+            assert c.wait(lambda: heartbeat(a_cl, group, a, 1) == "REBALANCE_IN_PROGRESS",
+                          10, "the rebalance to start")
+            c.kill(coordinator)  # mid-rebalance: b's join is cut off; b finds the new one
+            # the successor replays generation 1 (a alone); b's renewed join rebalances it
+            assert c.wait(lambda: heartbeat(a_cl, group, a, 1) == "REBALANCE_IN_PROGRESS",
+                          20, "the successor to rebalance")
+            a_join = join(a_cl, group, a)
+            b_reply = b_join.result(20)
+        assert a_join["generation"] == b_reply["generation"] == 2
+        assert set(a_join["members"]) == {a, b_reply["member_id"]}
+        assert a_cl.group_request({"type": "find_coordinator", "group": group})["node"] \
+            != coordinator
+    finally:
+        a_cl.close()
+        b_cl.close()
