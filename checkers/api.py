@@ -13,6 +13,7 @@ import orjson
 
 from checkers.graph import cycle_results, find_cycles
 from checkers.logcheck import EXAMPLES
+from checkers.spark_server import SparkTarget
 from checkers.tables import OK, Tables, load_tables
 from harness.runfiles import F_CODES, write_results
 
@@ -97,19 +98,23 @@ def check_with(spark: Any, run_dir: Path, *, local: bool = True) -> dict[str, An
     return check_tables(spark, run_dir, t, local=local, read_s=time.monotonic() - t0)
 
 
-def check_runs(dirs: Sequence[Path], spark_master: str = "local[*]",
-               spark_remote: str | None = None) -> list[dict[str, Any]]:
+def check_runs(dirs: Sequence[Path], target: SparkTarget | None = None) -> list[dict[str, Any]]:
     """Check many folders in one Spark session (input errors raise HistoryError)."""
     from checkers.spark import spark_session
+    from checkers.spark_server import resolve
 
-    with spark_session(spark_master, spark_remote) as spark:
-        local = spark_remote is None and spark_master.startswith("local")
-        return [check_with(spark, Path(d), local=local) for d in dirs]
+    target = target or resolve("cold", "local[*]")
+    with spark_session(target.master, target.remote) as spark:
+        out = [check_with(spark, Path(d), local=target.shares_files) for d in dirs]
+    for d, results in zip(dirs, out, strict=True):
+        results["stats"]["spark"] = target.label
+        write_results(Path(d), results)
+    return out
 
 
-def check_run(run_dir: Path, *, spark_master: str = "local[2]") -> dict[str, Any]:
+def check_run(run_dir: Path, target: SparkTarget | None = None) -> dict[str, Any]:
     """Check one folder; writes run_dir/results.json and returns it."""
-    return check_runs([run_dir], spark_master=spark_master)[0]
+    return check_runs([run_dir], target)[0]
 
 
 def check_local(run_dir: Path, *, write: bool = False) -> dict[str, Any]:

@@ -8,6 +8,8 @@ from typing import Any
 
 import click
 
+from harness.spec import SPARK_CHOICES
+
 
 def summary_line(run_dir: Path, results: dict[str, Any]) -> str:
     v = results["valid"]
@@ -21,26 +23,37 @@ def summary_line(run_dir: Path, results: dict[str, Any]) -> str:
 @click.command("check")
 @click.argument("run_dirs", nargs=-1, required=True,
                 type=click.Path(file_okay=False, path_type=Path))
-@click.option("--spark-master", default="local[*]", show_default=True,
-              help="Spark master URL to run the jobs on.")
+@click.option("--spark", "choice", type=click.Choice(SPARK_CHOICES), default="auto",
+              show_default=True,
+              help="auto: the warm Spark (`undertow spark start`) when it is up, else a cold "
+                   "local session; cold: always a new session; warm: the warm Spark or exit 2.")
+@click.option("--spark-master", default=None,
+              help="Spark master URL for a cold session [default: local[*]]; a non-local "
+                   "one (spark://HOST:PORT) is used as given.")
 @click.option("--spark-remote", default=None,
-              help="Spark Connect address (sc://host:port) of a long-lived Spark.")
-def check(run_dirs: tuple[Path, ...], spark_master: str, spark_remote: str | None) -> None:
+              help="Spark Connect address (sc://HOST:PORT) of a long-lived Spark.")
+def check(run_dirs: tuple[Path, ...], choice: str, spark_master: str | None,
+          spark_remote: str | None) -> None:
     """Check run folders (history.jsonl, and replicas.jsonl when present); write results.json.
 
     Exit 0 valid, 1 invalid, 3 unknown, 2 bad usage or unreadable input (worst of all).
     """
     from checkers.api import check_tables, parse_workers
     from checkers.spark import SessionStarter
+    from checkers.spark_server import SparkError, resolve
     from checkers.tables import load_tables
-    from harness.runfiles import HistoryError, exit_code, worst_exit_code, write_results
+    from harness.runfiles import EXIT_USAGE, HistoryError, exit_code, worst_exit_code, write_results
 
+    try:
+        target = resolve(choice, spark_master, spark_remote)
+    except SparkError as e:
+        click.echo(f"undertow check: {e}", err=True)
+        raise SystemExit(EXIT_USAGE) from e
     codes: list[int] = []
-    local = spark_remote is None and spark_master.startswith("local")
     starter = None
     if any((d / "history.jsonl").is_file() for d in run_dirs):
         t_start = time.monotonic()
-        starter = SessionStarter(spark_master, spark_remote)  # starts while we parse
+        starter = SessionStarter(target.master, target.remote)  # starts while we parse
     try:
         for d in run_dirs:
             if not (d / "history.jsonl").is_file():
@@ -57,8 +70,10 @@ def check(run_dirs: tuple[Path, ...], spark_master: str, spark_remote: str | Non
             t1 = time.monotonic()
             spark = starter.get()
             waited_s = time.monotonic() - t1
-            results = check_tables(spark, d, tables, local=local, read_s=read_s)
+            results = check_tables(spark, d, tables, local=target.shares_files,
+                                   read_s=read_s)
             results["stats"]["spark_wait_s"] = round(waited_s, 3)  # start not hidden by reading
+            results["stats"]["spark"] = target.label
             results["stats"]["since_start_s"] = round(time.monotonic() - t_start, 3)
             write_results(d, results)
             click.echo(summary_line(d, results))

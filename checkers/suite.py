@@ -2,7 +2,8 @@
 
 Log checks per key, the dependency-graph cycles and the replica checks all read
 the same tables, so they run as one job; an input that breaks the contract
-answers "unknown" with the reader's `file:line: problem`.
+answers "unknown" with the reader's `file:line: problem`. The Spark is the one the
+spec names, by checkers.spark_server's rule (the warm server when it is up).
 """
 
 from __future__ import annotations
@@ -21,9 +22,12 @@ class RunFileChecker:
 
     def check(self, run_dir: Path, spec: TestSpec | None) -> dict[str, Any]:
         from checkers.api import check_run
+        from checkers.spark_server import SparkError, resolve
 
-        master = spec.spark_master if spec is not None else "local[2]"
         try:
-            return check_run(run_dir, spark_master=master)
-        except HistoryError as e:
-            return {"valid": "unknown", "error": f"bad history: {e}"}
+            target = (resolve(spec.spark, spec.spark_master, spec.spark_remote)
+                      if spec is not None else resolve("auto", "local[2]"))
+            return check_run(run_dir, target)
+        except (HistoryError, SparkError) as e:
+            what = "bad history" if isinstance(e, HistoryError) else "no Spark"
+            return {"valid": "unknown", "error": f"{what}: {e}"}

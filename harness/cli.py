@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "image": "harness.image_cli:image",
     "scenarios": "harness.scenarios_cli:scenarios",
     "shrink": "harness.shrink_cli:shrink",
+    "spark": "checkers.spark_cli:spark",
 }
 
 
@@ -32,6 +33,7 @@ HELP: dict[str, str] = {
     "image": "Build the docker backend's images: the base and a system's node image.",
     "scenarios": "List the named scenarios and their settings.",
     "shrink": "Shrink a failing run's fault plan to the smallest that still fails.",
+    "spark": "A warm Spark for many checks: start, status, stop (cold local by default).",
 }
 
 

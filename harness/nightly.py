@@ -16,6 +16,10 @@ Each night draws a fresh seed from the date and the run number (printed, and kep
 in nightly.json, the JUnit file and the index), so night after night new
 interleavings are tried and any one can be replayed with `--seed`.
 
+The runs are checked on the Spark that `--spark` picks (checkers.spark_server's rule:
+the warm server of `undertow spark start` when it is up, else a cold local session);
+`--warm-spark` starts a warm server for the night when none is up, and stops it after.
+
 Whatever happens, `undertow heal` runs at the end, the results index is
 refreshed, and results/nightly.json plus results/nightly-junit.xml say what
 was judged and why.
@@ -39,6 +43,7 @@ import click
 
 from harness.junit import Case, suite_tree, write_tree
 from harness.runfiles import EXIT_INVALID, EXIT_MEANING, EXIT_VALID, read_results
+from harness.spec import SPARK_CHOICES
 
 # The documented matrix: every known bug, and the safe settings that must stay clean.
 MATRIX: tuple[str, ...] = ("kip101-loss", "kip101-divergence", "isr-shrink-2013",
@@ -105,7 +110,7 @@ def undertow(*args: str, timeout_s: float | None = None) -> int:
 
 def run_scenario(name: str, expected: Sequence[str], *, backend: str, results_dir: Path,
                  seed: int, time_limit_s: float | None, scenario_time_s: float,
-                 require: str, fixed_by: Sequence[str] = ()) -> Judgement:
+                 require: str, fixed_by: Sequence[str] = (), spark: str = "auto") -> Judgement:
     """One run of a scenario, judged; with fixed_by (its fix's options) it must be valid."""
     from harness.scenarios import control_label
 
@@ -114,7 +119,7 @@ def run_scenario(name: str, expected: Sequence[str], *, backend: str, results_di
         expected = ()
     before = _latest(results_dir, name)
     args = ["run", "--scenario", name, "--backend", backend, "--results-dir", str(results_dir),
-            "--seed", str(seed), *fixed_by]
+            "--seed", str(seed), "--spark", spark, *fixed_by]
     if time_limit_s is not None:
         args += ["--time-limit", f"{time_limit_s:g}"]
     t0 = time.monotonic()
@@ -175,9 +180,14 @@ def write_summary(results_dir: Path, judgements: Sequence[Judgement], *, seed: i
               help="Also run each known bug with the options that fix it; it must be valid.")
 @click.option("--heal/--no-heal", default=True, show_default=True,
               help="Run `undertow heal` at the end (always, even after a failure).")
+@click.option("--spark", type=click.Choice(SPARK_CHOICES), default="auto", show_default=True,
+              help="Which Spark checks each run (as `undertow run --spark`).")
+@click.option("--warm-spark", is_flag=True,
+              help="Start a warm Spark (`undertow spark start`) for the night if none is up; "
+                   "stop it at the end.")
 def main(backend: str, scenarios: tuple[str, ...], results_dir: Path, seed: int | None,
          run_number: int | None, time_limit_s: float | None, require: str, controls: bool,
-         heal: bool) -> None:
+         heal: bool, spark: str, warm_spark: bool) -> None:
     """Run the nightly matrix of scenarios and judge each verdict; exit 1 on any failure."""
     from harness.scenarios import all_scenarios
 
@@ -201,17 +211,22 @@ def main(backend: str, scenarios: tuple[str, ...], results_dir: Path, seed: int 
     judgements: list[Judgement] = []
     runs = [(n, ()) for n in names] + \
         [(n, SCENARIOS[n].fixed_by) for n in names if controls and SCENARIOS[n].fixed_by]
+    started_spark = warm_spark and undertow("spark", "status") != 0
+    if started_spark and undertow("spark", "start", "--port", "0", timeout_s=600) != 0:
+        raise SystemExit("nightly: the warm Spark did not start (see `undertow spark start`)")
     try:
         for name, fixed_by in runs:
             sc = SCENARIOS[name]
             limit = float(sc.settings.get("time_limit_s", 60.0))
             j = run_scenario(name, sc.expected, backend=backend, results_dir=results_dir,
                              seed=seed, time_limit_s=time_limit_s, scenario_time_s=limit,
-                             require=require, fixed_by=fixed_by)
+                             require=require, fixed_by=fixed_by, spark=spark)
             judgements.append(j)
             click.echo(f"nightly: {j.scenario}: {'PASS' if j.passed else 'FAIL'}: {j.reason}",
                        err=True)
     finally:
+        if started_spark:
+            undertow("spark", "stop", timeout_s=300)
         if heal:
             undertow("heal", timeout_s=300)
         write_summary(results_dir, judgements, seed=seed, seed_from=seed_from)

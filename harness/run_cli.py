@@ -7,6 +7,7 @@ actually given, by click's ParameterSource).
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import sys
 import threading
@@ -17,25 +18,36 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from harness.runfiles import EXIT_USAGE
-from harness.spec import SpecError, TestSpec, build_spec, load_toml
+from harness.spec import POOL_MAX, SPARK_CHOICES, SpecError, TestSpec, build_spec, load_toml
 
 if TYPE_CHECKING:
     from harness.core import Stopper
 
-# option name -> (spec field, or "broker.<field>")
+# option name -> (spec field, or "broker.<field>" / "producer.<field>")
 FIELDS: dict[str, str] = {
     "system": "system", "backend": "backend", "nodes": "node_count", "node": "hosts",
     "cluster_file": "cluster_file",
     "workload": "workload", "nemesis": "nemesis", "nemesis_interval": "nemesis_interval_s",
     "nemesis_targets": "nemesis_targets", "nemesis_schedule": "nemesis_schedule",
     "time_limit": "time_limit_s",
-    "concurrency": "concurrency", "keys": "keys", "seed": "seed", "scenario": "scenario",
+    "concurrency": "concurrency", "keys": "keys", "max_writes_per_key": "max_writes_per_key",
+    "key_pool": "key_pool", "max_poll_records": "max_poll_records", "seed": "seed",
+    "scenario": "scenario",
     "results_dir": "results_dir", "test_count": "test_count",
     "replication_factor": "broker.replication_factor", "acks": "broker.acks",
     "min_insync_replicas": "broker.min_insync_replicas",
     "unclean_leader_election": "broker.unclean_leader_election",
     "truncation": "broker.truncation", "flush": "broker.flush",
+    "spark": "spark", "spark_master": "spark_master", "spark_remote": "spark_remote",
+    "retries": "producer.retries", "delivery_timeout_ms": "producer.delivery_timeout_ms",
+    "request_timeout_ms": "producer.request_timeout_ms",
 }
+TABLES = ("broker", "producer")
+
+
+def _default(name: str) -> Any:
+    """A TestSpec field's default, so the options show the spec's own."""
+    return next(f.default for f in dataclasses.fields(TestSpec) if f.name == name)
 
 
 class BadUsage(click.ClickException):
@@ -51,7 +63,7 @@ def _comma_list(value: str) -> tuple[str, ...]:
 def _cli_layer(ctx: click.Context, params: dict[str, Any]) -> dict[str, Any]:
     """Only the options the user typed (not click's defaults) as a spec layer."""
     layer: dict[str, Any] = {}
-    broker: dict[str, Any] = {}
+    tables: dict[str, dict[str, Any]] = {t: {} for t in TABLES}
     for name, target in FIELDS.items():
         if ctx.get_parameter_source(name) != click.core.ParameterSource.COMMANDLINE:
             continue
@@ -62,12 +74,12 @@ def _cli_layer(ctx: click.Context, params: dict[str, Any]) -> dict[str, Any]:
             value = tuple(value)
         elif name in ("results_dir", "cluster_file"):
             value = str(value)
-        if target.startswith("broker."):
-            broker[target.removeprefix("broker.")] = value
+        table, _, key = target.rpartition(".")
+        if table:
+            tables[table][key] = value
         else:
             layer[target] = value
-    if broker:
-        layer["broker"] = broker
+    layer.update({t: fields for t, fields in tables.items() if fields})
     return layer
 
 
@@ -130,7 +142,18 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
 @click.option("--time-limit", type=float, default=60.0, show_default=True,
               help="Seconds of workload and faults (before the final heal and reads).")
 @click.option("--concurrency", type=int, default=10, show_default=True)
-@click.option("--keys", type=int, default=8, show_default=True)
+@click.option("--keys", type=int, default=8, show_default=True,
+              help="Keys (partitions) written at once; each is retired after "
+                   "--max-writes-per-key sends and a fresh one from the pool takes its place.")
+@click.option("--max-writes-per-key", type=int, default=_default("max_writes_per_key"),
+              show_default=True,
+              help="Sends a key takes before it is retired.")
+@click.option("--key-pool", type=int,
+              help="Partitions created at setup for the keys to rotate through (default: "
+                   f"enough for the time limit, at most {POOL_MAX}).")
+@click.option("--max-poll-records", type=int, default=_default("max_poll_records"),
+              show_default=True,
+              help="Records one poll returns at most, over all its keys.")
 @click.option("--replication-factor", type=int, default=3, show_default=True)
 @click.option("--acks", type=click.Choice(["0", "1", "all"]), default="all", show_default=True)
 @click.option("--min-insync-replicas", type=int, default=2, show_default=True)
@@ -140,6 +163,19 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
               show_default=True)
 @click.option("--flush", type=click.Choice(["page-cache", "every-message"]), default="page-cache",
               show_default=True)
+@click.option("--spark", type=click.Choice(SPARK_CHOICES), default="auto", show_default=True,
+              help="Which Spark checks the run: auto (the warm one of `undertow spark start` "
+                   "when it is up, else cold), cold, or warm (exit 2 if none is up).")
+@click.option("--spark-master", default="local[2]", show_default=True,
+              help="Spark master of a cold check (a non-local one is used as given).")
+@click.option("--spark-remote", help="A Spark Connect server (sc://HOST:PORT) to check on.")
+@click.option("--retries", type=int,
+              help="Producer: resends of a send whose attempt may have been written "
+                   "(default: the system's own; each resend may duplicate the record).")
+@click.option("--delivery-timeout-ms", type=int, default=3000, show_default=True,
+              help="Producer: a send's time limit, its retries included.")
+@click.option("--request-timeout-ms", type=int,
+              help="Producer: one attempt's time limit (default: the delivery timeout).")
 @click.option("--seed", type=int, help="Seed of every random choice (default: random, printed).")
 @click.option("--scenario", help="A named scenario (`undertow scenarios` lists them).")
 @click.option("--config", type=click.Path(dir_okay=False), help="A TOML experiment file.")
@@ -177,6 +213,12 @@ def _run(ctx: click.Context, params: dict[str, Any], stopper: Stopper) -> int:
     try:
         core.check_startable(spec)
     except SpecError as e:
+        raise BadUsage(str(e)) from e
+    from checkers.spark_server import SparkError, resolve
+
+    try:  # a named Spark that cannot be had is said now, not after the run
+        resolve(spec.spark, spec.spark_master, spec.spark_remote)
+    except SparkError as e:
         raise BadUsage(str(e)) from e
     click.echo(f"undertow run: {test_name(spec)}, "
                f"{spec.system} on {len(spec.nodes)} nodes ({spec.backend}), nemesis "

@@ -60,7 +60,8 @@ def load_failing(run_dir: Path) -> Failing:
         raise BadUsage(f"{run_dir}: the run is valid ({results} names no bad anomaly type, "
                        f"valid: {json.dumps(res.get('valid'))}): nothing to shrink; shrink "
                        f"starts from a run that found one")
-    return Failing(run_dir, spec, bad)
+    # `latest` moves to each trial's run: the shrink names the run the link points to now
+    return Failing(run_dir.resolve(), spec, bad)
 
 
 class _Interrupts:
@@ -88,7 +89,8 @@ class _Interrupts:
               help="Runs of a candidate plan; it is kept when one of them fails as the "
                    "original did.")
 @click.option("--budget", type=click.FloatRange(min=0, min_open=True), metavar="MINUTES",
-              help="Stop starting trials after this long; keep the best plan so far.")
+              help="End within this long: stop searching while the best plan's "
+                   "confirmation runs still fit, then confirm it.")
 @click.option("--results-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Where trials and the shrink's folder go (default: the run's own).")
 def shrink(run_dir: Path, tries: int, budget: float | None, results_dir: Path | None) -> None:

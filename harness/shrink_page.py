@@ -14,7 +14,8 @@ def stopped_text(stopped: str | None) -> str:
     if stopped is None:
         return ""
     if stopped in ("budget", "interrupted"):
-        return f" ({'the budget ran out' if stopped == 'budget' else 'interrupted'}: best so far)"
+        why = "the budget ended the search" if stopped == "budget" else "interrupted"
+        return f" ({why}: best so far)"
     return f" (stopped: {stopped}; best so far)"
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -19,7 +20,15 @@ Truncation = Literal["hw", "leader-epoch"]
 Flush = Literal["page-cache", "every-message"]
 BACKENDS = ("local", "docker", "ssh")
 TARGETS = ("one", "minority", "majority", "all", "leader", "followers", "controller")
+SPARK_CHOICES = ("auto", "cold", "warm")  # checkers.spark_server says what each means
 SCHEDULES = ("stagger", "phases")  # nemesis/schedule.py says what each does
+# Sizing the default key pool: sends per second the queue workload is assumed to reach
+# (what 10 clients get from 3 local nodes of our broker on 2 cores), and a ceiling: our
+# broker's followers fetch every partition in each round, so hundreds of partitions
+# slow every write (600 made it 5 times slower here; 256 stayed within the noise).
+POOL_SENDS_PER_S = 500
+POOL_MAX = 256
+MAX_POLL_RECORDS = 100  # a poll's records at most, over all its keys (Kafka's max.poll.records)
 
 
 class SpecError(ValueError):
@@ -53,6 +62,45 @@ class BrokerSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class ProducerSettings:
+    """The clients' producer settings, as Kafka's producer names them (the `[producer]` table).
+
+    `retries`: how many times a send whose attempt may have been written (no answer in
+    time, connection lost) is sent again; each resend may write the record once more.
+    None keeps the system's own default (our client: 0; Kafka: librdkafka's, as
+    systems/kafka/config.py sets it). `delivery_timeout_ms` bounds a send with its
+    retries; `request_timeout_ms` one attempt (None: the whole delivery timeout).
+    """
+
+    retries: int | None = None
+    delivery_timeout_ms: int = 3000
+    request_timeout_ms: int | None = None
+
+    @property
+    def delivery_timeout_s(self) -> float:
+        return self.delivery_timeout_ms / 1000
+
+    @property
+    def request_timeout_s(self) -> float | None:
+        return None if self.request_timeout_ms is None else self.request_timeout_ms / 1000
+
+    def validate(self) -> None:
+        for option, value, lo in (("--retries", self.retries, 0),
+                                  ("--delivery-timeout-ms", self.delivery_timeout_ms, 1),
+                                  ("--request-timeout-ms", self.request_timeout_ms, 1)):
+            if value is None and option != "--delivery-timeout-ms":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+                raise SpecError(f"{option} (producer.{option[2:].replace('-', '_')}): "
+                                f"expected an integer >= {lo}, got {value!r}")
+        if self.request_timeout_ms is not None and \
+                self.request_timeout_ms > self.delivery_timeout_ms:
+            raise SpecError(f"--request-timeout-ms {self.request_timeout_ms} exceeds "
+                            f"--delivery-timeout-ms {self.delivery_timeout_ms} (one attempt "
+                            "cannot outlast the whole send)")
+
+
+@dataclass(frozen=True, slots=True)
 class TestSpec:
     """Everything a run needs to know; only the CLI builds it from options."""
 
@@ -69,14 +117,20 @@ class TestSpec:
     nemesis_schedule: str = "stagger"  # stagger: faults throughout; phases: steady/faults/recovery
     time_limit_s: float = 60.0
     concurrency: int = 10
-    keys: int = 8
+    keys: int = 8  # keys written at once; the queue workload rotates them (workloads/keys.py)
+    max_writes_per_key: int = 1024  # sends a key takes before it is retired for a fresh one
+    key_pool: int | None = None  # partitions created at setup; None: enough for the time limit
+    max_poll_records: int = MAX_POLL_RECORDS
     broker: BrokerSettings = field(default_factory=BrokerSettings)
+    producer: ProducerSettings = field(default_factory=ProducerSettings)
     seed: int = 0
     scenario: str | None = None
     results_dir: str = "results"
     test_count: int = 1
     final_read_timeout_s: float = 30.0
     spark_master: str = "local[2]"
+    spark: str = "auto"  # which Spark checks the run: checkers.spark_server.resolve's rule
+    spark_remote: str | None = None  # a Spark Connect server (sc://HOST:PORT) to check on
     extra: Mapping[str, Any] = field(default_factory=dict)  # scenario-specific knobs
     # a recorded fault plan to replay as it is (nemesis/replay.py), instead of one drawn
     # from the seed; test.json always records the plan a run used under this key
@@ -87,6 +141,15 @@ class TestSpec:
         if self.hosts:
             return tuple(f"n{i + 1}" for i in range(len(self.hosts)))
         return tuple(f"n{i + 1}" for i in range(self.node_count))
+
+    @property
+    def partitions(self) -> int:
+        """The topic's partitions, created at setup: the key pool given, else one that lasts
+        time_limit_s at POOL_SENDS_PER_S sends per second (at most POOL_MAX)."""
+        if self.key_pool is not None:
+            return self.key_pool
+        needed = math.ceil(self.time_limit_s * POOL_SENDS_PER_S / self.max_writes_per_key)
+        return max(self.keys, min(POOL_MAX, self.keys + needed))
 
     def validate(self) -> TestSpec:
         """Raise SpecError naming the first thing that cannot work."""
@@ -101,17 +164,30 @@ class TestSpec:
             raise SpecError("--min-insync-replicas must be between 1 and the replication factor")
         if self.backend == "ssh" and not self.hosts and not self.cluster_file:
             raise SpecError("--backend ssh needs --node HOST[:PORT] (repeated) or --cluster-file")
+        counts = {"--keys": self.keys, "--max-writes-per-key": self.max_writes_per_key,
+                  "--max-poll-records": self.max_poll_records, "--key-pool": self.key_pool}
+        for option, count in counts.items():
+            if count is not None and (not isinstance(count, int) or isinstance(count, bool)):
+                raise SpecError(f"{option}: must be an integer, got {count!r}")
         for option, value in (("--time-limit", self.time_limit_s),
                               ("--nemesis-interval", self.nemesis_interval_s),
-                              ("--concurrency", self.concurrency), ("--keys", self.keys)):
+                              ("--concurrency", self.concurrency), ("--keys", self.keys),
+                              ("--max-writes-per-key", self.max_writes_per_key),
+                              ("--max-poll-records", self.max_poll_records)):
             if value <= 0:
                 raise SpecError(f"{option}: must be positive, got {value:g}")
+        if self.key_pool is not None and self.key_pool < self.keys:
+            raise SpecError(f"--key-pool {self.key_pool}: must be at least --keys ({self.keys}), "
+                            f"the keys written at once")
+        if self.spark not in SPARK_CHOICES:
+            raise SpecError(f"--spark: {self.spark!r} is not one of {', '.join(SPARK_CHOICES)}")
         if self.nemesis_schedule not in SCHEDULES:
             raise SpecError(f"--nemesis-schedule: {self.nemesis_schedule!r} is not one of "
                             f"{', '.join(SCHEDULES)}")
         for t in self.nemesis_targets:
             if t not in TARGETS:
                 raise SpecError(f"--nemesis-targets: {t!r} is not one of {', '.join(TARGETS)}")
+        self.producer.validate()
         return self
 
     def to_json(self) -> dict[str, Any]:
@@ -134,26 +210,33 @@ def _coerce(cls: type[Any], data: Mapping[str, Any], where: str) -> dict[str, An
 
 
 def build_spec(*layers: Mapping[str, Any], where: tuple[str, ...] = ()) -> TestSpec:
-    """Merge layers (later wins): each a flat mapping of TestSpec fields plus a `broker` table."""
+    """Merge layers (later wins): each a flat mapping of TestSpec fields plus `broker` and
+    `producer` tables."""
     merged: dict[str, Any] = {}
-    broker: dict[str, Any] = {}
+    tables: dict[str, dict[str, Any]] = {"broker": {}, "producer": {}}
+    classes: dict[str, type[Any]] = {"broker": BrokerSettings, "producer": ProducerSettings}
     for i, layer in enumerate(layers):
         label = where[i] if i < len(where) else f"layer {i}"
         layer = dict(layer)
-        b = layer.pop("broker", None) or {}
-        if isinstance(b, BrokerSettings):
-            b = dataclasses.asdict(b)
-        broker.update(_coerce(BrokerSettings, b, f"{label} [broker]"))
+        for name, cls in classes.items():
+            t = layer.pop(name, None) or {}
+            if isinstance(t, cls):
+                t = dataclasses.asdict(t)
+            if not isinstance(t, Mapping):
+                raise SpecError(f"{label}: [{name}] must be a table, got {t!r}")
+            tables[name].update(_coerce(cls, t, f"{label} [{name}]"))
         merged.update(_coerce(TestSpec, layer, label))
     try:
-        spec = TestSpec(**merged, broker=BrokerSettings(**broker))
+        spec = TestSpec(**merged, broker=BrokerSettings(**tables["broker"]),
+                        producer=ProducerSettings(**tables["producer"]))
     except TypeError as e:  # pragma: no cover - _coerce already checked the names
         raise SpecError(str(e)) from e
     return spec.validate()
 
 
 def load_toml(path: Path) -> dict[str, Any]:
-    """A TOML experiment file: TestSpec keys at top level, broker settings under [broker]."""
+    """A TOML experiment file: TestSpec keys at top level, broker settings under [broker],
+    the clients' producer settings under [producer]."""
     try:
         return tomllib.loads(path.read_text())
     except FileNotFoundError as e:

@@ -7,16 +7,22 @@ earlier, under some time limit. Stages, in order:
 
 1. delta debugging over the windows (Zeller's ddmin): keep each half, then drop
    each half; then quarters, ... down to single windows;
-2. shorten each kept window (its steps drawn towards its start, halving);
-3. move the faults earlier (less healthy lead) and cut the time limit (less tail).
+2. cut the time limit (less healthy tail after the last kept step): every later
+   trial is then a shorter run with a smaller history to check;
+3. shorten each kept window (its steps drawn towards its start, halving);
+4. move the faults earlier (less healthy lead) and cut the tail again.
 
 A candidate is kept when one of `tries` trials reproduces (the trial says so,
 and stops at the first that does); rejecting one costs all `tries`. A stop
-request (Ctrl-C, the budget) ends the search with the best candidate so far.
+request (Ctrl-C) ends the search with the best candidate so far. A budget ends
+the search early enough that the best candidate's confirmation runs (it has had
+one when it was kept; `tries` in all say how often it reproduces) still fit, at
+the duration of the last trial: a budget-bound search ends confirmed, in time.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -59,6 +65,7 @@ class Trial:
     stage: str
     candidate: Candidate
     result: TrialResult
+    seconds: float = 0.0  # how long it took
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +113,8 @@ class Shrinker:
     should_stop: Callable[[], str | None] = lambda: None
     on_progress: Callable[[Progress], None] = lambda p: None
     max_halvings: int = 2  # per window, in stage 2
+    budget_s: float | None = None  # searching and confirming end within this long
+    clock: Callable[[], float] = time.monotonic
     trials: list[Trial] = field(default_factory=list)
     _seen: dict[Candidate, bool] = field(default_factory=dict)
     _stage: str = "ddmin"
@@ -115,6 +124,7 @@ class Shrinker:
             raise ValueError("tries must be at least 1")
         self.original = Candidate(tuple(range(len(self.spans))), self.time_limit_s)
         self.best = self.original
+        self._started = self.clock()
 
     # -- the model of a candidate's timing (what nemesis.windows.restrict does to steps)
 
@@ -133,19 +143,35 @@ class Shrinker:
     def at_most(self) -> int:
         """An upper bound on the trials this search can still take (shown as progress)."""
         k = self.best.size
-        confirm = self.tries - len([t for t in self.trials if t.candidate == self.best])
-        left = {"ddmin": k * (k + 3) // 2 + k * self.max_halvings + 8,
-                "shorten": k * self.max_halvings + 8, "time": 8, "confirm": 0}[self._stage]
-        return len(self.trials) + self.tries * left + max(0, confirm)
+        left = {"ddmin": k * (k + 3) // 2 + k * self.max_halvings + 12,
+                "tail": k * self.max_halvings + 12, "shorten": k * self.max_halvings + 8,
+                "time": 8, "confirm": 0}[self._stage]
+        return len(self.trials) + self.tries * left + self._due()
+
+    def _due(self) -> int:
+        """Confirmation runs the best candidate still needs."""
+        return max(0, self.tries - len([t for t in self.trials if t.candidate == self.best]))
+
+    def _over_budget(self) -> bool:
+        """Whether the next trial, and while searching the best's confirmation after it,
+        would end past the budget (a trial taking as long as the last one did, a run of the
+        best as long as its last run)."""
+        if self.budget_s is None:
+            return False
+        last = self.trials[-1].seconds if self.trials else 0.0
+        best = [t.seconds for t in self.trials if t.candidate == self.best][-1:] or [last]
+        need = best[0] if self._stage == "confirm" else last + self._due() * best[0]
+        return self.clock() - self._started + need > self.budget_s
 
     def _one(self, c: Candidate) -> TrialResult:
-        reason = self.should_stop()
+        reason = self.should_stop() or ("budget" if self._over_budget() else None)
         if reason:
             raise _Stop(reason)
         n = len(self.trials) + 1
         self.on_progress(Progress(n, max(n, self.at_most()), self._stage, c, self.best))
+        t0 = self.clock()
         r = self.trial(c)
-        self.trials.append(Trial(n, self._stage, c, r))
+        self.trials.append(Trial(n, self._stage, c, r, self.clock() - t0))
         if r.stopped:
             raise _Stop("interrupted" if r.error is None else f"error: {r.error}")
         return r
@@ -213,27 +239,38 @@ class Shrinker:
         while y - floor >= 1.0 and self.reproduces(make(y)):
             y /= 2
 
-    def _time(self) -> None:
-        self._cut(self.first_s(self.best), MIN_LEAD_S, lambda lead: replace(
-            self.best, shift_s=round(self.best.shift_s + self.first_s(self.best) - lead, 3)))
+    def _tail(self) -> None:
         self._cut(self.best.time_limit_s - self.last_s(self.best), MIN_TAIL_S,
                   lambda tail: replace(self.best,
                                        time_limit_s=round(self.last_s(self.best) + tail, 3)))
 
+    def _time(self) -> None:
+        self._cut(self.first_s(self.best), MIN_LEAD_S, lambda lead: replace(
+            self.best, shift_s=round(self.best.shift_s + self.first_s(self.best) - lead, 3)))
+        self._tail()
+
     def _confirm(self) -> None:
         """Run the best candidate until it has had `tries` runs: how often it reproduces."""
-        while len([t for t in self.trials if t.candidate == self.best]) < self.tries:
+        while self._due():
             self._one(self.best)
 
     def run(self) -> Shrunk:
+        """The stages, then the best candidate's confirmation; the budget ends only the
+        search (the confirmation was reserved), anything else ends both."""
         stopped: str | None = None
         try:
-            for stage, step in (("ddmin", self._ddmin), ("shorten", self._shorten),
-                                ("time", self._time), ("confirm", self._confirm)):
+            for stage, step in (("ddmin", self._ddmin), ("tail", self._tail),
+                                ("shorten", self._shorten), ("time", self._time)):
                 self._stage = stage
                 step()
         except _Stop as e:
             stopped = e.reason
+        if stopped in (None, "budget"):
+            self._stage = "confirm"
+            try:
+                self._confirm()
+            except _Stop as e:
+                stopped = e.reason
         return Shrunk(self.original, self.best, tuple(self.trials), stopped)
 
 

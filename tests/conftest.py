@@ -13,6 +13,13 @@ from harness import leftovers, registry
 PLUGINS = Path(__file__).parent / "plugins"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _no_warm_spark(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Tests never check on a developer's warm Spark (`undertow spark start`): the warm
+    server's folder is one of the session's own, empty unless a test starts one there."""
+    os.environ["UNDERTOW_SPARK_DIR"] = str(tmp_path_factory.mktemp("warm-spark"))
+
+
 @pytest.fixture
 def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A leftovers state folder of the test's own; whatever it still lists is healed after."""

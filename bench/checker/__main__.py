@@ -53,7 +53,8 @@ def timed_check(run_dir: Path, master: str) -> tuple[float, int, int]:
     """Wall seconds, peak tree RSS and exit code of `undertow check`."""
     exe = Path(sys.executable).with_name("undertow")
     t0 = time.monotonic()
-    proc = subprocess.Popen([str(exe), "check", "--spark-master", master, str(run_dir)])
+    proc = subprocess.Popen([str(exe), "check", "--spark", "cold", "--spark-master", master,
+                             str(run_dir)])
     peak = 0
     done = threading.Event()
 

@@ -13,6 +13,7 @@ from .log import PartitionLog, Record
 from .metadata import PartitionMeta
 from .protocol import (
     FENCED_LEADER_EPOCH,
+    LEADER_CHANGED_AFTER_APPEND,
     NOT_CONTROLLER,
     NOT_ENOUGH_REPLICAS,
     NOT_ENOUGH_REPLICAS_AFTER_APPEND,
@@ -23,8 +24,6 @@ from .protocol import (
     UNKNOWN_LEADER_EPOCH,
     ProtocolError,
 )
-
-LEADER_CHANGED = "LEADER_CHANGED_AFTER_APPEND"  # unknown outcome: appended, then lost leadership
 
 
 @dataclass(slots=True)
@@ -135,7 +134,8 @@ class Partition:
         self.meta = meta
         self.role = "follower" if meta.leader else "none"
         self._clear_pending()
-        self._fail_waiters(LEADER_CHANGED, "leadership moved before the write committed")
+        self._fail_waiters(LEADER_CHANGED_AFTER_APPEND,
+                           "leadership moved before the write committed")
         self.followers = {}
         if meta.leader is None:
             return []

@@ -147,17 +147,21 @@ def render_properties(props: Mapping[str, str]) -> str:
     return "".join(f"{k}={v}\n" for k, v in props.items())
 
 
-def producer_config(bootstrap: str, acks: str, *, timeout_s: float) -> dict[str, Any]:
-    """librdkafka producer settings: the spec's acks; idempotence only where it is allowed."""
+def producer_config(bootstrap: str, acks: str, *, timeout_s: float, retries: int | None = None,
+                    request_timeout_s: float | None = None) -> dict[str, Any]:
+    """librdkafka producer settings: the spec's acks; idempotence only where it is allowed.
+    timeout_s is the delivery timeout (message.timeout.ms); retries None: all for acks=all,
+    none for 0 and 1; request_timeout_s None: the delivery timeout."""
     ms = int(timeout_s * 1000)
+    request_ms = ms - 100 if request_timeout_s is None else int(request_timeout_s * 1000)
     return {
         "bootstrap.servers": bootstrap,
         "acks": acks,
         # idempotence needs acks=all; with it, librdkafka's retries never duplicate
         "enable.idempotence": acks == "all",
-        "retries": 2_147_483_647 if acks == "all" else 0,
+        "retries": (2_147_483_647 if acks == "all" else 0) if retries is None else retries,
         "message.timeout.ms": ms,
-        "request.timeout.ms": max(500, ms - 100),
+        "request.timeout.ms": max(500, request_ms),
         "linger.ms": 0,
         "socket.timeout.ms": max(1000, ms),
         "socket.nagle.disable": True,  # one small request at a time: no 40 ms Nagle waits

@@ -109,7 +109,8 @@ class KafkaViews:
         admin = self.open_admin()
         spec: TestSpec = run.spec
         timeout_s = max(timeout_s, MIN_READY_S)
-        took = admin.wait_ready(len(self.brokers), spec.keys, spec.broker.replication_factor,
+        took = admin.wait_ready(len(self.brokers), spec.partitions,
+                                spec.broker.replication_factor,
                                 spec.broker.min_insync_replicas, timeout_s=timeout_s)
         if not self._warm:  # once: the producer-id machinery, before the workload's first send
             warm_up(self.bootstrap, admin)

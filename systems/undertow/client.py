@@ -2,8 +2,13 @@
 
 Outcomes follow the history's rules: a ClientError with `definite=True` means
 the operation certainly did not happen (history: fail); `definite=False` means
-it may have (history: info). Only definite failures are retried, within the
-timeout, after refreshing metadata (leader changes, refused connections).
+it may have (history: info). A refusal that certainly wrote nothing (leader
+changes, refused connections) is retried within the timeout after refreshing
+metadata. A send whose attempt may have been written (no reply in time, the
+connection lost, REQUEST_TIMED_OUT, ...) is sent again only `retries` times, as
+Kafka's producer does: each resend may append the record once more, so without
+idempotence an acknowledged send may sit at two offsets, and a send that gives
+up after such an attempt is never definite.
 """
 
 from __future__ import annotations
@@ -16,9 +21,12 @@ from typing import Any
 
 from broker.protocol import (
     DEFINITE_ERRORS,
+    LEADER_CHANGED_AFTER_APPEND,
     LEADER_NOT_AVAILABLE,
     MAX_RESPONSE_BYTES,
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     NOT_LEADER,
+    REQUEST_TIMED_OUT,
     UNKNOWN_LEADER_EPOCH,
     FrameDecoder,
     ProtocolError,
@@ -27,6 +35,9 @@ from broker.protocol import (
 )
 
 RETRIABLE = frozenset({NOT_LEADER, LEADER_NOT_AVAILABLE, UNKNOWN_LEADER_EPOCH, "CONNECTION"})
+# Outcomes that leave a send unknown yet are worth sending again (Kafka's retriable errors).
+RESENDABLE = frozenset({"TIMEOUT", "CONNECTION", REQUEST_TIMED_OUT,
+                        NOT_ENOUGH_REPLICAS_AFTER_APPEND, LEADER_CHANGED_AFTER_APPEND})
 BACKOFF_S = 0.05
 
 
@@ -96,11 +107,20 @@ class _Conn:
 
 
 class BrokerClient:
-    def __init__(self, addrs: Mapping[str, str], *, timeout_s: float = 5.0) -> None:
+    """timeout_s bounds each operation, its retries included (a send's delivery.timeout.ms);
+    request_timeout_s bounds one attempt of a send (request.timeout.ms; default: timeout_s);
+    retries: how many times a send whose attempt may have been written is sent again."""
+
+    def __init__(self, addrs: Mapping[str, str], *, timeout_s: float = 5.0, retries: int = 0,
+                 request_timeout_s: float | None = None) -> None:
         if not addrs:
             raise ValueError("BrokerClient: addrs must name at least one node")
+        if retries < 0:
+            raise ValueError(f"BrokerClient: retries must be >= 0, got {retries}")
         self.addrs = dict(addrs)
         self.timeout_s = timeout_s
+        self.retries = retries
+        self.request_timeout_s = timeout_s if request_timeout_s is None else request_timeout_s
         self._conns: dict[str, _Conn] = {}
         self._leaders: dict[int, str] = {}
         self._meta: dict[str, Any] = {}
@@ -209,15 +229,21 @@ class BrokerClient:
     # -- operations ---------------------------------------------------------------------
     def _request(self, key: int, msg: dict[str, Any], *, writes: bool,
                  expect_reply: bool = True) -> dict[str, Any]:
-        """Send to the partition's leader, retrying while the outcome is definitely nothing."""
+        """Send to the partition's leader, retrying while the outcome is definitely nothing,
+        and (writes) up to `retries` times after an attempt that may have been written."""
         deadline = time.monotonic() + self.timeout_s
         last = "no attempt"
+        resends = 0
+        maybe_written = False  # some attempt may have been appended: never definite again
         while True:
             try:
                 leader = self._leader(key, deadline)
-                if writes and "timeout_ms" in msg:
-                    msg["timeout_ms"] = max(1, int((deadline - time.monotonic()) * 1000) - 100)
-                reply = self._call(leader, msg, deadline, expect_reply)
+                until = deadline
+                if writes:
+                    until = min(deadline, time.monotonic() + self.request_timeout_s)
+                    if "timeout_ms" in msg:
+                        msg["timeout_ms"] = max(1, int((until - time.monotonic()) * 1000) - 100)
+                reply = self._call(leader, msg, until, expect_reply)
                 code = reply.get("error")
                 if code is None:
                     return reply
@@ -226,20 +252,29 @@ class BrokerClient:
                     raise ClientError(code, f"{leader}: {reply.get('message')}",
                                       definite=False)
                 if code not in RETRIABLE:
-                    raise ClientError(code, f"{leader}: {reply.get('message')}", definite=True)
+                    raise ClientError(code, f"{leader}: {reply.get('message')}",
+                                      definite=not maybe_written)
                 self._leaders.pop(key, None)
             except _Unsent as e:
                 last = f"CONNECTION: {e}"
                 self._leaders.pop(key, None)
             except ClientError as e:
-                if writes or e.code not in RETRIABLE | {"TIMEOUT"}:
+                if e.definite:
                     raise
+                if not writes:
+                    if e.code not in RETRIABLE | {"TIMEOUT"}:
+                        raise
+                elif e.code not in RESENDABLE or resends >= self.retries:
+                    raise
+                else:
+                    resends += 1
+                    maybe_written = True
                 last = str(e)  # reads are idempotent: retry on any connection trouble
                 self._leaders.pop(key, None)
             if time.monotonic() + BACKOFF_S >= deadline:
                 code = last.split(":", 1)[0] if ":" in last else "TIMEOUT"
                 raise ClientError(code, f"partition {key}: gave up after {self.timeout_s}s: "
-                                  f"{last}", definite=True)
+                                  f"{last}", definite=not maybe_written)
             time.sleep(BACKOFF_S)
 
     def produce(self, key: int, value: int, *, acks: str = "all") -> int | None:

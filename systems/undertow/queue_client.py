@@ -1,10 +1,15 @@
 """Our broker's client for the queue workload: send, poll and assign over BrokerClient.
 
-A send's ClientError maps to `fail` when definite, else `info`. A poll changes
+A send's ClientError maps to `fail` when definite, else `info`. A send that
+succeeded after a resend completes `ok` with the offset of the attempt that was
+acknowledged; an earlier attempt may hold the value at another offset too
+(`duplicate`), which is what retries without idempotence do. A poll changes
 nothing on the server, so a poll that hits an error is `fail`, carrying whatever
 it had already read (HISTORY.md allows records in any completion). Keys a
 process is newly assigned start at offset 0 (auto.offset.reset=earliest, as
-Jepsen's test).
+Jepsen's test). A poll returns at most `max_poll_records` records, shared evenly
+among the assigned keys (each key's fetch asks for its share), as Kafka's
+max.poll.records bounds a consumer's poll.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from typing import Any
 
 from harness.protocols import Run
 from harness.runfiles import Op
+from harness.spec import MAX_POLL_RECORDS
 from systems.undertow.client import BrokerClient, ClientError
 
 
@@ -20,10 +26,15 @@ class QueueClient:
     """harness.protocols.Client over BrokerClient; one per process."""
 
     def __init__(self, *, keys: int, acks: str = "all", timeout_s: float = 3.0,
-                 conn: Any = None) -> None:
+                 retries: int = 0, request_timeout_s: float | None = None,
+                 max_poll_records: int = MAX_POLL_RECORDS, conn: Any = None) -> None:
+        """timeout_s: a send's delivery timeout, retries included; see BrokerClient."""
         self.keys = keys
+        self.max_poll_records = max_poll_records
         self.acks = acks
         self.timeout_s = timeout_s
+        self.retries = retries
+        self.request_timeout_s = request_timeout_s
         self.conn = conn  # a BrokerClient once opened
         self.assigned: tuple[int, ...] = ()
         self.positions: dict[int, int] = {}
@@ -33,8 +44,11 @@ class QueueClient:
         addrs = dict(run.client_addrs)
         ordered = {node: addrs.pop(node)} if node in addrs else {}
         ordered.update(addrs)
+        conn = BrokerClient(ordered, timeout_s=self.timeout_s, retries=self.retries,
+                            request_timeout_s=self.request_timeout_s)
         return QueueClient(keys=self.keys, acks=self.acks, timeout_s=self.timeout_s,
-                           conn=BrokerClient(ordered, timeout_s=self.timeout_s))
+                           retries=self.retries, request_timeout_s=self.request_timeout_s,
+                           max_poll_records=self.max_poll_records, conn=conn)
 
     def invoke(self, run: Run, op: Op) -> Op:
         if op.f == "send":
@@ -66,10 +80,11 @@ class QueueClient:
 
     def _poll(self, op: Op) -> Op:
         read: dict[str, list[list[int]]] = {}
+        share = max(1, self.max_poll_records // max(1, len(self.assigned)))
         try:
             for key in self.assigned:
                 pos = self.positions.get(key, 0)
-                records = self.conn.fetch(key, pos)
+                records = self.conn.fetch(key, pos, max_records=share)
                 if records:
                     read[str(key)] = [[o, v] for o, v in records]
                     self.positions[key] = records[-1][0] + 1

@@ -1,29 +1,25 @@
 """Our broker on a shell host (docker exec or ssh): the same code drives a container and a host.
 
-Everything is a shell command on the node: the broker runs detached (nohup, pid
-file), a kill is SIGKILL of that pid (the node, its data and its iptables rules
-stay), a pause is the host's freezer where it has one (`docker pause`: the whole
-node stops) and SIGSTOP otherwise, the clock offset is a file the broker re-reads.
+Everything is a shell command on the node. The broker process is a
+harness.control.shellproc.ShellProcess (detached, its pid in broker.pid; a kill
+is SIGKILL of that pid, the node, its data and its iptables rules stay; a pause
+is the host's freezer or SIGSTOP); the clock offset is a file the broker re-reads.
 On a bare host (ssh) the broker's package is uploaded first; the node image
 (broker-image/Dockerfile) already holds it under IMAGE_PYTHONPATH.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import shlex
-import signal
-import tarfile
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.control.shell import NodeError
 from harness.control.shell import check_exec as _check
+from harness.control.shellproc import ShellProcess
 from harness.protocols import Exec, Run, ShellHost
 from systems.undertow import admin as db
 from systems.undertow.client import admin_dump
@@ -50,14 +46,6 @@ class Layout:
         return f"{self.base_dir}/NODE.json"
 
     @property
-    def log(self) -> str:
-        return f"{self.base_dir}/broker.log"
-
-    @property
-    def pid_file(self) -> str:
-        return f"{self.base_dir}/broker.pid"
-
-    @property
     def clock_file(self) -> str:
         return f"{self.base_dir}/clock_offset_ns"
 
@@ -78,19 +66,9 @@ class RemoteBroker:
         self.freezer = host.freezer
         self.layouts = layouts_for(host)
         self.addrs = dict(host.endpoints.admin)
-        self.sudo = host.sudo
-        self.timeout_s = timeout_s
-
-    # -- plumbing ---------------------------------------------------------------------
-
-    def sh(self, node: str, script: str, *, timeout_s: float | None = None) -> Exec:
-        argv = ["sh", "-c", script]
-        if self.sudo:
-            argv = ["sudo", "-n", *argv]
-        return self.remote.exec(node, argv, timeout_s=timeout_s or self.timeout_s)
-
-    def _pid_expr(self, node: str) -> str:
-        return f"$(cat {shlex.quote(self.layouts[node].pid_file)} 2>/dev/null || echo 0)"
+        # broker.pid and broker.log in each node's base dir
+        self.proc = ShellProcess(host, name="broker", marker=BROKER_ARGS, timeout_s=timeout_s)
+        self.sh = self.proc.sh
 
     # -- DB ------------------------------------------------------------------------
 
@@ -115,79 +93,34 @@ class RemoteBroker:
     # -- Killable ---------------------------------------------------------------------
 
     def frozen(self, node: str) -> bool:
-        return self.freezer is not None and self.freezer.frozen(node)
+        return self.proc.frozen(node)
 
     def running(self, node: str) -> bool:
         """The broker's pid is alive, not a zombie, and is the broker."""
-        if self.freezer is not None and self.freezer.frozen(node):
-            return bool(self.freezer.pids(node, BROKER_ARGS))  # docker top works when frozen
-        pid = self._pid_expr(node)
-        r = self.sh(node, f'p={pid}; [ "$p" -gt 0 ] && s=$(ps -o stat= -p "$p") '
-                          f'&& [ "${{s#Z}}" = "$s" ] && grep -q broker /proc/$p/cmdline')
-        return r.ok
+        return self.proc.running(node)
 
     def start(self, run: Run, node: str) -> None:
-        if self.frozen(node):
-            if self.running(node):
-                return  # running, only frozen: a resume is what ends that
-            self.resume(run, node)
-        if self.running(node):
-            return
         lay = self.layouts[node]
-        q = shlex.quote
-        cmd = shlex.join(db.broker_command(lay.python, lay.config))
-        script = (f"cd {q(lay.base_dir)} && PYTHONPATH={q(lay.pythonpath)} "
-                  f"PYTHONUNBUFFERED=1 nohup {cmd} "
-                  f">>{q(lay.log)} 2>&1 </dev/null & echo $! > {q(lay.pid_file)}")
-        _check(self.sh(node, script), node, "starting the broker")
+        self.proc.start(node, db.broker_command(lay.python, lay.config),
+                        env={"PYTHONPATH": lay.pythonpath, "PYTHONUNBUFFERED": "1"})
 
     def kill(self, run: Run, node: str) -> None:
-        if self.freezer is not None and self.freezer.frozen(node):
-            # SIGKILL from the host lands when the node thaws, before another instruction
-            for pid in self.freezer.pids(node, BROKER_ARGS):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-            self.resume(run, node)
-        if not self.running(node):
-            return
-        _check(self.sh(node, f"kill -KILL {self._pid_expr(node)}"), node, "kill -KILL")
-        deadline = time.monotonic() + 10.0
-        while self.running(node):
-            if time.monotonic() > deadline:
-                raise NodeError(f"the broker on {node} survived SIGKILL for 10 s")
-            time.sleep(0.05)
+        self.proc.kill(node)
 
-    # -- Pausable (signals; docker overrides) -----------------------------------------------
+    # -- Pausable (the host's freezer, else signals) ------------------------------------------
 
     def pause(self, run: Run, node: str) -> None:
-        if self.freezer is not None:
-            self.freezer.freeze(node)
-        elif self.running(node):
-            _check(self.sh(node, f"kill -STOP {self._pid_expr(node)}"), node, "kill -STOP")
+        self.proc.pause(node)
 
     def resume(self, run: Run, node: str) -> None:
-        if self.freezer is not None:
-            self.freezer.thaw(node)
-            return
-        self.sh(node, f"kill -CONT {self._pid_expr(node)} 2>/dev/null; true")
+        self.proc.resume(node)
 
     # -- HasLogs ----------------------------------------------------------------------------
 
     def collect(self, run: Run, node: str, dest: Path) -> None:
         """The broker's log, NODE.json and data dir, into dest (tar on the node, then copy)."""
-        lay = self.layouts[node]
-        tar = f"/tmp/undertow-collect-{node}.tar"
-        q = shlex.quote
-        _check(self.sh(node, f"cd {q(lay.base_dir)} && tar -cf {tar} --ignore-failed-read "
-                             f"$(ls -d broker.log NODE.json data clock_offset_ns 2>/dev/null)",
-                       timeout_s=120), node, "tar of logs and data")
-        dest.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory() as tmp:
-            local = Path(tmp) / "collect.tar"
-            self.remote.download(node, tar, local)
-            with tarfile.open(local) as tf:
-                tf.extractall(dest, filter="data")
-        self.sh(node, f"rm -f {tar}")
+        self.proc.fetch(node, self.layouts[node].base_dir,
+                        ["broker.log", "NODE.json", "data", "clock_offset_ns"], dest)
 
     # -- HasLeaders -----------------------------------------------------------------------------
 
@@ -210,7 +143,7 @@ class RemoteBroker:
                 raise NodeError(f"the broker exited on {', '.join(down)} while starting "
                                 "(see nodes/<node>/broker.log)")
 
-        db.wait_ready(self.addrs, timeout_s, partitions=run.spec.keys, check=check)
+        db.wait_ready(self.addrs, timeout_s, partitions=run.spec.partitions, check=check)
 
     # -- HasClock --------------------------------------------------------------------------------
 

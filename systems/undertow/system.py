@@ -50,7 +50,12 @@ class UndertowSystem:
         raise TypeError(f"undertow: no DB for a host of type {type(host).__name__}")
 
     def client(self, test: Test) -> Client:
-        return QueueClient(keys=test.spec.keys, acks=test.spec.broker.acks)
+        spec = test.spec
+        return QueueClient(keys=spec.keys, acks=spec.broker.acks,
+                           timeout_s=spec.producer.delivery_timeout_s,
+                           retries=spec.producer.retries or 0,
+                           request_timeout_s=spec.producer.request_timeout_s,
+                           max_poll_records=spec.max_poll_records)
 
     def describe(self, spec: TestSpec) -> Mapping[str, Any]:
         return {"name": self.name, "version": _version(),

@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import main
+from harness.shrink_cli import load_failing
 from harness.spec import build_spec
 
 PLAN = [{"at_s": 3.0, "f": "kill", "value": {"target": "one", "nodes": ["n2"]}},
@@ -55,6 +56,13 @@ def test_a_missing_folder_and_bad_options_exit_2(tmp_path: Path) -> None:
     d = run_folder(tmp_path, results={"valid": False, "bad_anomaly_types": ["lost-write"]})
     code, out = shrink(str(d), "--tries", "0")
     assert code == 2 and "--tries" in out
+
+
+def test_a_latest_link_is_taken_as_the_run_it_points_to(tmp_path: Path) -> None:
+    d = run_folder(tmp_path, results={"valid": False, "bad_anomaly_types": ["lost-write"]})
+    (d.parent / "latest").symlink_to(d.name)
+    failing = load_failing((d.parent / "latest").absolute())
+    assert failing.run_dir == d.resolve() and failing.bad == {"lost-write"}
 
 
 def test_listed_in_help() -> None:

@@ -31,8 +31,10 @@ def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     (["--replication-factor", "4"], "--replication-factor"),
     (["--nodes", "2"], "--replication-factor"),
     (["--config", "{toml}"], "frobnicate"),
+    (["--retries", "-1"], "--retries"),
+    (["--request-timeout-ms", "5000"], "--request-timeout-ms"),
 ], ids=["ssh-without-node", "unknown-nemesis", "negative-interval", "rf-above-nodes",
-        "too-few-nodes", "toml-unknown-key"])
+        "too-few-nodes", "toml-unknown-key", "negative-retries", "attempt-beyond-delivery"])
 def test_spec_error_exits_2_with_one_line_and_no_run_folder(
         tmp_path: Path, args: list[str], option: str) -> None:
     toml = tmp_path / "exp.toml"

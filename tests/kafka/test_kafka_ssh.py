@@ -57,14 +57,14 @@ def test_a_short_ssh_run_with_kills_pauses_and_partitions_is_valid(
     spec = build_spec({"name": "kafka-ssh", "system": "kafka", "backend": "ssh",
                        "cluster_file": str(cluster), "nemesis": ("kill", "pause", "partition"),
                        "time_limit_s": 20.0, "nemesis_interval_s": 4.0, "seed": 11, "keys": 4,
-                       "results_dir": str(tmp_path / "results")})
+                       "key_pool": 16, "results_dir": str(tmp_path / "results")})
     outcome = core.run(spec)
     assert outcome.valid is True, outcome.summary()
     test = json.loads((outcome.run_dir / "test.json").read_text())
     assert test["backend"] == "ssh"
     assert test["system_info"] == {"name": "kafka", "version": kafka_jars.version}
     rows = (outcome.run_dir / "replicas.jsonl").read_text().splitlines()
-    assert sum('"hw"' in r for r in rows) == 3 * 4
+    assert sum('"hw"' in r for r in rows) == 3 * spec.partitions
     assert "Kafka version" in (outcome.run_dir / "nodes" / "n1" / "kafka.log").read_text()
     key = run_key(Run(spec=spec, nodes=spec.nodes, paths=RunPaths(outcome.run_dir),
                       log=logging.getLogger("test")))
@@ -80,7 +80,7 @@ def test_heal_stops_kafka_left_behind_on_ssh_hosts(
 
     cluster, docker_hosts = hosts
     spec = build_spec({"system": "kafka", "backend": "ssh", "cluster_file": str(cluster),
-                       "keys": 2})
+                       "keys": 2, "key_pool": 2})
     root = tmp_path / "run"
     root.mkdir()
     run = Run(spec=spec, nodes=spec.nodes, paths=RunPaths(root), log=logging.getLogger("test"))

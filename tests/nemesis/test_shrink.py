@@ -63,6 +63,16 @@ def test_windows_shortened_then_lead_and_tail_cut() -> None:
     assert a == MIN_LEAD_S and out.best.time_limit_s == b + MIN_TAIL_S
 
 
+def test_the_tail_is_cut_before_windows_are_shortened() -> None:
+    sh = Shrinker(spans(8), 100.0, needs(1))  # window 1 is 15-18 s of a 100 s run
+    out = sh.run()
+    stages = [t.stage for t in out.trials]
+    first_short = stages.index("shorten")
+    assert stages.index("tail") < first_short
+    assert all(t.candidate.time_limit_s == 18.0 + MIN_TAIL_S
+               for t in out.trials[first_short:] if t.stage == "shorten")
+
+
 def test_time_cuts_back_off_when_the_floor_does_not_reproduce() -> None:
     def trial(c: Candidate) -> TrialResult:  # needs 15 s of lead before its one window
         return TrialResult(40.0 - c.shift_s >= 15.0)
@@ -80,6 +90,41 @@ def test_budget_stop_keeps_the_best_so_far() -> None:
     assert out.stopped == "budget" and len(out.trials) == 3
     assert 2 in out.best.keep and out.best.size < 16
     assert [p.n for p in seen] == [1, 2, 3] and all(p.at_most >= p.n for p in seen)
+
+
+class FakeClock:
+    """Time that moves only when a trial runs: each trial takes `each_s`."""
+
+    def __init__(self, each_s: float) -> None:
+        self.now, self.each_s = 0.0, each_s
+
+    def __call__(self) -> float:
+        return self.now
+
+    def trial(self, inner: Callable[[Candidate], TrialResult]) -> Callable[
+            [Candidate], TrialResult]:
+        def run(c: Candidate) -> TrialResult:
+            self.now += self.each_s
+            return inner(c)
+        return run
+
+
+def test_the_budget_leaves_room_to_confirm_the_best() -> None:
+    clock = FakeClock(60.0)  # trials of a minute, a budget of ten
+    sh = Shrinker(spans(16), 120.0, clock.trial(needs(5)), tries=3, budget_s=600.0,
+                  clock=clock)
+    out = sh.run()
+    assert out.stopped == "budget" and clock.now <= 600.0
+    assert out.reproduced == (3, 3)  # the search stopped while the confirmation still fit
+    assert 5 in out.best.keep and out.best.size < 16
+    assert out.trials[-1].stage == "confirm" and out.trials[-1].seconds == 60.0
+
+
+def test_a_budget_that_is_not_reached_changes_nothing() -> None:
+    clock = FakeClock(1.0)
+    out = Shrinker(spans(12), 80.0, clock.trial(needs(3, 7)), budget_s=1e6,
+                   clock=clock).run()
+    assert out.best.keep == (3, 7) and out.stopped is None and out.reproduced == (3, 3)
 
 
 def test_the_bound_on_trials_holds_and_ends_at_the_last_trial() -> None:

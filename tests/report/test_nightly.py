@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from checkers.spark_server import DIR_ENV
 from harness.nightly import MATRIX, Judgement, judge, main, nightly_seed, write_summary
 from harness.scenarios import all_scenarios
 
@@ -115,9 +117,11 @@ def test_nightly_runs_a_known_bug_and_then_its_fix(tmp_path: Path) -> None:
     """--controls (the default): the same scenario again with its fix's options, judged as
     safe. The fixed run must really carry the fix (test.json) and be judged by `valid`."""
     results = tmp_path / "results"
+    warm = tmp_path / "warm-spark"  # --warm-spark: both runs are checked on one warm Spark
     r = subprocess.run([sys.executable, "-m", "harness.nightly", "--backend", "local",
                         "--scenario", "kip101-loss", "--time-limit", "7",
-                        "--results-dir", str(results)],
+                        "--results-dir", str(results), "--warm-spark"],
+                       env={**os.environ, DIR_ENV: str(warm)},
                        capture_output=True, text=True, timeout=900, check=False)
     summary = json.loads((results / "nightly.json").read_text())
     bug, fixed = summary["scenarios"]
@@ -131,3 +135,9 @@ def test_nightly_runs_a_known_bug_and_then_its_fix(tmp_path: Path) -> None:
         "truncation"] == "hw"
     assert fixed["passed"] is (fixed["valid"] is True), fixed
     assert r.returncode == (0 if bug["passed"] and fixed["passed"] else 1)
+    for run in (bug, fixed):
+        stats = json.loads((Path(run["run_dir"]) / "results.json").read_text())["stats"]
+        assert stats["spark"].startswith("warm sc://127.0.0.1:"), stats
+    assert "nightly: $ undertow spark stop" in r.stderr
+    assert not (warm / "state.json").exists()
+    assert subprocess.run(["pgrep", "-f", str(warm)], check=False).returncode == 1
