@@ -269,6 +269,15 @@ class Controller:
         await self._commit([q.record()])
         return self.state.partitions[partition].view()
 
+    async def init_producer_id(self) -> dict[str, Any]:
+        """A producer id never handed out before, even by an earlier controller: the record
+        that takes it is committed to the metadata log before it is answered."""
+        async with self._lock:
+            await self._ensure_active()
+            pid = self.state.next_producer_id
+            await self._commit([{"type": "producer_id", "id": pid}])
+        return {"producer_id": pid, "producer_epoch": 0}
+
     async def expire(self) -> None:
         """Fence brokers whose session timed out (and never-seen ones still in an ISR)."""
         async with self._lock:

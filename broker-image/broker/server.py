@@ -24,6 +24,7 @@ from .protocol import (
     decode_request,
     encode_frame,
     error_reply,
+    producer_tag,
 )
 from .raft.messages import MessageError
 
@@ -64,6 +65,7 @@ class Server:
             "metadata": self.metadata, "dump": self.dump, "replica_fetch": self.replica_fetch,
             "offsets_for_leader_epoch": self.offsets_for_leader_epoch,
             "heartbeat": self.heartbeat, "alter_partition": self.alter_partition,
+            "init_producer_id": self.init_producer_id,
             "test_fetcher": self.test_fetcher, "test_checkpoint": self.test_checkpoint,
             "test_flush": self.test_flush, "test_fence": self.test_fence,
             "raft": self.raft,
@@ -169,6 +171,7 @@ class Server:
         """Queue the record for the next batched append; reply from completion callbacks."""
         rid, acks = req["id"], req["acks"]
         p = self._partition(req["partition"])
+        tag = producer_tag(req)
         p.check_produce(acks)
         loop = asyncio.get_running_loop()
         timeout_ms = max(0, min(req["timeout_ms"], self.cfg.settings.request_timeout_ms))
@@ -188,7 +191,7 @@ class Server:
             else:
                 p.wait_committed(offset, deadline_s, committed)
 
-        p.pending.append((req["value"], appended))
+        p.pending.append((req["value"], tag, appended))
         self._broker().schedule_append(p)
 
     async def produce(self, req: dict[str, Any]) -> dict[str, Any] | None:
@@ -287,7 +290,8 @@ class Server:
         for o in out:
             if "records" in o:
                 p = b.partitions[o["partition"]]
-                o["records"] = [[r.offset, r.epoch, r.value] for r in o["records"]]
+                o["records"] = [[r.offset, r.epoch, r.value, *r.producer] if r.producer
+                                else [r.offset, r.epoch, r.value] for r in o["records"]]
                 o["hw"] = p.log.hw
                 o["leo"] = p.log.leo
         return {"partitions": out}
@@ -307,6 +311,10 @@ class Server:
         return await self._controller().alter_partition(
             req["node"], req["partition"], req["leader_epoch"], req["partition_epoch"],
             req["isr"])
+
+    async def init_producer_id(self, req: dict[str, Any]) -> dict[str, Any]:
+        """A new idempotent producer: its id, from the active controller."""
+        return await self._controller().init_producer_id()
 
     async def raft(self, req: dict[str, Any]) -> dict[str, Any]:
         """A Raft message from another voter (see broker/quorum.py)."""
