@@ -41,6 +41,7 @@ FIELDS: dict[str, str] = {
     "spark": "spark", "spark_master": "spark_master", "spark_remote": "spark_remote",
     "retries": "producer.retries", "delivery_timeout_ms": "producer.delivery_timeout_ms",
     "request_timeout_ms": "producer.request_timeout_ms",
+    "idempotence": "producer.enable_idempotence",
 }
 TABLES = ("broker", "producer")
 
@@ -176,6 +177,9 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
               help="Producer: a send's time limit, its retries included.")
 @click.option("--request-timeout-ms", type=int,
               help="Producer: one attempt's time limit (default: the delivery timeout).")
+@click.option("--idempotence/--no-idempotence", default=None,
+              help="Producer: the idempotent producer, whose resends are written once "
+                   "(default: the system's own; ours off, Kafka's on for acks all).")
 @click.option("--seed", type=int, help="Seed of every random choice (default: random, printed).")
 @click.option("--scenario", help="A named scenario (`undertow scenarios` lists them).")
 @click.option("--config", type=click.Path(dir_okay=False), help="A TOML experiment file.")

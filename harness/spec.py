@@ -70,11 +70,14 @@ class ProducerSettings:
     None keeps the system's own default (our client: 0; Kafka: librdkafka's, as
     systems/kafka/config.py sets it). `delivery_timeout_ms` bounds a send with its
     retries; `request_timeout_ms` one attempt (None: the whole delivery timeout).
+    `enable_idempotence`: the idempotent producer, whose resends are written once (None:
+    the system's default; our client: off; Kafka: on for acks=all).
     """
 
     retries: int | None = None
     delivery_timeout_ms: int = 3000
     request_timeout_ms: int | None = None
+    enable_idempotence: bool | None = None
 
     @property
     def delivery_timeout_s(self) -> float:
@@ -98,6 +101,11 @@ class ProducerSettings:
             raise SpecError(f"--request-timeout-ms {self.request_timeout_ms} exceeds "
                             f"--delivery-timeout-ms {self.delivery_timeout_ms} (one attempt "
                             "cannot outlast the whole send)")
+        if self.enable_idempotence not in (None, True, False):
+            raise SpecError("--idempotence (producer.enable_idempotence): expected true or "
+                            f"false, got {self.enable_idempotence!r}")
+        if self.enable_idempotence and self.retries == 0:
+            raise SpecError("--idempotence needs --retries above 0 (as Kafka's producer)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +196,9 @@ class TestSpec:
             if t not in TARGETS:
                 raise SpecError(f"--nemesis-targets: {t!r} is not one of {', '.join(TARGETS)}")
         self.producer.validate()
+        if self.producer.enable_idempotence and self.broker.acks != "all":
+            raise SpecError(f"--idempotence needs --acks all, not {self.broker.acks} "
+                            "(as Kafka's producer)")
         return self
 
     def to_json(self) -> dict[str, Any]:

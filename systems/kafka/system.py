@@ -70,6 +70,7 @@ class KafkaSystem:
                                 timeout_s=spec.producer.delivery_timeout_s,
                                 retries=spec.producer.retries,
                                 request_timeout_s=spec.producer.request_timeout_s,
+                                idempotence=spec.producer.enable_idempotence,
                                 max_poll_records=spec.max_poll_records)
 
     def describe(self, spec: TestSpec) -> Mapping[str, Any]:

@@ -27,7 +27,8 @@ class QueueClient:
 
     def __init__(self, *, keys: int, acks: str = "all", timeout_s: float = 3.0,
                  retries: int = 0, request_timeout_s: float | None = None,
-                 max_poll_records: int = MAX_POLL_RECORDS, conn: Any = None) -> None:
+                 enable_idempotence: bool = False, max_poll_records: int = MAX_POLL_RECORDS,
+                 conn: Any = None) -> None:
         """timeout_s: a send's delivery timeout, retries included; see BrokerClient."""
         self.keys = keys
         self.max_poll_records = max_poll_records
@@ -35,6 +36,7 @@ class QueueClient:
         self.timeout_s = timeout_s
         self.retries = retries
         self.request_timeout_s = request_timeout_s
+        self.enable_idempotence = enable_idempotence
         self.conn = conn  # a BrokerClient once opened
         self.assigned: tuple[int, ...] = ()
         self.positions: dict[int, int] = {}
@@ -45,9 +47,11 @@ class QueueClient:
         ordered = {node: addrs.pop(node)} if node in addrs else {}
         ordered.update(addrs)
         conn = BrokerClient(ordered, timeout_s=self.timeout_s, retries=self.retries,
-                            request_timeout_s=self.request_timeout_s)
+                            request_timeout_s=self.request_timeout_s,
+                            enable_idempotence=self.enable_idempotence)
         return QueueClient(keys=self.keys, acks=self.acks, timeout_s=self.timeout_s,
                            retries=self.retries, request_timeout_s=self.request_timeout_s,
+                           enable_idempotence=self.enable_idempotence,
                            max_poll_records=self.max_poll_records, conn=conn)
 
     def invoke(self, run: Run, op: Op) -> Op:

@@ -55,6 +55,7 @@ class UndertowSystem:
                            timeout_s=spec.producer.delivery_timeout_s,
                            retries=spec.producer.retries or 0,
                            request_timeout_s=spec.producer.request_timeout_s,
+                           enable_idempotence=bool(spec.producer.enable_idempotence),
                            max_poll_records=spec.max_poll_records)
 
     def describe(self, spec: TestSpec) -> Mapping[str, Any]:
