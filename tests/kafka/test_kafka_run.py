@@ -26,7 +26,8 @@ def _spec(**over: Any) -> Any:
     ({"nemesis": ("kill", "slow")}, "--nemesis slow: unsupported for Kafka"),
     ({"broker": {"truncation": "hw", "replication_factor": 2, "min_insync_replicas": 1}},
      "--truncation hw"),
-    ({"backend": "ssh", "hosts": ("h1", "h2", "h3")}, "Kafka runs on the local, docker"),
+    ({"backend": "ssh", "hosts": ("h1", "h2", "h3"), "nemesis": ("kill", "lossy")},
+     "--nemesis lossy: unsupported for Kafka on the ssh backend"),
     ({"extra": {"controller_voters": 1}}, "exceeds the 2 brokers"),
     ({"extra": {"kafka_version": "3.7.0"}}, "3.9 and later"),
 ])
