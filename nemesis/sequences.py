@@ -124,9 +124,10 @@ def last_replica(t: float, rng: random.Random) -> list[Step]:
 
 def lost_answers(t: float, rng: random.Random) -> list[Step]:
     """Clients stop hearing a key's leader L (one way: L still gets and serves their
-    requests) for longer than a produce attempt's timeout: producers time out on records
-    L appended, and a producer with retries sends them again, to L, which appends them
-    again unless the producer is idempotent; the last resend after the heal is answered."""
+    requests on open connections) for longer than a produce attempt's timeout: producers
+    time out on records L appended, and a producer with retries sends them again; the
+    resend that gets through after the heal is appended once more unless the producer is
+    idempotent."""
     return [
         Step(t, PARTITION.start, {"kind": "leader-answers", "key": "live", "as": "L"}),
         Step(t + 2.5, PARTITION.heal, {}),

@@ -301,7 +301,7 @@ class BrokerClient:
         if acks != "all":
             raise ValueError(f"the idempotent producer needs acks='all', not {acks!r}")
         if self.producer is None:
-            self.producer = self._init_producer(time.monotonic() + self.timeout_s)
+            self.producer = self.init_producer(time.monotonic() + self.timeout_s)
             self._seqs = {}
         seq = self._seqs.get(key, 0)
         msg.update(producer_id=self.producer[0], producer_epoch=self.producer[1], sequence=seq)
@@ -315,7 +315,7 @@ class BrokerClient:
         self._seqs[key] = seq + 1
         return int(reply["offset"])
 
-    def _init_producer(self, deadline: float) -> tuple[int, int]:
+    def init_producer(self, deadline: float) -> tuple[int, int]:
         """(producer id, epoch) from the active controller; any node names it. Definite on
         failure: no record was sent (an id handed out but never learnt is just skipped)."""
         nodes = list(self.addrs)
