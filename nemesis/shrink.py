@@ -7,8 +7,10 @@ earlier, under some time limit. Stages, in order:
 
 1. delta debugging over the windows (Zeller's ddmin): keep each half, then drop
    each half; then quarters, ... down to single windows;
-2. shorten each kept window (its steps drawn towards its start, halving);
-3. move the faults earlier (less healthy lead) and cut the time limit (less tail).
+2. cut the time limit (less healthy tail after the last kept step): every later
+   trial is then a shorter run with a smaller history to check;
+3. shorten each kept window (its steps drawn towards its start, halving);
+4. move the faults earlier (less healthy lead) and cut the tail again.
 
 A candidate is kept when one of `tries` trials reproduces (the trial says so,
 and stops at the first that does); rejecting one costs all `tries`. A stop
@@ -141,8 +143,9 @@ class Shrinker:
     def at_most(self) -> int:
         """An upper bound on the trials this search can still take (shown as progress)."""
         k = self.best.size
-        left = {"ddmin": k * (k + 3) // 2 + k * self.max_halvings + 8,
-                "shorten": k * self.max_halvings + 8, "time": 8, "confirm": 0}[self._stage]
+        left = {"ddmin": k * (k + 3) // 2 + k * self.max_halvings + 12,
+                "tail": k * self.max_halvings + 12, "shorten": k * self.max_halvings + 8,
+                "time": 8, "confirm": 0}[self._stage]
         return len(self.trials) + self.tries * left + self._due()
 
     def _due(self) -> int:
@@ -236,12 +239,15 @@ class Shrinker:
         while y - floor >= 1.0 and self.reproduces(make(y)):
             y /= 2
 
-    def _time(self) -> None:
-        self._cut(self.first_s(self.best), MIN_LEAD_S, lambda lead: replace(
-            self.best, shift_s=round(self.best.shift_s + self.first_s(self.best) - lead, 3)))
+    def _tail(self) -> None:
         self._cut(self.best.time_limit_s - self.last_s(self.best), MIN_TAIL_S,
                   lambda tail: replace(self.best,
                                        time_limit_s=round(self.last_s(self.best) + tail, 3)))
+
+    def _time(self) -> None:
+        self._cut(self.first_s(self.best), MIN_LEAD_S, lambda lead: replace(
+            self.best, shift_s=round(self.best.shift_s + self.first_s(self.best) - lead, 3)))
+        self._tail()
 
     def _confirm(self) -> None:
         """Run the best candidate until it has had `tries` runs: how often it reproduces."""
@@ -253,8 +259,8 @@ class Shrinker:
         search (the confirmation was reserved), anything else ends both."""
         stopped: str | None = None
         try:
-            for stage, step in (("ddmin", self._ddmin), ("shorten", self._shorten),
-                                ("time", self._time)):
+            for stage, step in (("ddmin", self._ddmin), ("tail", self._tail),
+                                ("shorten", self._shorten), ("time", self._time)):
                 self._stage = stage
                 step()
         except _Stop as e:

@@ -8,7 +8,11 @@ metadata. A send whose attempt may have been written (no reply in time, the
 connection lost, REQUEST_TIMED_OUT, ...) is sent again only `retries` times, as
 Kafka's producer does: each resend may append the record once more, so without
 idempotence an acknowledged send may sit at two offsets, and a send that gives
-up after such an attempt is never definite.
+up after such an attempt is never definite. With `enable_idempotence` every
+send carries a producer id (from the controller), its epoch and a sequence
+number per partition; the leader writes a resend once and answers it with the
+first attempt's offset. After an unknown outcome the next sequence is unknown
+too, so the client takes a new producer id (Kafka bumps the epoch instead).
 """
 
 from __future__ import annotations
@@ -21,11 +25,13 @@ from typing import Any
 
 from broker.protocol import (
     DEFINITE_ERRORS,
+    INVALID_PRODUCER_EPOCH,
     LEADER_CHANGED_AFTER_APPEND,
     LEADER_NOT_AVAILABLE,
     MAX_RESPONSE_BYTES,
     NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     NOT_LEADER,
+    OUT_OF_ORDER_SEQUENCE_NUMBER,
     REQUEST_TIMED_OUT,
     UNKNOWN_LEADER_EPOCH,
     FrameDecoder,
@@ -39,6 +45,8 @@ RETRIABLE = frozenset({NOT_LEADER, LEADER_NOT_AVAILABLE, UNKNOWN_LEADER_EPOCH, "
 RESENDABLE = frozenset({"TIMEOUT", "CONNECTION", REQUEST_TIMED_OUT,
                         NOT_ENOUGH_REPLICAS_AFTER_APPEND, LEADER_CHANGED_AFTER_APPEND})
 BACKOFF_S = 0.05
+# a group's coordinator is elsewhere now (or not yet elected): find it again
+COORDINATOR_MOVED = frozenset({"NOT_COORDINATOR", LEADER_NOT_AVAILABLE})
 
 
 class ClientError(Exception):
@@ -109,10 +117,12 @@ class _Conn:
 class BrokerClient:
     """timeout_s bounds each operation, its retries included (a send's delivery.timeout.ms);
     request_timeout_s bounds one attempt of a send (request.timeout.ms; default: timeout_s);
-    retries: how many times a send whose attempt may have been written is sent again."""
+    retries: how many times a send whose attempt may have been written is sent again;
+    enable_idempotence: the idempotent producer (acks="all" only)."""
 
     def __init__(self, addrs: Mapping[str, str], *, timeout_s: float = 5.0, retries: int = 0,
-                 request_timeout_s: float | None = None) -> None:
+                 request_timeout_s: float | None = None,
+                 enable_idempotence: bool = False) -> None:
         if not addrs:
             raise ValueError("BrokerClient: addrs must name at least one node")
         if retries < 0:
@@ -121,9 +131,13 @@ class BrokerClient:
         self.timeout_s = timeout_s
         self.retries = retries
         self.request_timeout_s = timeout_s if request_timeout_s is None else request_timeout_s
+        self.idempotent = enable_idempotence
+        self.producer: tuple[int, int] | None = None  # (producer id, epoch) once given one
+        self._seqs: dict[int, int] = {}  # partition -> its next sequence number
         self._conns: dict[str, _Conn] = {}
         self._leaders: dict[int, str] = {}
         self._meta: dict[str, Any] = {}
+        self._coordinators: dict[str, str] = {}  # group -> its coordinator, as last found
 
     # -- connections -------------------------------------------------------------
     def _conn(self, node: str, deadline: float) -> _Conn:
@@ -279,10 +293,52 @@ class BrokerClient:
 
     def produce(self, key: int, value: int, *, acks: str = "all") -> int | None:
         """The record's offset (None with acks="0"); raises ClientError."""
-        msg = {"type": "produce", "partition": key, "value": value, "acks": acks,
-               "timeout_ms": int(self.timeout_s * 1000)}
-        reply = self._request(key, msg, writes=True, expect_reply=acks != "0")
-        return None if acks == "0" else int(reply["offset"])
+        msg: dict[str, Any] = {"type": "produce", "partition": key, "value": value,
+                               "acks": acks, "timeout_ms": int(self.timeout_s * 1000)}
+        if not self.idempotent:
+            reply = self._request(key, msg, writes=True, expect_reply=acks != "0")
+            return None if acks == "0" else int(reply["offset"])
+        if acks != "all":
+            raise ValueError(f"the idempotent producer needs acks='all', not {acks!r}")
+        if self.producer is None:
+            self.producer = self.init_producer(time.monotonic() + self.timeout_s)
+            self._seqs = {}
+        seq = self._seqs.get(key, 0)
+        msg.update(producer_id=self.producer[0], producer_epoch=self.producer[1], sequence=seq)
+        try:
+            reply = self._request(key, msg, writes=True)
+        except ClientError as e:
+            if not e.definite or e.code in (OUT_OF_ORDER_SEQUENCE_NUMBER,
+                                            INVALID_PRODUCER_EPOCH):
+                self.producer = None  # whether `seq` was used is unknown: start afresh
+            raise
+        self._seqs[key] = seq + 1
+        return int(reply["offset"])
+
+    def init_producer(self, deadline: float) -> tuple[int, int]:
+        """(producer id, epoch) from the active controller; any node names it. Definite on
+        failure: no record was sent (an id handed out but never learnt is just skipped)."""
+        nodes = list(self.addrs)
+        last = "no node answered"
+        hint: str | None = None
+        for attempt in range(1_000_000):
+            node = hint if hint in self.addrs else nodes[attempt % len(nodes)]
+            hint = None
+            try:
+                reply = self._call(node, {"type": "init_producer_id"},
+                                   min(deadline, time.monotonic() + 1.0))
+            except (_Unsent, ClientError) as e:
+                last = str(e)
+            else:
+                if reply.get("error") is None:
+                    return int(reply["producer_id"]), int(reply["producer_epoch"])
+                last = f"{reply['error']}: {reply.get('message')}"
+                hint = reply.get("controller") if isinstance(reply.get("controller"),
+                                                             str) else None
+            if time.monotonic() + BACKOFF_S >= deadline:
+                break
+            time.sleep(BACKOFF_S / 2)
+        raise ClientError("CONNECTION", f"init_producer_id: {last}", definite=True)
 
     def fetch(self, key: int, offset: int, *, max_records: int = 500) -> list[tuple[int, int]]:
         """(offset, value) records from `offset`, below the HW; [] when none."""
@@ -294,6 +350,45 @@ class BrokerClient:
         """The partition's HW at its leader."""
         reply = self._request(key, {"type": "list_offsets", "partition": key}, writes=False)
         return int(reply["hw"])
+
+    # -- consumer groups ---------------------------------------------------------------
+    def _find_coordinator(self, group: str, deadline: float) -> str:
+        last = "no node answered"
+        for node in self.addrs:
+            try:
+                reply = self._call(node, {"type": "find_coordinator", "group": group},
+                                   min(deadline, time.monotonic() + 1.0))
+            except (_Unsent, ClientError) as e:
+                last = str(e)
+                continue
+            if reply.get("error") or reply.get("node") not in self.addrs:
+                last = f"{reply.get('error')}: {reply.get('message')}"
+                continue
+            return str(reply["node"])
+        raise _Unsent(f"no coordinator for group {group!r}: {last}")
+
+    def group_request(self, msg: Mapping[str, Any], *,
+                      timeout_s: float | None = None) -> dict[str, Any]:
+        """A request to the coordinator of msg["group"], found again while it moves (within
+        timeout_s, default the client's). The group's own answers (rebalance, fencing) come
+        back as the reply's `error`; only a coordinator never reached raises ClientError."""
+        group = str(msg["group"])
+        deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
+        last = "no attempt"
+        while True:
+            try:
+                node = self._coordinators.get(group) or self._find_coordinator(group, deadline)
+                self._coordinators[group] = node
+                reply = self._call(node, dict(msg), deadline)
+                if reply.get("error") not in COORDINATOR_MOVED:
+                    return reply
+                last = f"{reply['error']}: {reply.get('message')}"
+            except (_Unsent, ClientError) as e:
+                last = str(e)
+            self._coordinators.pop(group, None)
+            if time.monotonic() + BACKOFF_S >= deadline:
+                raise ClientError("COORDINATOR", f"group {group}: {last}", definite=False)
+            time.sleep(BACKOFF_S)
 
     def close(self) -> None:
         for node in list(self._conns):

@@ -63,6 +63,16 @@ def test_windows_shortened_then_lead_and_tail_cut() -> None:
     assert a == MIN_LEAD_S and out.best.time_limit_s == b + MIN_TAIL_S
 
 
+def test_the_tail_is_cut_before_windows_are_shortened() -> None:
+    sh = Shrinker(spans(8), 100.0, needs(1))  # window 1 is 15-18 s of a 100 s run
+    out = sh.run()
+    stages = [t.stage for t in out.trials]
+    first_short = stages.index("shorten")
+    assert stages.index("tail") < first_short
+    assert all(t.candidate.time_limit_s == 18.0 + MIN_TAIL_S
+               for t in out.trials[first_short:] if t.stage == "shorten")
+
+
 def test_time_cuts_back_off_when_the_floor_does_not_reproduce() -> None:
     def trial(c: Candidate) -> TrialResult:  # needs 15 s of lead before its one window
         return TrialResult(40.0 - c.shift_s >= 15.0)

@@ -106,3 +106,37 @@ def test_a_send_that_runs_out_of_retries_is_unknown(cluster: LocalCluster) -> No
         cluster.wait(lambda: conn.fetch(KEY, 0) == [(0, 7), (1, 7), (2, 7)], 10, "3 copies")
     finally:
         conn.close()
+
+
+@pytest.mark.slow
+def test_retried_send_with_idempotence_is_written_once(cluster: LocalCluster,
+                                                       tmp_path: Path) -> None:
+    # the same lost acknowledgements as above; the leader sees the resends' sequence number
+    # and answers each with the first attempt's offset
+    _fetchers(cluster, "pause")
+    threading.Event().wait(0.6)
+    conn = BrokerClient(cluster.addrs, timeout_s=10, retries=5, request_timeout_s=0.5,
+                        enable_idempotence=True)
+    client = QueueClient(keys=1, conn=conn)
+    b = HistoryBuilder()
+    resumer = _resume_later(cluster, 1.3)
+    try:
+        send = Op("invoke", 0, "send", [["send", KEY, 42]])
+        sent = client.invoke(None, send)  # type: ignore[arg-type]
+        resumer.join()
+        _record(b, send, sent)
+        assert sent.type == "ok" and sent.value == [["send", KEY, [0, 42]]], sent
+        send = Op("invoke", 0, "send", [["send", KEY, 43]])
+        sent = client.invoke(None, send)  # type: ignore[arg-type]
+        _record(b, send, sent)
+        assert sent.value == [["send", KEY, [1, 43]]]  # the next sequence number
+        assert conn.fetch(KEY, 0) == [(0, 42), (1, 43)]
+        poll = Op("invoke", 1, "poll", [["poll"]])
+        reader = QueueClient(keys=1, conn=conn)
+        reader.invoke(None, Op("invoke", 1, "assign", [KEY]))  # type: ignore[arg-type]
+        _record(b, poll, reader.invoke(None, poll))  # type: ignore[arg-type]
+    finally:
+        resumer.join()
+        conn.close()
+    results = check_local(b.write(tmp_path / "run"))
+    assert results["valid"] is True and not results["anomaly_types"], results
