@@ -123,8 +123,9 @@ class Controller:
         if self.state.topic is None:
             t = self.cfg.topic
             await self._commit([{"type": "topic", "name": t.name,
-                                 "assignment": assignment(self.cfg.brokers, t.partitions,
-                                                          t.replication_factor)}])
+                                 "assignment": assignment(
+                                     self.cfg.brokers, t.partitions + len(self.cfg.offsets_pids),
+                                     t.replication_factor)}])
 
     # -- the log ---------------------------------------------------------------
     def _catch_up(self) -> None:

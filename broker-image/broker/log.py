@@ -3,6 +3,7 @@
 Layout of a partition directory (`<data_dir>/<topic>-<partition>/`):
 - `<base offset, 20 digits>.log`: segments, one record a line: `offset epoch value`,
   followed by `producer_id producer_epoch sequence` for an idempotent producer's record;
+  an internal topic's value is one line of JSON (`{...}`, to the end of the line);
 - `hw`: the high-watermark checkpoint (written every
   replica.high.watermark.checkpoint.interval.ms and on clean shutdown);
 - `leader-epoch`: lines `epoch start_offset`, written whenever it changes;
@@ -22,12 +23,16 @@ from typing import IO, Any
 
 from .producers import ProducerStates, Tag
 
+# A record's value: an integer (the topic's records), or one line of JSON (an internal
+# topic's records, e.g. a consumer group's state).
+Value = int | str
+
 
 @dataclass(frozen=True, slots=True)
 class Record:
     offset: int
     epoch: int
-    value: int
+    value: Value
     producer: Tag | None = None  # (producer id, producer epoch, sequence)
 
 
@@ -80,7 +85,7 @@ class PartitionLog:
         self.segment_bytes = segment_bytes
         directory.mkdir(parents=True, exist_ok=True)
         self.epochs: list[int] = []
-        self.values: list[int] = []
+        self.values: list[Value] = []
         self.tags: list[Tag | None] = []
         self.producers = ProducerStates()  # follows every append; rebuilt on load, truncate
         self.segments: list[int] = []  # base offsets
@@ -104,14 +109,11 @@ class PartitionLog:
             data = path.read_bytes()
             good = 0
             for line in data.split(b"\n")[:-1]:
-                parts = line.split()
                 try:
-                    off, ep, val = int(parts[0]), int(parts[1]), int(parts[2])
-                    tag = (int(parts[3]), int(parts[4]), int(parts[5])) \
-                        if len(parts) == 6 else None
-                except (ValueError, IndexError):
+                    off, ep, val, tag = _parse_line(line)
+                except (ValueError, IndexError, UnicodeDecodeError):
                     break
-                if off != self.leo or len(parts) not in (3, 6):
+                if off != self.leo:
                     break
                 self.epochs.append(ep)
                 self.values.append(val)
@@ -157,7 +159,7 @@ class PartitionLog:
             self._fh = open(self.dir / segment_name(self.segments[-1]), "ab")  # noqa: SIM115
         return self._fh
 
-    def append(self, entries: list[tuple[int, int]],
+    def append(self, entries: list[tuple[int, Value]],
                tags: list[Tag | None] | None = None) -> int:
         """Append (epoch, value) pairs, each with its producer tag (or None) when `tags` is
         given; returns the first offset. Data reaches the OS at once."""
@@ -278,7 +280,19 @@ class PartitionLog:
         return rows
 
 
-def _line(offset: int, epoch: int, value: int, tag: Tag | None) -> str:
+def _parse_line(line: bytes) -> tuple[int, int, Value, Tag | None]:
+    """`offset epoch value [producer_id producer_epoch sequence]`; raises ValueError."""
+    head = line.split(b" ", 2)
+    if head[2][:1] == b"{":  # JSON runs to the end of the line
+        return int(head[0]), int(head[1]), head[2].decode(), None
+    parts = line.split()
+    if len(parts) not in (3, 6):
+        raise ValueError(f"{len(parts)} fields")
+    tag = (int(parts[3]), int(parts[4]), int(parts[5])) if len(parts) == 6 else None
+    return int(parts[0]), int(parts[1]), int(parts[2]), tag
+
+
+def _line(offset: int, epoch: int, value: Value, tag: Tag | None) -> str:
     if tag is None:
         return f"{offset} {epoch} {value}\n"
     return f"{offset} {epoch} {value} {tag[0]} {tag[1]} {tag[2]}\n"

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import Settings
-from .log import PartitionLog, Record
+from .log import PartitionLog, Record, Value
 from .metadata import PartitionMeta
 from .producers import Tag
 from .protocol import (
@@ -59,7 +59,7 @@ class Partition:
     role: str = "none"                       # leader | follower | none
     followers: dict[str, FollowerState] = field(default_factory=dict)
     waiters: deque[Waiter] = field(default_factory=deque)   # in offset order
-    pending: list[tuple[int, Tag | None, Done]] = field(default_factory=list)  # value, tag
+    pending: list[tuple[Value, Tag | None, Done]] = field(default_factory=list)  # value, tag
     needs_epoch_truncation: bool = False
     isr_change_inflight: bool = False
     hw_checkpointed: int = -1
@@ -184,7 +184,7 @@ class Partition:
             for _v, _t, done in batch:
                 done(None, ProtocolError(NOT_LEADER, "no longer the leader"))
             return 0
-        entries: list[tuple[int, int]] = []
+        entries: list[tuple[int, Value]] = []
         tags: list[Tag | None] = []
         dones: list[Done] = []
         appended = 0
@@ -329,11 +329,11 @@ class Partition:
         return out
 
     # -- follower ----------------------------------------------------------------
-    def apply_fetched(self, records: list[list[int]], leader_hw: int) -> int:
+    def apply_fetched(self, records: list[list[Any]], leader_hw: int) -> int:
         """Append a leader's records ([offset, epoch, value], then the producer tag when there
         is one); follower HW = min(leader HW, LEO)."""
         if records and records[0][0] == self.log.leo:
-            run: list[tuple[int, int]] = []
+            run: list[tuple[int, Value]] = []
             tags: list[Tag | None] = []
             for rec in records:
                 off, ep, val = rec[0], rec[1], rec[2]

@@ -86,6 +86,17 @@ SCHEMAS: dict[str, dict[str, str]] = {
     "test_flush": {},
     "test_fence": {"node": "str"},
     "raft": {"from": "str", "message": "dict"},
+    # consumer groups (broker/coordinator.py)
+    "find_coordinator": {"group": "str"},
+    "join_group": {"group": "str", "member_id": "str", "client_id": "str", "protocols": "list",
+                   "session_timeout_ms": "int", "rebalance_timeout_ms": "int"},
+    "sync_group": {"group": "str", "member_id": "str", "generation": "int",
+                   "assignments": "dict"},
+    "group_heartbeat": {"group": "str", "member_id": "str", "generation": "int"},
+    "leave_group": {"group": "str", "member_id": "str"},
+    "offset_commit": {"group": "str", "member_id": "str", "generation": "int",
+                      "offsets": "list"},
+    "offset_fetch": {"group": "str", "partitions": "list"},
 }
 ACKS = ("0", "1", "all")
 PRODUCER_FIELDS = ("producer_id", "producer_epoch", "sequence")

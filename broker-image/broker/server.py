@@ -11,6 +11,7 @@ from .broker import Broker
 from .clock import Clock
 from .config import NodeConfig, split_addr
 from .controller import Controller, not_controller
+from .coordinator import NOT_COORDINATOR, Coordinator
 from .protocol import (
     DISABLED,
     INVALID_REQUEST,
@@ -69,7 +70,12 @@ class Server:
             "test_fetcher": self.test_fetcher, "test_checkpoint": self.test_checkpoint,
             "test_flush": self.test_flush, "test_fence": self.test_fence,
             "raft": self.raft,
+            "find_coordinator": self.find_coordinator, "join_group": self.join_group,
+            "sync_group": self.sync_group, "group_heartbeat": self.group_heartbeat,
+            "leave_group": self.leave_group, "offset_commit": self.offset_commit,
+            "offset_fetch": self.offset_fetch,
         }
+        self.coordinator = Coordinator(broker) if broker is not None else None
         self._server: asyncio.AbstractServer | None = None
         self._conn_tasks: set[asyncio.Task[None]] = set()
 
@@ -77,6 +83,8 @@ class Server:
         host, port = split_addr(self.cfg.listen, "listen")
         self._server = await asyncio.start_server(self._serve, host, port,
                                                   reuse_address=True, limit=1 << 20)
+        if self.coordinator is not None:
+            self.coordinator.start()
 
     async def close(self) -> None:
         if self._server is not None:
@@ -147,9 +155,11 @@ class Server:
             raise ProtocolError(NOT_LEADER, f"{self.cfg.node_id} is not a broker")
         return self.broker
 
-    def _partition(self, pid: int) -> Any:
+    def _partition(self, pid: int, *, internal: bool = False) -> Any:
+        """A replica held here; `internal`: the offsets topic's too (replication only)."""
         b = self._broker()
-        if not 0 <= pid < self.cfg.topic.partitions:
+        end = self.cfg.topic.partitions + (len(self.cfg.offsets_pids) if internal else 0)
+        if not 0 <= pid < end:
             raise ProtocolError(UNKNOWN_PARTITION, f"no partition {pid}")
         p = b.partitions.get(pid)
         if p is None:
@@ -221,6 +231,12 @@ class Server:
         else:
             view = self._controller().view()
             local = {}
+        if self.cfg.offsets_pids:  # the internal topic apart: clients see the topic's own
+            every = view["partitions"]
+            view["partitions"] = {k: v for k, v in every.items()
+                                  if int(k) < self.cfg.topic.partitions}
+            view["offsets_partitions"] = {k: v for k, v in every.items()
+                                          if int(k) >= self.cfg.topic.partitions}
         if self.controller is not None:  # a voter: the Raft leader it knows, and the quorum
             quorum = self.controller.quorum_view()
             controller = self.controller.leader
@@ -252,7 +268,7 @@ class Server:
                                     "partitions: expected [partition, epoch, offset]")
             pid, epoch, off = item
             try:
-                p = self._partition(pid)
+                p = self._partition(pid, internal=True)
                 recs, want = p.on_follower_fetch(follower, epoch, off, now, limit)
             except ProtocolError as e:
                 res = {"partition": pid, "error": e.code, "message": str(e)}
@@ -297,7 +313,7 @@ class Server:
         return {"partitions": out}
 
     async def offsets_for_leader_epoch(self, req: dict[str, Any]) -> dict[str, Any]:
-        p = self._partition(req["partition"])
+        p = self._partition(req["partition"], internal=True)
         p.check_leader_epoch(req["leader_epoch"])
         epoch, end = p.log.end_offset_for_epoch(req["epoch"])
         return {"epoch": epoch, "end_offset": end}
@@ -326,6 +342,33 @@ class Server:
         except MessageError as e:
             raise ProtocolError(INVALID_REQUEST, f"raft: {e}") from None
         return {}
+
+    # -- consumer groups ------------------------------------------------------------------
+    def _groups(self) -> Coordinator:
+        if self.coordinator is None:
+            raise ProtocolError(NOT_COORDINATOR, f"{self.cfg.node_id} is not a broker")
+        return self.coordinator
+
+    async def find_coordinator(self, req: dict[str, Any]) -> dict[str, Any]:
+        return self._groups().find(req["group"])
+
+    async def join_group(self, req: dict[str, Any]) -> dict[str, Any]:
+        return await self._groups().join(req)
+
+    async def sync_group(self, req: dict[str, Any]) -> dict[str, Any]:
+        return await self._groups().sync(req)
+
+    async def group_heartbeat(self, req: dict[str, Any]) -> dict[str, Any]:
+        return await self._groups().heartbeat(req)
+
+    async def leave_group(self, req: dict[str, Any]) -> dict[str, Any]:
+        return await self._groups().leave(req)
+
+    async def offset_commit(self, req: dict[str, Any]) -> dict[str, Any]:
+        return await self._groups().commit(req)
+
+    async def offset_fetch(self, req: dict[str, Any]) -> dict[str, Any]:
+        return await self._groups().fetch_offsets(req)
 
     # -- test controls (off unless settings.test.controls.enable) ----------------------
     async def test_fetcher(self, req: dict[str, Any]) -> dict[str, Any]:

@@ -45,6 +45,8 @@ RETRIABLE = frozenset({NOT_LEADER, LEADER_NOT_AVAILABLE, UNKNOWN_LEADER_EPOCH, "
 RESENDABLE = frozenset({"TIMEOUT", "CONNECTION", REQUEST_TIMED_OUT,
                         NOT_ENOUGH_REPLICAS_AFTER_APPEND, LEADER_CHANGED_AFTER_APPEND})
 BACKOFF_S = 0.05
+# a group's coordinator is elsewhere now (or not yet elected): find it again
+COORDINATOR_MOVED = frozenset({"NOT_COORDINATOR", LEADER_NOT_AVAILABLE})
 
 
 class ClientError(Exception):
@@ -135,6 +137,7 @@ class BrokerClient:
         self._conns: dict[str, _Conn] = {}
         self._leaders: dict[int, str] = {}
         self._meta: dict[str, Any] = {}
+        self._coordinators: dict[str, str] = {}  # group -> its coordinator, as last found
 
     # -- connections -------------------------------------------------------------
     def _conn(self, node: str, deadline: float) -> _Conn:
@@ -298,7 +301,7 @@ class BrokerClient:
         if acks != "all":
             raise ValueError(f"the idempotent producer needs acks='all', not {acks!r}")
         if self.producer is None:
-            self.producer = self._init_producer(time.monotonic() + self.timeout_s)
+            self.producer = self.init_producer(time.monotonic() + self.timeout_s)
             self._seqs = {}
         seq = self._seqs.get(key, 0)
         msg.update(producer_id=self.producer[0], producer_epoch=self.producer[1], sequence=seq)
@@ -312,7 +315,7 @@ class BrokerClient:
         self._seqs[key] = seq + 1
         return int(reply["offset"])
 
-    def _init_producer(self, deadline: float) -> tuple[int, int]:
+    def init_producer(self, deadline: float) -> tuple[int, int]:
         """(producer id, epoch) from the active controller; any node names it. Definite on
         failure: no record was sent (an id handed out but never learnt is just skipped)."""
         nodes = list(self.addrs)
@@ -347,6 +350,45 @@ class BrokerClient:
         """The partition's HW at its leader."""
         reply = self._request(key, {"type": "list_offsets", "partition": key}, writes=False)
         return int(reply["hw"])
+
+    # -- consumer groups ---------------------------------------------------------------
+    def _find_coordinator(self, group: str, deadline: float) -> str:
+        last = "no node answered"
+        for node in self.addrs:
+            try:
+                reply = self._call(node, {"type": "find_coordinator", "group": group},
+                                   min(deadline, time.monotonic() + 1.0))
+            except (_Unsent, ClientError) as e:
+                last = str(e)
+                continue
+            if reply.get("error") or reply.get("node") not in self.addrs:
+                last = f"{reply.get('error')}: {reply.get('message')}"
+                continue
+            return str(reply["node"])
+        raise _Unsent(f"no coordinator for group {group!r}: {last}")
+
+    def group_request(self, msg: Mapping[str, Any], *,
+                      timeout_s: float | None = None) -> dict[str, Any]:
+        """A request to the coordinator of msg["group"], found again while it moves (within
+        timeout_s, default the client's). The group's own answers (rebalance, fencing) come
+        back as the reply's `error`; only a coordinator never reached raises ClientError."""
+        group = str(msg["group"])
+        deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
+        last = "no attempt"
+        while True:
+            try:
+                node = self._coordinators.get(group) or self._find_coordinator(group, deadline)
+                self._coordinators[group] = node
+                reply = self._call(node, dict(msg), deadline)
+                if reply.get("error") not in COORDINATOR_MOVED:
+                    return reply
+                last = f"{reply['error']}: {reply.get('message')}"
+            except (_Unsent, ClientError) as e:
+                last = str(e)
+            self._coordinators.pop(group, None)
+            if time.monotonic() + BACKOFF_S >= deadline:
+                raise ClientError("COORDINATOR", f"group {group}: {last}", definite=False)
+            time.sleep(BACKOFF_S)
 
     def close(self) -> None:
         for node in list(self._conns):
