@@ -39,6 +39,7 @@ bench:
     {{py}} -m bench.harness
     {{py}} -m bench.report
     {{py}} -m bench.failover
+    {{py}} -m bench.groups
     {{py}} -m bench.kafka
 
 # time to find each known bug: seeded runs of every scenario (long: minutes per run)

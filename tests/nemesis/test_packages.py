@@ -70,6 +70,7 @@ def test_unknown_faults_are_named() -> None:
 def test_scenarios_are_exactly_the_known_bugs_and_build() -> None:
     assert set(SCENARIOS) == {"kip101-loss", "kip101-divergence", "isr-shrink-2013",
                               "unclean-election", "last-replica-standing", "safe",
+                              "retries-without-idempotence",
                               "kafka-safe", "kafka-unclean-election", "kafka-acks-1"}
     known = known_faults()
     for name, s in SCENARIOS.items():
@@ -175,4 +176,9 @@ def test_each_known_bug_names_the_options_that_fix_it_and_they_build_a_fixed_spe
         assert not b.unclean_leader_election or b.min_insync_replicas >= 2, name
         if name == "last-replica-standing":
             assert b.flush == "every-message"
+        if name == "retries-without-idempotence":  # the producer's setting, not the broker's
+            assert fixed.producer.enable_idempotence and not unsafe.producer.enable_idempotence
+            assert fixed.producer.retries == unsafe.producer.retries
+            assert (unsafe.producer.retries or 0) > 0
+            continue
         assert fixed.broker != unsafe.broker, name
