@@ -39,6 +39,7 @@ bench:
     {{py}} -m bench.harness
     {{py}} -m bench.report
     {{py}} -m bench.failover
+    {{py}} -m bench.groups
     {{py}} -m bench.kafka
 
 # time to find each known bug: seeded runs of every scenario (long: minutes per run)
@@ -49,9 +50,13 @@ bench-findbugs *ARGS:
 kafka-jars *ARGS:
     .venv/bin/undertow image kafka {{ARGS}}
 
-# a run on local Apache Kafka: just kafka --scenario kafka-acks-1 (any undertow run option)
+# a run on Apache Kafka: just kafka --scenario kafka-acks-1, just kafka --backend docker (any undertow run option)
 kafka *ARGS:
     .venv/bin/undertow run --system kafka {{ARGS}}
+
+# the Kafka node image of the docker backend (Debian's JRE + the cached jars; root, a few minutes once)
+kafka-image:
+    .venv/bin/undertow image build --system kafka --no-sshd
 
 # install and start the Docker engine if it is missing
 docker-up:

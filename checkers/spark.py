@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -78,6 +78,9 @@ def spark_session(master: str = "local[*]", remote: str | None = None,
         os.dup2(saved, 2)
         os.close(saved)
         os.close(jvm_log)
+    if remote and "session_id=" in remote:
+        # a named session is shared (the warm server's): stop() leaves it open
+        cast(Any, spark).release_session_on_close = False
     try:
         if not remote:
             spark.sparkContext.setLogLevel("ERROR")

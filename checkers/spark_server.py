@@ -92,17 +92,25 @@ def resolve(choice: str = "auto", master: str | None = None,
         if not listening(host, port):
             raise SparkError(f"--spark-remote {remote}: nothing answers on {host}:{port}")
         warm = read_state()
-        ours = warm is not None and warm.get("address") == remote and alive(warm)
-        return SparkTarget(master, remote, ours, f"connect {remote}")
+        if warm is not None and warm.get("address") == remote and alive(warm):
+            return SparkTarget(master, shared_session(warm), True, f"connect {remote}")
+        return SparkTarget(master, remote, False, f"connect {remote}")
     if choice == "cold" or (choice == "auto" and not master.startswith("local")):
         return SparkTarget(master, None, master.startswith("local"), f"cold {master}")
     state = read_state()
     if state is not None and alive(state):
-        return SparkTarget(master, str(state["address"]), True, f"warm {state['address']}")
+        return SparkTarget(master, shared_session(state), True, f"warm {state['address']}")
     if choice == "warm":
         raise SparkError(f"--spark warm: no warm Spark is up for {sys.executable} "
                          f"(state in {spark_dir()}); start one with `undertow spark start`")
     return SparkTarget(master, None, master.startswith("local"), f"cold {master}")
+
+
+def shared_session(state: dict[str, Any]) -> str:
+    """The warm server's address with its one long-lived session: checks attach to it and
+    leave it open, so its Python workers stay up with the checkers imported (a new session
+    would start its own workers, seconds per check)."""
+    return f"{state['address']}/;session_id={state['session']}"
 
 
 def parse_remote(remote: str) -> tuple[str, int]:
@@ -165,18 +173,20 @@ def start_server(port: int = DEFAULT_PORT, master: str = "local[*]",
            "--conf", f"spark.connect.grpc.binding.address={HOST}",
            "--conf", f"spark.connect.grpc.binding.port={port}",
            "--conf", "spark.ui.enabled=false",
+           "--conf", "spark.connect.session.manager.defaultSessionTimeout=3650d",
            "--conf", f"spark.local.dir={d / 'local'}",
            "--conf", f"spark.sql.warehouse.dir={d / 'warehouse'}",
            "--conf", f"spark.driver.extraJavaOptions=-Dlog4j.configurationFile="
                      f"file:{d / 'conf' / 'log4j2.properties'}"]
     proc = spawn(cmd, env, d / "server.log")
     state = {"pid": proc.pid, "start_time": _start_time(proc.pid), "port": port,
-             "address": f"sc://{HOST}:{port}", "master": master, "python": sys.executable,
+             "address": f"sc://{HOST}:{port}", "session": str(uuid.uuid4()),
+             "master": master, "python": sys.executable,
              "tag": tag, "log": str(d / "server.log"), "started": time.time()}
     try:
         (d / "state.json").write_text(json.dumps(state, indent=1) + "\n")
         wait_listening(proc, port, d / "server.log", "the warm Spark")
-        _warm_workers(state["address"])
+        _warm_workers(shared_session(state))
     except BaseException:
         stop_group(proc.pid, tag)
         (d / "state.json").unlink(missing_ok=True)

@@ -18,6 +18,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -62,8 +63,14 @@ class NodeImage:
 
     @property
     def base_repo(self) -> str:
-        """The base it is built FROM: the shared one, or its own when it needs packages."""
-        return f"{self.repo}-base" if self.packages else BASE_REPO
+        """The base it is built FROM: the shared one, or, when it needs packages, the base
+        with those packages (named by them, so images needing the same share it)."""
+        return f"{BASE_REPO}-{packages_slug(self.packages)}" if self.packages else BASE_REPO
+
+
+def packages_slug(packages: tuple[str, ...]) -> str:
+    """Debian package names as a docker repository name's tail."""
+    return re.sub(r"[^a-z0-9.-]", "-", "-".join(sorted(packages)))[:120]
 
 
 @dataclass(frozen=True, slots=True)

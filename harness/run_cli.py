@@ -7,6 +7,7 @@ actually given, by click's ParameterSource).
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import sys
 import threading
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from harness.runfiles import EXIT_USAGE
-from harness.spec import SPARK_CHOICES, SpecError, TestSpec, build_spec, load_toml
+from harness.spec import POOL_MAX, SPARK_CHOICES, SpecError, TestSpec, build_spec, load_toml
 
 if TYPE_CHECKING:
     from harness.core import Stopper
@@ -29,7 +30,9 @@ FIELDS: dict[str, str] = {
     "workload": "workload", "nemesis": "nemesis", "nemesis_interval": "nemesis_interval_s",
     "nemesis_targets": "nemesis_targets", "nemesis_schedule": "nemesis_schedule",
     "time_limit": "time_limit_s",
-    "concurrency": "concurrency", "keys": "keys", "seed": "seed", "scenario": "scenario",
+    "concurrency": "concurrency", "keys": "keys", "max_writes_per_key": "max_writes_per_key",
+    "key_pool": "key_pool", "max_poll_records": "max_poll_records", "seed": "seed",
+    "scenario": "scenario",
     "results_dir": "results_dir", "test_count": "test_count",
     "replication_factor": "broker.replication_factor", "acks": "broker.acks",
     "min_insync_replicas": "broker.min_insync_replicas",
@@ -38,8 +41,14 @@ FIELDS: dict[str, str] = {
     "spark": "spark", "spark_master": "spark_master", "spark_remote": "spark_remote",
     "retries": "producer.retries", "delivery_timeout_ms": "producer.delivery_timeout_ms",
     "request_timeout_ms": "producer.request_timeout_ms",
+    "idempotence": "producer.enable_idempotence", "max_in_flight": "producer.max_in_flight",
 }
 TABLES = ("broker", "producer")
+
+
+def _default(name: str) -> Any:
+    """A TestSpec field's default, so the options show the spec's own."""
+    return next(f.default for f in dataclasses.fields(TestSpec) if f.name == name)
 
 
 class BadUsage(click.ClickException):
@@ -134,7 +143,18 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
 @click.option("--time-limit", type=float, default=60.0, show_default=True,
               help="Seconds of workload and faults (before the final heal and reads).")
 @click.option("--concurrency", type=int, default=10, show_default=True)
-@click.option("--keys", type=int, default=8, show_default=True)
+@click.option("--keys", type=int, default=8, show_default=True,
+              help="Keys (partitions) written at once; each is retired after "
+                   "--max-writes-per-key sends and a fresh one from the pool takes its place.")
+@click.option("--max-writes-per-key", type=int, default=_default("max_writes_per_key"),
+              show_default=True,
+              help="Sends a key takes before it is retired.")
+@click.option("--key-pool", type=int,
+              help="Partitions created at setup for the keys to rotate through (default: "
+                   f"enough for the time limit, at most {POOL_MAX}).")
+@click.option("--max-poll-records", type=int, default=_default("max_poll_records"),
+              show_default=True,
+              help="Records one poll returns at most, over all its keys.")
 @click.option("--replication-factor", type=int, default=3, show_default=True)
 @click.option("--acks", type=click.Choice(["0", "1", "all"]), default="all", show_default=True)
 @click.option("--min-insync-replicas", type=int, default=2, show_default=True)
@@ -157,6 +177,12 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
               help="Producer: a send's time limit, its retries included.")
 @click.option("--request-timeout-ms", type=int,
               help="Producer: one attempt's time limit (default: the delivery timeout).")
+@click.option("--idempotence/--no-idempotence", default=None,
+              help="Producer: the idempotent producer, whose resends are written once "
+                   "(default: the system's own; ours off, Kafka's on for acks all).")
+@click.option("--max-in-flight", type=int,
+              help="Producer: an operation's requests unanswered on one connection "
+                   "(max.in.flight.requests.per.connection; default: the system's own).")
 @click.option("--seed", type=int, help="Seed of every random choice (default: random, printed).")
 @click.option("--scenario", help="A named scenario (`undertow scenarios` lists them).")
 @click.option("--config", type=click.Path(dir_okay=False), help="A TOML experiment file.")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -21,6 +22,13 @@ BACKENDS = ("local", "docker", "ssh")
 TARGETS = ("one", "minority", "majority", "all", "leader", "followers", "controller")
 SPARK_CHOICES = ("auto", "cold", "warm")  # checkers.spark_server says what each means
 SCHEDULES = ("stagger", "phases")  # nemesis/schedule.py says what each does
+# Sizing the default key pool: sends per second the queue workload is assumed to reach
+# (what 10 clients get from 3 local nodes of our broker on 2 cores), and a ceiling: our
+# broker's followers fetch every partition in each round, so hundreds of partitions
+# slow every write (600 made it 5 times slower here; 256 stayed within the noise).
+POOL_SENDS_PER_S = 500
+POOL_MAX = 256
+MAX_POLL_RECORDS = 100  # a poll's records at most, over all its keys (Kafka's max.poll.records)
 
 
 class SpecError(ValueError):
@@ -62,11 +70,17 @@ class ProducerSettings:
     None keeps the system's own default (our client: 0; Kafka: librdkafka's, as
     systems/kafka/config.py sets it). `delivery_timeout_ms` bounds a send with its
     retries; `request_timeout_ms` one attempt (None: the whole delivery timeout).
+    `enable_idempotence`: the idempotent producer, whose resends are written once (None:
+    the system's default; our client: off; Kafka: on for acks=all).
+    `max_in_flight`: an operation's produce requests unanswered on one connection
+    (max.in.flight.requests.per.connection; None: the system's default, ours 1).
     """
 
     retries: int | None = None
     delivery_timeout_ms: int = 3000
     request_timeout_ms: int | None = None
+    enable_idempotence: bool | None = None
+    max_in_flight: int | None = None
 
     @property
     def delivery_timeout_s(self) -> float:
@@ -79,7 +93,8 @@ class ProducerSettings:
     def validate(self) -> None:
         for option, value, lo in (("--retries", self.retries, 0),
                                   ("--delivery-timeout-ms", self.delivery_timeout_ms, 1),
-                                  ("--request-timeout-ms", self.request_timeout_ms, 1)):
+                                  ("--request-timeout-ms", self.request_timeout_ms, 1),
+                                  ("--max-in-flight", self.max_in_flight, 1)):
             if value is None and option != "--delivery-timeout-ms":
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < lo:
@@ -90,6 +105,14 @@ class ProducerSettings:
             raise SpecError(f"--request-timeout-ms {self.request_timeout_ms} exceeds "
                             f"--delivery-timeout-ms {self.delivery_timeout_ms} (one attempt "
                             "cannot outlast the whole send)")
+        if self.enable_idempotence not in (None, True, False):
+            raise SpecError("--idempotence (producer.enable_idempotence): expected true or "
+                            f"false, got {self.enable_idempotence!r}")
+        if self.enable_idempotence and self.retries == 0:
+            raise SpecError("--idempotence needs --retries above 0 (as Kafka's producer)")
+        if self.enable_idempotence and (self.max_in_flight or 0) > 5:
+            raise SpecError("--idempotence needs --max-in-flight 5 or less (as Kafka's "
+                            "producer: the leader keeps 5 sequences per producer)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +132,10 @@ class TestSpec:
     nemesis_schedule: str = "stagger"  # stagger: faults throughout; phases: steady/faults/recovery
     time_limit_s: float = 60.0
     concurrency: int = 10
-    keys: int = 8
+    keys: int = 8  # keys written at once; the queue workload rotates them (workloads/keys.py)
+    max_writes_per_key: int = 1024  # sends a key takes before it is retired for a fresh one
+    key_pool: int | None = None  # partitions created at setup; None: enough for the time limit
+    max_poll_records: int = MAX_POLL_RECORDS
     broker: BrokerSettings = field(default_factory=BrokerSettings)
     producer: ProducerSettings = field(default_factory=ProducerSettings)
     seed: int = 0
@@ -131,6 +157,15 @@ class TestSpec:
             return tuple(f"n{i + 1}" for i in range(len(self.hosts)))
         return tuple(f"n{i + 1}" for i in range(self.node_count))
 
+    @property
+    def partitions(self) -> int:
+        """The topic's partitions, created at setup: the key pool given, else one that lasts
+        time_limit_s at POOL_SENDS_PER_S sends per second (at most POOL_MAX)."""
+        if self.key_pool is not None:
+            return self.key_pool
+        needed = math.ceil(self.time_limit_s * POOL_SENDS_PER_S / self.max_writes_per_key)
+        return max(self.keys, min(POOL_MAX, self.keys + needed))
+
     def validate(self) -> TestSpec:
         """Raise SpecError naming the first thing that cannot work."""
         if self.backend not in BACKENDS:
@@ -144,11 +179,21 @@ class TestSpec:
             raise SpecError("--min-insync-replicas must be between 1 and the replication factor")
         if self.backend == "ssh" and not self.hosts and not self.cluster_file:
             raise SpecError("--backend ssh needs --node HOST[:PORT] (repeated) or --cluster-file")
+        counts = {"--keys": self.keys, "--max-writes-per-key": self.max_writes_per_key,
+                  "--max-poll-records": self.max_poll_records, "--key-pool": self.key_pool}
+        for option, count in counts.items():
+            if count is not None and (not isinstance(count, int) or isinstance(count, bool)):
+                raise SpecError(f"{option}: must be an integer, got {count!r}")
         for option, value in (("--time-limit", self.time_limit_s),
                               ("--nemesis-interval", self.nemesis_interval_s),
-                              ("--concurrency", self.concurrency), ("--keys", self.keys)):
+                              ("--concurrency", self.concurrency), ("--keys", self.keys),
+                              ("--max-writes-per-key", self.max_writes_per_key),
+                              ("--max-poll-records", self.max_poll_records)):
             if value <= 0:
                 raise SpecError(f"{option}: must be positive, got {value:g}")
+        if self.key_pool is not None and self.key_pool < self.keys:
+            raise SpecError(f"--key-pool {self.key_pool}: must be at least --keys ({self.keys}), "
+                            f"the keys written at once")
         if self.spark not in SPARK_CHOICES:
             raise SpecError(f"--spark: {self.spark!r} is not one of {', '.join(SPARK_CHOICES)}")
         if self.nemesis_schedule not in SCHEDULES:
@@ -158,6 +203,9 @@ class TestSpec:
             if t not in TARGETS:
                 raise SpecError(f"--nemesis-targets: {t!r} is not one of {', '.join(TARGETS)}")
         self.producer.validate()
+        if self.producer.enable_idempotence and self.broker.acks != "all":
+            raise SpecError(f"--idempotence needs --acks all, not {self.broker.acks} "
+                            "(as Kafka's producer)")
         return self
 
     def to_json(self) -> dict[str, Any]:

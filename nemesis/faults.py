@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from harness.protocols import DumpsReplicas, HasClock, Killable, LosesUnflushed, Pausable, Run
-from harness.runfiles import Op
+from harness.runfiles import Op, recent_send_keys
 from nemesis.kinds import CLOCK_BUMP, CLOCK_SKEW, KILL, LOSE_UNFLUSHED, PAUSE, FaultKind, verbs
 from nemesis.targets import LiveView, resolve
 
@@ -56,11 +56,18 @@ def target_nodes(run: Run, value: Any, rng: random.Random) -> tuple[str, ...]:
     return given
 
 
+def live_keys(run: Run) -> list[int]:
+    """The keys being written now (the workload rotates them): those of the latest sends in
+    the history, at most spec.keys of them, most recent first; [] before any send."""
+    return recent_send_keys(run.paths.history)[: run.spec.keys]
+
+
 def resolve_key(run: Run, value: Mapping[str, Any], rng: random.Random,
                 view: LiveView | None = None) -> int:
-    """The key an op is about: an integer, `"auto"` (a key whose replicas avoid the
-    controller, so a sequence never takes the controller down with it), or
-    `{"key_of": ROLE}` (the key chosen by the step that named ROLE)."""
+    """The key an op is about: an integer, `"live"` (one of the keys being written now),
+    `"auto"` (a live key whose replicas avoid the controller, so a sequence never takes
+    the controller down with it), or `{"key_of": ROLE}` (the key chosen by the step that
+    named ROLE). Before any send, a live key is one of the first spec.keys."""
     keys = run.extra.setdefault("nemesis_keys", {})
     raw = value.get("key", 0)
     if "key_of" in value:
@@ -68,12 +75,17 @@ def resolve_key(run: Run, value: Mapping[str, Any], rng: random.Random,
         if role not in keys:
             raise NemesisError(f"key_of {role!r}: no earlier step chose a key as {role!r}")
         return int(keys[role])
-    if raw == "auto":
-        view = view or LiveView(run)
-        controller = view.controller()
-        spare = [k for k in range(run.spec.keys)
-                 if controller not in (view.replicas_of(k) or (controller,))]
-        key = rng.choice(spare) if spare else rng.randrange(run.spec.keys)
+    if raw in ("live", "auto"):
+        live = live_keys(run) or list(range(run.spec.keys))
+        key = rng.choice(live)
+        if raw == "auto":
+            view = view or LiveView(run)
+            controller = view.controller()
+            spare = [k for k in live if controller not in (view.replicas_of(k) or (controller,))]
+            if not spare:  # no live key avoids it: any key of the pool that does
+                spare = [k for k in range(run.spec.partitions)
+                         if controller not in (view.replicas_of(k) or (controller,))]
+            key = rng.choice(spare) if spare else key
     else:
         key = int(raw)
     if "as" in value:

@@ -27,6 +27,8 @@ def grudge_for(kind: str, run: Run, rng: random.Random, value: dict[str, Any]) -
     `followers` cuts a key's leader off from its followers only: both still reach
     the controller and everyone else, so the leader can shrink its ISR to itself;
     with `"cut_clients": true` clients lose the leader too (nobody reads its tail).
+    `leader-answers` drops a key's leader's answers to clients, one way: requests
+    still reach it and are served, so producers time out on writes that happened.
     """
     nodes = list(run.nodes)
     if kind == "one":
@@ -48,6 +50,12 @@ def grudge_for(kind: str, run: Run, rng: random.Random, value: dict[str, Any]) -
         if "as" in value:
             roles[str(value["as"])] = isolated
         return g.isolate(nodes, isolated)
+    if kind == "leader-answers":
+        leader = view.leader_of(key)
+        isolated = (leader,) if leader in nodes else (rng.choice(nodes),)
+        if "as" in value:
+            roles[str(value["as"])] = isolated
+        return {g.CLIENT: frozenset(isolated)}
     if kind == "followers":
         leader = view.leader_of(key)
         if leader not in nodes:

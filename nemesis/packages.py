@@ -80,7 +80,7 @@ def _target_value(spec: TestSpec, rng: random.Random) -> dict[str, Any]:
     target = rng.choice(spec.nemesis_targets or ("one",))
     if target in PURE_TARGETS:
         return {"target": target, "nodes": list(pick(target, spec.nodes, rng))}
-    return {"target": target, "key": rng.randrange(spec.keys)}
+    return {"target": target, "key": "live"}  # resolved when injected: keys rotate
 
 
 def _node_fault(kind: fk.FaultKind) -> Callable[[TestSpec, random.Random], list[Step]]:
@@ -107,7 +107,7 @@ def _partition_value(spec: TestSpec, rng: random.Random) -> dict[str, Any]:
                 "grudge": g.to_json(g.isolate(nodes, [rng.choice(nodes)]))}
     if kind == "random-halves":
         return {"target": target, "kind": kind, "grudge": g.to_json(g.random_halves(nodes, rng))}
-    return {"target": target, "kind": kind, "key": rng.randrange(spec.keys)}
+    return {"target": target, "kind": kind, "key": "live"}
 
 
 def _plan_partition(spec: TestSpec, rng: random.Random) -> list[Step]:

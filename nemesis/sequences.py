@@ -122,6 +122,18 @@ def last_replica(t: float, rng: random.Random) -> list[Step]:
     ]
 
 
+def lost_answers(t: float, rng: random.Random) -> list[Step]:
+    """Clients stop hearing a key's leader L (one way: L still gets and serves their
+    requests on open connections) for longer than a produce attempt's timeout: producers
+    time out on records L appended, and a producer with retries sends them again; the
+    resend that gets through after the heal is appended once more unless the producer is
+    idempotent."""
+    return [
+        Step(t, PARTITION.start, {"kind": "leader-answers", "key": "live", "as": "L"}),
+        Step(t + 2.5, PARTITION.heal, {}),
+    ]
+
+
 SEQUENCES: dict[str, Fault] = {
     "kip101-loss": Fault("kip101-loss", (Kill,), cycles(12.0, kip101_loss)),
     "kip101-divergence": Fault("kip101-divergence", (Kill,), cycles(22.0, kip101_divergence)),
@@ -129,6 +141,7 @@ SEQUENCES: dict[str, Fault] = {
     "unclean": Fault("unclean", (Kill, Partition), cycles(15.0, unclean)),
     "last-replica": Fault("last-replica", (Kill, Partition, LoseUnflushed),
                           cycles(15.0, last_replica)),
+    "lost-answers": Fault("lost-answers", (Partition,), cycles(8.0, lost_answers)),
 }
 
 for _fault in SEQUENCES.values():

@@ -9,6 +9,12 @@ The client that performs these operations is the system's (`System.client`):
 each process has its own (a fresh one after an `info`), with its own assigned
 keys and per-key positions, as a Kafka consumer has. This module holds only what
 the clients do (pure generators) and how the outcome is judged (the checkers).
+
+Keys rotate as in Jepsen's Kafka workload (workloads/keys.py): `spec.keys` are
+written at once, each takes at most `spec.max_writes_per_key` sends, and seeks to
+offset 0 are rare outside the final reads, which read every key sent to from the
+beginning; so no read re-reads a long log and the history stays linear in its
+operations.
 """
 
 from __future__ import annotations
@@ -26,9 +32,12 @@ from harness.protocols import Checker
 from harness.runfiles import Op
 from harness.spec import TestSpec
 from harness.test import Test
+from workloads.keys import KeyRing
 
 SEND_WEIGHT, POLL_WEIGHT, ASSIGN_WEIGHT = 5.0, 4.0, 1.0
-SEEK_PROBABILITY = 0.2
+# Seeks to offset 0 outside the final reads: rare, and cheap since logs stay short.
+SEEK_PROBABILITY = 0.02
+ASSIGN_MAX_KEYS = 3
 EMPTY_POLLS_BEFORE_GIVING_UP = 20  # final reads: a key that stays short is lost, not late
 EMPTY_POLL_PAUSE_S = 0.1
 
@@ -37,35 +46,41 @@ EMPTY_POLL_PAUSE_S = 0.1
 
 
 @dataclass(frozen=True, slots=True)
-class Sends(g.Gen):
-    """Sends of globally unique values (a counter in the generator's state) to random keys."""
+class QueueOps(g.Gen):
+    """The main phase: a weighted mix of sends, polls and assigns over the rotating keys.
 
-    keys: int
+    Sends carry globally unique values (a counter) to the ring's active keys; assigns
+    take one to ASSIGN_MAX_KEYS active keys and seek to the beginning with
+    SEEK_PROBABILITY. State is immutable and randomness comes from ctx.rng.
+    """
+
+    ring: KeyRing
     next_value: int = 0
 
     def op(self, ctx: g.Context) -> g.Result:
         if not ctx.free_threads():
             return g.PENDING, self
-        key = ctx.rng.randrange(self.keys)
-        inv = g.OneOp(g.Invoke("send", [["send", key, self.next_value]])).op(ctx)
-        assert inv is not None
-        return inv[0], replace(self, next_value=self.next_value + 1)
-
-
-def _assign(keys: int) -> g.Gen:
-    def make(ctx: g.Context) -> g.Invoke:
-        n = ctx.rng.randint(1, max(1, min(keys, 3)))
-        chosen = sorted(ctx.rng.sample(range(keys), n))
-        seek = ctx.rng.random() < SEEK_PROBABILITY
-        return g.Invoke("assign", chosen, {"seek_to_beginning": True} if seek else {})
-    return g.fn(make)
+        f = ctx.rng.choices(("send", "poll", "assign"),
+                            weights=(SEND_WEIGHT, POLL_WEIGHT, ASSIGN_WEIGHT))[0]
+        nxt = self
+        if f == "send":
+            key, ring = self.ring.send_key(ctx.rng)
+            inv = g.Invoke("send", [["send", key, self.next_value]])
+            nxt = replace(self, ring=ring, next_value=self.next_value + 1)
+        elif f == "poll":
+            inv = g.Invoke("poll", [["poll"]])
+        else:
+            keys = self.ring.pick(ctx.rng, ctx.rng.randint(1, ASSIGN_MAX_KEYS))
+            seek = ctx.rng.random() < SEEK_PROBABILITY
+            inv = g.Invoke("assign", keys, {"seek_to_beginning": True} if seek else {})
+        out = g.OneOp(inv).op(ctx)
+        assert out is not None
+        return out[0], nxt
 
 
 def generator(spec: TestSpec) -> g.Gen:
-    """The main phase's client ops: a weighted mix of sends, polls and assigns."""
-    polls = g.fn(lambda ctx: g.Invoke("poll", [["poll"]]))
-    return g.mix([Sends(spec.keys), polls, _assign(spec.keys)],
-                 weights=[SEND_WEIGHT, POLL_WEIGHT, ASSIGN_WEIGHT])
+    """The main phase's client ops: sends, polls and assigns over `spec.keys` rotating keys."""
+    return QueueOps(KeyRing.start(spec.keys, spec.partitions, spec.max_writes_per_key))
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,29 +175,33 @@ def _max_offset(value: Any, key: int) -> int | None:
 
 
 def final_generator(spec: TestSpec, targets: Mapping[int, int]) -> g.Gen:
-    """Every key read from the beginning up to its highest acked offset, bounded in time."""
-    keys = tuple(range(spec.keys))
-    return g.time_limit(spec.final_read_timeout_s,
-                        FinalReads({k: targets.get(k, -1) for k in keys}, keys))
+    """Every key in targets read from the beginning up to its target, bounded in time."""
+    keys = tuple(sorted(targets))
+    return g.time_limit(spec.final_read_timeout_s, FinalReads(dict(targets), keys))
 
 
-def acked_offsets(history: Path) -> dict[int, int]:
-    """key -> highest offset of an ok send, from history.jsonl as written so far."""
+def read_targets(history: Path) -> dict[int, int]:
+    """Every key a send went to -> the highest offset of an ok send to it (-1: none known),
+    from history.jsonl as written so far: the keys the final reads must read."""
     out: dict[int, int] = {}
     with open(history, "rb") as fh:
         for line in fh:
-            if b'"ok"' not in line or b'"send"' not in line:
+            if b'"send"' not in line:
                 continue
             try:
                 row = orjson.loads(line)
             except orjson.JSONDecodeError:
                 continue  # a torn last line
-            if row.get("type") != "ok" or row.get("f") != "send":
-                continue
+            ok = row.get("type") == "ok"
             for micro in row.get("value") or ():
-                if micro[0] == "send" and isinstance(micro[2], list) and micro[2][0] is not None:
-                    k = int(micro[1])
-                    out[k] = max(out.get(k, -1), int(micro[2][0]))
+                if not (isinstance(micro, list) and len(micro) == 3 and micro[0] == "send"):
+                    continue
+                k = int(micro[1])
+                top = out.get(k, -1)
+                v = micro[2]
+                if ok and isinstance(v, list) and v[0] is not None:
+                    top = max(top, int(v[0]))
+                out[k] = top
     return out
 
 
@@ -195,7 +214,7 @@ class QueueWorkload:
         return generator(test.spec)
 
     def final_generator(self, test: Test, history: Path) -> g.Gen | None:
-        return final_generator(test.spec, acked_offsets(history))
+        return final_generator(test.spec, read_targets(history))
 
     def checkers(self, test: Test) -> Sequence[Checker]:
         return [RunFileChecker()]

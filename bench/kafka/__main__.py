@@ -103,7 +103,7 @@ def _docker(args: argparse.Namespace) -> dict[str, Any]:
 
     extra = {"kafka_version": args.kafka_version} if args.kafka_version else {}
     spec = build_spec({"system": "kafka", "backend": "docker", "node_count": args.nodes,
-                       "keys": args.partitions, "extra": extra,
+                       "keys": args.partitions, "key_pool": args.partitions, "extra": extra,
                        "broker": {"replication_factor": min(3, args.nodes),
                                   "min_insync_replicas": min(2, args.nodes)}})
     t0 = time.monotonic()

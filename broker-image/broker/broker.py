@@ -17,6 +17,7 @@ from .partition import Partition
 from .rpc import Peer, RpcError
 
 log = logging.getLogger("broker")
+OFFSETS_TOPIC = "__consumer_offsets"  # its replicas are left out of dumps and tools
 
 
 class Broker:
@@ -53,8 +54,10 @@ class Broker:
     def partition(self, pid: int) -> Partition:
         p = self.partitions.get(pid)
         if p is None:
-            lg = PartitionLog(partition_dir(self.cfg.data_dir, self.cfg.topic.name, pid),
-                              segment_bytes=self.settings.segment_bytes)
+            first = self.cfg.topic.partitions
+            d = (partition_dir(self.cfg.data_dir, self.cfg.topic.name, pid) if pid < first
+                 else partition_dir(self.cfg.data_dir, OFFSETS_TOPIC, pid - first))
+            lg = PartitionLog(d, segment_bytes=self.settings.segment_bytes)
             p = Partition(node=self.node, pid=pid, log=lg, settings=self.settings)
             self.partitions[pid] = p
         return p
@@ -353,11 +356,14 @@ class Broker:
 
     # -- views -----------------------------------------------------------------
     def local_view(self) -> dict[str, Any]:
-        return {str(pid): p.local_view() for pid, p in sorted(self.partitions.items())}
+        return {str(pid): p.local_view() for pid, p in sorted(self.partitions.items())
+                if pid < self.cfg.topic.partitions}
 
     def dump_rows(self) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
         for pid, p in sorted(self.partitions.items()):
+            if pid >= self.cfg.topic.partitions:
+                continue
             epoch = p.leader_epoch if p.meta else p.log.latest_epoch
             rows.extend(p.log.dump_rows(self.node, pid, epoch))
         return rows

@@ -37,6 +37,11 @@ DEFAULTS: dict[str, Any] = {
     "default.replication.factor": None,
     "test.controls.enable": False,
     "test.fetcher.start.paused": False,
+    # consumer groups: their state lives in this many partitions of an internal offsets
+    # topic (0: no groups); the session timeouts a member may ask for
+    "offsets.topic.num.partitions": 0,
+    "group.min.session.timeout.ms": 100,
+    "group.max.session.timeout.ms": 300000,
 }
 
 
@@ -67,6 +72,9 @@ class Settings:
     quorum_election_timeout_ms: int = 1000
     quorum_fetch_timeout_ms: int = 2000
     quorum_fetch_interval_ms: int = 100
+    offsets_partitions: int = 0
+    group_min_session_timeout_ms: int = 100
+    group_max_session_timeout_ms: int = 300000
     test_controls: bool = False
     fetcher_start_paused: bool = False
 
@@ -98,6 +106,12 @@ class NodeConfig:
     @property
     def is_controller(self) -> bool:
         return "controller" in self.process_roles and self.node_id in self.controller_quorum_voters
+
+    @property
+    def offsets_pids(self) -> range:
+        """The internal offsets topic's partitions, numbered after the topic's own."""
+        first = self.topic.partitions
+        return range(first, first + self.settings.offsets_partitions)
 
     @property
     def controller(self) -> str:
@@ -154,6 +168,9 @@ def parse_settings(raw: Mapping[str, Any]) -> Settings:
         quorum_fetch_interval_ms=_int(s, "controller.quorum.fetch.interval.ms", 1),
         test_controls=s["test.controls.enable"],
         fetcher_start_paused=s["test.fetcher.start.paused"],
+        offsets_partitions=_int(s, "offsets.topic.num.partitions", 0),
+        group_min_session_timeout_ms=_int(s, "group.min.session.timeout.ms", 1),
+        group_max_session_timeout_ms=_int(s, "group.max.session.timeout.ms", 1),
     )
 
 

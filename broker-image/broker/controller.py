@@ -123,8 +123,9 @@ class Controller:
         if self.state.topic is None:
             t = self.cfg.topic
             await self._commit([{"type": "topic", "name": t.name,
-                                 "assignment": assignment(self.cfg.brokers, t.partitions,
-                                                          t.replication_factor)}])
+                                 "assignment": assignment(
+                                     self.cfg.brokers, t.partitions + len(self.cfg.offsets_pids),
+                                     t.replication_factor)}])
 
     # -- the log ---------------------------------------------------------------
     def _catch_up(self) -> None:
@@ -268,6 +269,15 @@ class Controller:
         q = replace(p, isr=new_isr, partition_epoch=p.partition_epoch + 1)
         await self._commit([q.record()])
         return self.state.partitions[partition].view()
+
+    async def init_producer_id(self) -> dict[str, Any]:
+        """A producer id never handed out before, even by an earlier controller: the record
+        that takes it is committed to the metadata log before it is answered."""
+        async with self._lock:
+            await self._ensure_active()
+            pid = self.state.next_producer_id
+            await self._commit([{"type": "producer_id", "id": pid}])
+        return {"producer_id": pid, "producer_epoch": 0}
 
     async def expire(self) -> None:
         """Fence brokers whose session timed out (and never-seen ones still in an ISR)."""

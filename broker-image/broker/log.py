@@ -1,7 +1,9 @@
 """One replica's log on disk: segment files plus three small checkpoint files.
 
 Layout of a partition directory (`<data_dir>/<topic>-<partition>/`):
-- `<base offset, 20 digits>.log`: segments, one record a line: `offset epoch value`;
+- `<base offset, 20 digits>.log`: segments, one record a line: `offset epoch value`,
+  followed by `producer_id producer_epoch sequence` for an idempotent producer's record;
+  an internal topic's value is one line of JSON (`{...}`, to the end of the line);
 - `hw`: the high-watermark checkpoint (written every
   replica.high.watermark.checkpoint.interval.ms and on clean shutdown);
 - `leader-epoch`: lines `epoch start_offset`, written whenever it changes;
@@ -19,12 +21,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from .producers import ProducerStates, Tag
+
+# A record's value: an integer (the topic's records), or one line of JSON (an internal
+# topic's records, e.g. a consumer group's state).
+Value = int | str
+
 
 @dataclass(frozen=True, slots=True)
 class Record:
     offset: int
     epoch: int
-    value: int
+    value: Value
+    producer: Tag | None = None  # (producer id, producer epoch, sequence)
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -76,7 +85,9 @@ class PartitionLog:
         self.segment_bytes = segment_bytes
         directory.mkdir(parents=True, exist_ok=True)
         self.epochs: list[int] = []
-        self.values: list[int] = []
+        self.values: list[Value] = []
+        self.tags: list[Tag | None] = []
+        self.producers = ProducerStates()  # follows every append; rebuilt on load, truncate
         self.segments: list[int] = []  # base offsets
         self._fh: IO[bytes] | None = None
         self._seg_size = 0
@@ -86,6 +97,7 @@ class PartitionLog:
         self.epoch_cache = [(e, s) for e, s in read_epochs(self.dir / "leader-epoch")
                             if s <= self.leo]
         self.unflushed = self.leo - self.flushed
+        self.producers.rebuild(enumerate(self.tags))
 
     # -- loading --------------------------------------------------------------
     def _load(self) -> None:
@@ -97,15 +109,15 @@ class PartitionLog:
             data = path.read_bytes()
             good = 0
             for line in data.split(b"\n")[:-1]:
-                parts = line.split()
                 try:
-                    off, ep, val = int(parts[0]), int(parts[1]), int(parts[2])
-                except (ValueError, IndexError):
+                    off, ep, val, tag = _parse_line(line)
+                except (ValueError, IndexError, UnicodeDecodeError):
                     break
-                if off != self.leo or len(parts) != 3:
+                if off != self.leo:
                     break
                 self.epochs.append(ep)
                 self.values.append(val)
+                self.tags.append(tag)
                 good += len(line) + 1
             if good != len(data):  # a torn tail from a crash mid-write
                 with open(path, "r+b") as f:
@@ -127,7 +139,8 @@ class PartitionLog:
 
     def read(self, offset: int, limit: int, upto: int | None = None) -> list[Record]:
         end = min(self.leo if upto is None else upto, offset + limit)
-        return [Record(o, self.epochs[o], self.values[o]) for o in range(max(offset, 0), end)]
+        return [Record(o, self.epochs[o], self.values[o], self.tags[o])
+                for o in range(max(offset, 0), end)]
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetsForLeaderEpoch (KIP-101/279): (largest epoch <= `epoch`, its end offset)."""
@@ -146,8 +159,10 @@ class PartitionLog:
             self._fh = open(self.dir / segment_name(self.segments[-1]), "ab")  # noqa: SIM115
         return self._fh
 
-    def append(self, entries: list[tuple[int, int]]) -> int:
-        """Append (epoch, value) pairs; returns the first offset. Data reaches the OS at once."""
+    def append(self, entries: list[tuple[int, Value]],
+               tags: list[Tag | None] | None = None) -> int:
+        """Append (epoch, value) pairs, each with its producer tag (or None) when `tags` is
+        given; returns the first offset. Data reaches the OS at once."""
         first = self.leo
         if not entries:
             return first
@@ -155,10 +170,14 @@ class PartitionLog:
             self._roll()
         lines = []
         off = first
-        for ep, val in entries:
-            lines.append(f"{off} {ep} {val}\n")
+        for i, (ep, val) in enumerate(entries):
+            tag = tags[i] if tags is not None else None
+            lines.append(_line(off, ep, val, tag))
             self.epochs.append(ep)
             self.values.append(val)
+            self.tags.append(tag)
+            if tag is not None:
+                self.producers.observe(tag, off)
             off += 1
         data = "".join(lines).encode()
         fh = self._open()
@@ -200,13 +219,16 @@ class PartitionLog:
             self._fh = None
         del self.epochs[offset:]
         del self.values[offset:]
+        del self.tags[offset:]
+        self.producers.rebuild(enumerate(self.tags))
         keep = [b for b in self.segments if b < offset] or [0]
         for base in self.segments:
             if base not in keep:
                 (self.dir / segment_name(base)).unlink(missing_ok=True)
         self.segments = keep
         base = keep[-1]
-        text = "".join(f"{o} {self.epochs[o]} {self.values[o]}\n" for o in range(base, offset))
+        text = "".join(_line(o, self.epochs[o], self.values[o], self.tags[o])
+                       for o in range(base, offset))
         seg = self.dir / segment_name(base)
         tmp = seg.with_name(seg.name + ".tmp")
         tmp.write_bytes(text.encode())
@@ -256,6 +278,24 @@ class PartitionLog:
         rows.extend({"node": node, "key": key, "offset": o, "value": self.values[o],
                      "epoch": self.epochs[o]} for o in range(self.leo))
         return rows
+
+
+def _parse_line(line: bytes) -> tuple[int, int, Value, Tag | None]:
+    """`offset epoch value [producer_id producer_epoch sequence]`; raises ValueError."""
+    head = line.split(b" ", 2)
+    if head[2][:1] == b"{":  # JSON runs to the end of the line
+        return int(head[0]), int(head[1]), head[2].decode(), None
+    parts = line.split()
+    if len(parts) not in (3, 6):
+        raise ValueError(f"{len(parts)} fields")
+    tag = (int(parts[3]), int(parts[4]), int(parts[5])) if len(parts) == 6 else None
+    return int(parts[0]), int(parts[1]), int(parts[2]), tag
+
+
+def _line(offset: int, epoch: int, value: Value, tag: Tag | None) -> str:
+    if tag is None:
+        return f"{offset} {epoch} {value}\n"
+    return f"{offset} {epoch} {value} {tag[0]} {tag[1]} {tag[2]}\n"
 
 
 def partition_dir(data_dir: Path, topic: str, partition: int) -> Path:

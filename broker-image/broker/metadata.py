@@ -11,6 +11,7 @@ Records are JSON objects with a `type`:
 - `register`: {node, incarnation}: the broker is alive (a new incarnation is a restart)
 - `fence`: {node}: the broker's session expired
 - `partition`: {partition, leader (or null), leader_epoch, partition_epoch, isr}
+- `producer_id`: {id}: an idempotent producer's id, handed out once
 """
 
 from __future__ import annotations
@@ -121,6 +122,7 @@ class MetadataState:
         self.topic: str | None = None
         self.partitions: dict[int, PartitionMeta] = {}
         self.brokers: dict[str, BrokerMeta] = {}
+        self.next_producer_id = 0
 
     def apply(self, offset: int, rec: MetadataRecord) -> int | None:
         """Apply one record; returns the partition it changed, if any."""
@@ -151,6 +153,9 @@ class MetadataState:
                                            partition_epoch=int(rec["partition_epoch"]),
                                            isr=tuple(rec["isr"]))
             return pid
+        if kind == "producer_id":
+            self.next_producer_id = max(self.next_producer_id, int(rec["id"]) + 1)
+            return None
         raise ValueError(f"unknown metadata record type {kind!r}")
 
     def alive(self, node: str) -> bool:

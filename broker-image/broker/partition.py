@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import Settings
-from .log import PartitionLog, Record
+from .log import PartitionLog, Record, Value
 from .metadata import PartitionMeta
+from .producers import Tag
 from .protocol import (
     FENCED_LEADER_EPOCH,
     LEADER_CHANGED_AFTER_APPEND,
@@ -58,7 +59,7 @@ class Partition:
     role: str = "none"                       # leader | follower | none
     followers: dict[str, FollowerState] = field(default_factory=dict)
     waiters: deque[Waiter] = field(default_factory=deque)   # in offset order
-    pending: list[tuple[int, Done]] = field(default_factory=list)
+    pending: list[tuple[Value, Tag | None, Done]] = field(default_factory=list)  # value, tag
     needs_epoch_truncation: bool = False
     isr_change_inflight: bool = False
     hw_checkpointed: int = -1
@@ -160,7 +161,7 @@ class Partition:
         for w in waiters:
             w.done(None, ProtocolError(code, message))
         pending, self.pending = self.pending, []
-        for _v, done in pending:
+        for _v, _t, done in pending:
             done(None, ProtocolError(NOT_LEADER, "no longer the leader"))
 
     # -- leader: produce --------------------------------------------------------
@@ -173,26 +174,60 @@ class Partition:
                                 f"{self.settings.min_insync_replicas}")
 
     def append_pending(self) -> int:
-        """Write every queued produce in one append (the leader's batching); returns the count."""
+        """Write every queued produce in one append (the leader's batching); returns the count
+        appended. An idempotent producer's record that the log already holds is answered
+        with its offset and not written again; one out of sequence is refused."""
         batch, self.pending = self.pending, []
         if not batch:
             return 0
         if self.role != "leader":
-            for _v, done in batch:
+            for _v, _t, done in batch:
                 done(None, ProtocolError(NOT_LEADER, "no longer the leader"))
             return 0
-        first = self.log.append([(self.leader_epoch, v) for v, _d in batch])
-        for i, (_v, done) in enumerate(batch):
-            done(first + i, None)
+        entries: list[tuple[int, Value]] = []
+        tags: list[Tag | None] = []
+        dones: list[Done] = []
+        appended = 0
+
+        def write() -> None:
+            nonlocal appended
+            first = self.log.append(entries, tags)
+            for i, done in enumerate(dones):
+                done(first + i, None)
+            appended += len(entries)
+            entries.clear()
+            tags.clear()
+            dones.clear()
+
+        for value, tag, done in batch:
+            if tag is not None:
+                if any(t is not None and t[0] == tag[0] for t in tags):
+                    write()  # its producer's earlier record of this batch goes in first
+                try:
+                    original = self.log.producers.check(tag)
+                except ProtocolError as e:
+                    done(None, e)
+                    continue
+                if original is not None:
+                    done(original, None)
+                    continue
+            entries.append((self.leader_epoch, value))
+            tags.append(tag)
+            dones.append(done)
+        write()
         self.maybe_advance_hw()
-        return len(batch)
+        return appended
 
     def wait_committed(self, offset: int, deadline_s: float, done: Done) -> None:
         """Call `done` once the HW passes `offset` (or with an error at the deadline)."""
         if self.log.hw > offset:
             done(offset, self._isr_after_append())
-        else:
-            self.waiters.append(Waiter(offset, deadline_s, done))
+            return
+        w = Waiter(offset, deadline_s, done)
+        i = len(self.waiters)
+        while i and self.waiters[i - 1].offset > offset:  # a resend of an older record
+            i -= 1
+        self.waiters.insert(i, w)
 
     def expire_waiters(self, now_s: float) -> None:
         if not self.waiters or all(w.deadline_s > now_s for w in self.waiters):
@@ -294,20 +329,24 @@ class Partition:
         return out
 
     # -- follower ----------------------------------------------------------------
-    def apply_fetched(self, records: list[list[int]], leader_hw: int) -> int:
-        """Append a leader's records ([offset, epoch, value]); follower HW = min(leader HW, LEO)."""
+    def apply_fetched(self, records: list[list[Any]], leader_hw: int) -> int:
+        """Append a leader's records ([offset, epoch, value], then the producer tag when there
+        is one); follower HW = min(leader HW, LEO)."""
         if records and records[0][0] == self.log.leo:
-            run: list[tuple[int, int]] = []
-            for off, ep, val in records:
+            run: list[tuple[int, Value]] = []
+            tags: list[Tag | None] = []
+            for rec in records:
+                off, ep, val = rec[0], rec[1], rec[2]
                 if off != self.log.leo + len(run):
                     break
                 if ep > self.log.latest_epoch:
                     if run:
-                        self.log.append(run)
-                        run = []
+                        self.log.append(run, tags)
+                        run, tags = [], []
                     self.log.assign_epoch(ep, off)
                 run.append((ep, val))
-            self.log.append(run)
+                tags.append((rec[3], rec[4], rec[5]) if len(rec) == 6 else None)
+            self.log.append(run, tags)
         self.log.hw = min(leader_hw, self.log.leo)
         return len(records)
 

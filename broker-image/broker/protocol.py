@@ -56,16 +56,21 @@ NOT_CONTROLLER = "NOT_CONTROLLER"
 STALE_STATE = "STALE_STATE"                        # alter_partition with an old epoch
 INELIGIBLE_REPLICA = "INELIGIBLE_REPLICA"          # alter_partition adding a fenced broker
 DISABLED = "DISABLED"                              # test controls are off
+OUT_OF_ORDER_SEQUENCE_NUMBER = "OUT_OF_ORDER_SEQUENCE_NUMBER"  # definite: not the next sequence
+INVALID_PRODUCER_EPOCH = "INVALID_PRODUCER_EPOCH"  # definite: an older producer epoch (fenced)
 UNKNOWN_SERVER_ERROR = "UNKNOWN_SERVER_ERROR"
 
 # Codes after which the request certainly had no effect.
 DEFINITE_ERRORS = frozenset({NOT_LEADER, LEADER_NOT_AVAILABLE, UNKNOWN_PARTITION,
                              NOT_ENOUGH_REPLICAS, FENCED_LEADER_EPOCH, INVALID_REQUEST,
-                             UNSUPPORTED, OFFSET_OUT_OF_RANGE, DISABLED})
+                             UNSUPPORTED, OFFSET_OUT_OF_RANGE, DISABLED,
+                             OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH})
 
 # Request type -> required fields and their kinds; extra fields are ignored.
 SCHEMAS: dict[str, dict[str, str]] = {
+    # an idempotent producer adds PRODUCER_FIELDS (all three, or none)
     "produce": {"partition": "int", "value": "int", "acks": "acks", "timeout_ms": "int"},
+    "init_producer_id": {},
     "fetch": {"partition": "int", "offset": "int", "max_records": "int"},
     "list_offsets": {"partition": "int"},
     "metadata": {},
@@ -81,8 +86,35 @@ SCHEMAS: dict[str, dict[str, str]] = {
     "test_flush": {},
     "test_fence": {"node": "str"},
     "raft": {"from": "str", "message": "dict"},
+    # consumer groups (broker/coordinator.py)
+    "find_coordinator": {"group": "str"},
+    "join_group": {"group": "str", "member_id": "str", "client_id": "str", "protocols": "list",
+                   "session_timeout_ms": "int", "rebalance_timeout_ms": "int"},
+    "sync_group": {"group": "str", "member_id": "str", "generation": "int",
+                   "assignments": "dict"},
+    "group_heartbeat": {"group": "str", "member_id": "str", "generation": "int"},
+    "leave_group": {"group": "str", "member_id": "str"},
+    "offset_commit": {"group": "str", "member_id": "str", "generation": "int",
+                      "offsets": "list"},
+    "offset_fetch": {"group": "str", "partitions": "list"},
 }
 ACKS = ("0", "1", "all")
+PRODUCER_FIELDS = ("producer_id", "producer_epoch", "sequence")
+
+
+def producer_tag(msg: Mapping[str, Any]) -> tuple[int, int, int] | None:
+    """A produce's (producer id, epoch, sequence), None without them; raises ProtocolError
+    when only some are there or one is not a non-negative integer."""
+    given = [f for f in PRODUCER_FIELDS if f in msg]
+    if not given:
+        return None
+    for f in PRODUCER_FIELDS:
+        v: Any = msg.get(f)
+        if not _check("int", v) or v < 0:
+            raise ProtocolError(INVALID_REQUEST, f"produce: {f!r} must be a non-negative "
+                                f"integer beside {', '.join(given)}, got {v!r:.64}",
+                                msg.get("id"))
+    return (msg["producer_id"], msg["producer_epoch"], msg["sequence"])
 
 
 class ProtocolError(ValueError):

@@ -11,6 +11,7 @@ from .broker import Broker
 from .clock import Clock
 from .config import NodeConfig, split_addr
 from .controller import Controller, not_controller
+from .coordinator import NOT_COORDINATOR, Coordinator
 from .protocol import (
     DISABLED,
     INVALID_REQUEST,
@@ -24,6 +25,7 @@ from .protocol import (
     decode_request,
     encode_frame,
     error_reply,
+    producer_tag,
 )
 from .raft.messages import MessageError
 
@@ -64,10 +66,16 @@ class Server:
             "metadata": self.metadata, "dump": self.dump, "replica_fetch": self.replica_fetch,
             "offsets_for_leader_epoch": self.offsets_for_leader_epoch,
             "heartbeat": self.heartbeat, "alter_partition": self.alter_partition,
+            "init_producer_id": self.init_producer_id,
             "test_fetcher": self.test_fetcher, "test_checkpoint": self.test_checkpoint,
             "test_flush": self.test_flush, "test_fence": self.test_fence,
             "raft": self.raft,
+            "find_coordinator": self.find_coordinator, "join_group": self.join_group,
+            "sync_group": self.sync_group, "group_heartbeat": self.group_heartbeat,
+            "leave_group": self.leave_group, "offset_commit": self.offset_commit,
+            "offset_fetch": self.offset_fetch,
         }
+        self.coordinator = Coordinator(broker) if broker is not None else None
         self._server: asyncio.AbstractServer | None = None
         self._conn_tasks: set[asyncio.Task[None]] = set()
 
@@ -75,6 +83,8 @@ class Server:
         host, port = split_addr(self.cfg.listen, "listen")
         self._server = await asyncio.start_server(self._serve, host, port,
                                                   reuse_address=True, limit=1 << 20)
+        if self.coordinator is not None:
+            self.coordinator.start()
 
     async def close(self) -> None:
         if self._server is not None:
@@ -145,9 +155,11 @@ class Server:
             raise ProtocolError(NOT_LEADER, f"{self.cfg.node_id} is not a broker")
         return self.broker
 
-    def _partition(self, pid: int) -> Any:
+    def _partition(self, pid: int, *, internal: bool = False) -> Any:
+        """A replica held here; `internal`: the offsets topic's too (replication only)."""
         b = self._broker()
-        if not 0 <= pid < self.cfg.topic.partitions:
+        end = self.cfg.topic.partitions + (len(self.cfg.offsets_pids) if internal else 0)
+        if not 0 <= pid < end:
             raise ProtocolError(UNKNOWN_PARTITION, f"no partition {pid}")
         p = b.partitions.get(pid)
         if p is None:
@@ -169,6 +181,7 @@ class Server:
         """Queue the record for the next batched append; reply from completion callbacks."""
         rid, acks = req["id"], req["acks"]
         p = self._partition(req["partition"])
+        tag = producer_tag(req)
         p.check_produce(acks)
         loop = asyncio.get_running_loop()
         timeout_ms = max(0, min(req["timeout_ms"], self.cfg.settings.request_timeout_ms))
@@ -188,7 +201,7 @@ class Server:
             else:
                 p.wait_committed(offset, deadline_s, committed)
 
-        p.pending.append((req["value"], appended))
+        p.pending.append((req["value"], tag, appended))
         self._broker().schedule_append(p)
 
     async def produce(self, req: dict[str, Any]) -> dict[str, Any] | None:
@@ -218,6 +231,12 @@ class Server:
         else:
             view = self._controller().view()
             local = {}
+        if self.cfg.offsets_pids:  # the internal topic apart: clients see the topic's own
+            every = view["partitions"]
+            view["partitions"] = {k: v for k, v in every.items()
+                                  if int(k) < self.cfg.topic.partitions}
+            view["offsets_partitions"] = {k: v for k, v in every.items()
+                                          if int(k) >= self.cfg.topic.partitions}
         if self.controller is not None:  # a voter: the Raft leader it knows, and the quorum
             quorum = self.controller.quorum_view()
             controller = self.controller.leader
@@ -249,7 +268,7 @@ class Server:
                                     "partitions: expected [partition, epoch, offset]")
             pid, epoch, off = item
             try:
-                p = self._partition(pid)
+                p = self._partition(pid, internal=True)
                 recs, want = p.on_follower_fetch(follower, epoch, off, now, limit)
             except ProtocolError as e:
                 res = {"partition": pid, "error": e.code, "message": str(e)}
@@ -287,13 +306,14 @@ class Server:
         for o in out:
             if "records" in o:
                 p = b.partitions[o["partition"]]
-                o["records"] = [[r.offset, r.epoch, r.value] for r in o["records"]]
+                o["records"] = [[r.offset, r.epoch, r.value, *r.producer] if r.producer
+                                else [r.offset, r.epoch, r.value] for r in o["records"]]
                 o["hw"] = p.log.hw
                 o["leo"] = p.log.leo
         return {"partitions": out}
 
     async def offsets_for_leader_epoch(self, req: dict[str, Any]) -> dict[str, Any]:
-        p = self._partition(req["partition"])
+        p = self._partition(req["partition"], internal=True)
         p.check_leader_epoch(req["leader_epoch"])
         epoch, end = p.log.end_offset_for_epoch(req["epoch"])
         return {"epoch": epoch, "end_offset": end}
@@ -308,6 +328,10 @@ class Server:
             req["node"], req["partition"], req["leader_epoch"], req["partition_epoch"],
             req["isr"])
 
+    async def init_producer_id(self, req: dict[str, Any]) -> dict[str, Any]:
+        """A new idempotent producer: its id, from the active controller."""
+        return await self._controller().init_producer_id()
+
     async def raft(self, req: dict[str, Any]) -> dict[str, Any]:
         """A Raft message from another voter (see broker/quorum.py)."""
         deliver = getattr(self.controller.log, "deliver", None) if self.controller else None
@@ -318,6 +342,33 @@ class Server:
         except MessageError as e:
             raise ProtocolError(INVALID_REQUEST, f"raft: {e}") from None
         return {}
+
+    # -- consumer groups ------------------------------------------------------------------
+    def _groups(self) -> Coordinator:
+        if self.coordinator is None:
+            raise ProtocolError(NOT_COORDINATOR, f"{self.cfg.node_id} is not a broker")
+        return self.coordinator
+
+    async def find_coordinator(self, req: dict[str, Any]) -> dict[str, Any]:
+        return self._groups().find(req["group"])
+
+    async def join_group(self, req: dict[str, Any]) -> dict[str, Any]:
+        return await self._groups().join(req)
+
+    async def sync_group(self, req: dict[str, Any]) -> dict[str, Any]:
+        return await self._groups().sync(req)
+
+    async def group_heartbeat(self, req: dict[str, Any]) -> dict[str, Any]:
+        return await self._groups().heartbeat(req)
+
+    async def leave_group(self, req: dict[str, Any]) -> dict[str, Any]:
+        return await self._groups().leave(req)
+
+    async def offset_commit(self, req: dict[str, Any]) -> dict[str, Any]:
+        return await self._groups().commit(req)
+
+    async def offset_fetch(self, req: dict[str, Any]) -> dict[str, Any]:
+        return await self._groups().fetch_offsets(req)
 
     # -- test controls (off unless settings.test.controls.enable) ----------------------
     async def test_fetcher(self, req: dict[str, Any]) -> dict[str, Any]:

@@ -16,18 +16,26 @@ from pathlib import Path
 from typing import Any
 
 from harness.control.docker import DockerBackend
-from harness.image import ensure_images
+from harness.image import IMAGE_DIR, SSHD_REPO, NodeImage, ensure_images, packages_slug
 from harness.protocols import Run, RunPaths
 from harness.spec import build_spec
 
+SSHD_DOCKERFILE = IMAGE_DIR / "base" / "sshd" / "Dockerfile"
+
 
 @contextlib.contextmanager
-def sshd_hosts(workdir: Path, count: int = 3, *,
-               ready_timeout_s: float = 30.0) -> Iterator[tuple[Path, Any]]:
+def sshd_hosts(workdir: Path, count: int = 3, *, ready_timeout_s: float = 30.0,
+               packages: tuple[str, ...] = ()) -> Iterator[tuple[Path, Any]]:
+    """packages: Debian packages the hosts need beyond the base's (Kafka's hosts: a JRE)."""
     import paramiko
 
-    images = ensure_images(sshd=True)
-    assert images.sshd is not None
+    if packages:  # the sshd variant FROM the base that holds them
+        node = NodeImage(f"{SSHD_REPO}-{packages_slug(packages)}", SSHD_DOCKERFILE, {},
+                         packages)
+        host_image = ensure_images(node).node
+    else:
+        host_image = ensure_images(sshd=True).sshd
+    assert host_image is not None
     workdir.mkdir(parents=True, exist_ok=True)
     key = paramiko.RSAKey.generate(2048)
     key_file = workdir / "id_rsa"
@@ -39,7 +47,7 @@ def sshd_hosts(workdir: Path, count: int = 3, *,
     (workdir / "hosts").mkdir(exist_ok=True)
     run = Run(spec=spec, nodes=spec.nodes, paths=RunPaths(workdir / "hosts"),
               log=logging.getLogger("sshd-hosts"))
-    hosts = DockerBackend(image=images.sshd.tag)
+    hosts = DockerBackend(image=host_image.tag)
     try:
         hosts.provision(run, port=22)
         assert run.remote is not None

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-DYNAMIC = {"leader": "the leader of key {key}", "followers": "the followers of key {key}",
+DYNAMIC = {"leader": "the leader of {key}", "followers": "the followers of {key}",
            "controller": "the controller"}
 
 
@@ -39,8 +39,9 @@ def describe(value: Mapping[str, Any]) -> tuple[str, str]:
     if isinstance(value.get("nodes"), list):
         said.append(_names(value["nodes"]))
     elif target in DYNAMIC and key is not None:
-        said.append(DYNAMIC[target].format(key=key) + ", found when injected")
-    elif key == "auto":
+        which = "a key being written" if key in ("live", "auto") else f"key {key}"
+        said.append(DYNAMIC[target].format(key=which) + ", found when injected")
+    elif key in ("live", "auto"):
         said.append("a key chosen when injected")
     grudge = value.get("grudge")
     if isinstance(grudge, Mapping):

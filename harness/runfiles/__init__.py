@@ -37,6 +37,7 @@ from harness.runfiles.tolerant import (
     read_json,
     read_jsonl,
     read_results,
+    recent_send_keys,
 )
 from harness.runfiles.verdict import (
     EXIT_INTERRUPTED,
@@ -57,6 +58,6 @@ __all__ = [
     "TYPE_CODES", "TYPE_NAMES", "HistoryError", "HistoryScan", "HistoryWriter", "Op",
     "OpType", "Process", "ReplicaSummary", "Replicas", "RunFiles", "check_lines",
     "check_sends", "exit_code", "load_run", "no_gc", "read_history", "read_json",
-    "read_jsonl", "read_replicas", "read_results", "scan_history", "worst_exit_code",
-    "write_jsonl", "write_results",
+    "read_jsonl", "read_replicas", "read_results", "recent_send_keys", "scan_history",
+    "worst_exit_code", "write_jsonl", "write_results",
 ]

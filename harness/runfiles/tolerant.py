@@ -106,3 +106,36 @@ def load_run(run_dir: Path) -> RunFiles:
         replicas=read_jsonl(replicas_path) if replicas_path.is_file() else None,
         results=read_json(run_dir / RESULTS_JSON),
     )
+
+
+def recent_send_keys(history: Path, tail_bytes: int = 64 * 1024) -> list[int]:
+    """The keys of the latest send invocations in history.jsonl as written so far, most
+    recent first, each once: the keys being written now (the nemesis aims at them).
+
+    Reads only the file's last `tail_bytes`; a torn or unreadable line is skipped, and a
+    missing file gives []."""
+    try:
+        with open(history, "rb") as fh:
+            fh.seek(0, 2)
+            size = fh.tell()
+            fh.seek(max(0, size - tail_bytes))
+            data = fh.read()
+    except OSError:
+        return []
+    lines = data.split(b"\n")
+    if size > tail_bytes:
+        lines = lines[1:]  # the first is cut
+    keys: list[int] = []
+    for raw in reversed(lines):
+        if b'"invoke"' not in raw or b'"send"' not in raw:
+            continue
+        try:
+            row = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+        value = row.get("value") if isinstance(row, dict) else None
+        for micro in value if isinstance(value, list) else ():
+            if isinstance(micro, list) and len(micro) == 3 and micro[0] == "send" and \
+                    isinstance(micro[1], int) and micro[1] not in keys:
+                keys.append(micro[1])
+    return keys

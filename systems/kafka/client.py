@@ -31,11 +31,11 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from harness.spec import MAX_POLL_RECORDS
 from systems.kafka import config
 
 log = logging.getLogger("undertow.kafka.client")
 POLL_WAIT_S = 0.2  # a poll waits this long for a first record, then takes what is queued
-MAX_POLL_RECORDS = 500
 
 
 class Sent(Enum):
@@ -102,14 +102,19 @@ class KafkaQueueClient:
 
     def __init__(self, *, keys: int, acks: str = "all", timeout_s: float = 3.0,
                  bootstrap: str = "", topic: str = config.TOPIC, retries: int | None = None,
-                 request_timeout_s: float | None = None) -> None:
-        """timeout_s: a send's delivery timeout; retries and request_timeout_s: None keeps
-        config.producer_config's defaults."""
+                 request_timeout_s: float | None = None,
+                 idempotence: bool | None = None, max_in_flight: int | None = None,
+                 max_poll_records: int = MAX_POLL_RECORDS) -> None:
+        """timeout_s: a send's delivery timeout; retries, request_timeout_s, idempotence and
+        max_in_flight: None keeps config.producer_config's defaults."""
         self.keys = keys
+        self.max_poll_records = max_poll_records
         self.acks = acks
         self.timeout_s = timeout_s
         self.retries_setting = retries
         self.request_timeout_s = request_timeout_s
+        self.idempotence = idempotence
+        self.max_in_flight = max_in_flight
         self.bootstrap = bootstrap
         self.topic = topic
         self.producer: Producer | None = None  # made at the first send (reads need none)
@@ -133,11 +138,15 @@ class KafkaQueueClient:
         c = KafkaQueueClient(keys=self.keys, acks=self.acks, timeout_s=self.timeout_s,
                              bootstrap=bootstrap, topic=self.topic,
                              retries=self.retries_setting,
-                             request_timeout_s=self.request_timeout_s)
+                             request_timeout_s=self.request_timeout_s,
+                             idempotence=self.idempotence, max_in_flight=self.max_in_flight,
+                             max_poll_records=self.max_poll_records)
         c.producer_config = {**config.producer_config(bootstrap, self.acks,
                                                       timeout_s=self.timeout_s,
                                                       retries=self.retries_setting,
-                                                      request_timeout_s=self.request_timeout_s),
+                                                      request_timeout_s=self.request_timeout_s,
+                                                      idempotence=self.idempotence,
+                                                      max_in_flight=self.max_in_flight),
                              "logger": _rdkafka_logger(run)}
         c.consumer = Consumer({**config.consumer_config(bootstrap, timeout_s=self.timeout_s),
                                "logger": _rdkafka_logger(run)})
@@ -218,8 +227,9 @@ class KafkaQueueClient:
             try:
                 # consume(n, t) waits for n records or t; poll returns at the first one
                 first = self.consumer.poll(POLL_WAIT_S)
-                msgs = [] if first is None else \
-                    [first, *self.consumer.consume(MAX_POLL_RECORDS - 1, timeout=0)]
+                msgs: list[Message] = [] if first is None else [first]
+                if msgs and self.max_poll_records > 1:
+                    msgs += self.consumer.consume(self.max_poll_records - 1, timeout=0)
             except KafkaException as e:
                 msgs, error = [], str(e)
             restart: list[int] = []

@@ -26,9 +26,12 @@ from systems.kafka.jars import KafkaJars
 from systems.kafka.local import LocalKafka
 
 FAULTS = ("kill", "pause", "partition")
-BACKENDS = ("local", "docker")
+BACKENDS = ("local", "docker", "ssh")
 VERSION_ENV_KEY = "kafka_version"  # spec.extra key: the release to run (default: newest 4.x)
 _VERSION_LINE = re.compile(r"Kafka version: (\S+)")
+# JVMs restarted together (a final heal after a majority was killed) take tens of seconds
+# to register and fill the ISRs again on a loaded machine: never wait less for readiness.
+MIN_READY_S = 90.0
 
 
 def controller_voters(spec: TestSpec) -> int:
@@ -105,7 +108,9 @@ class KafkaViews:
         Kafka's own version then goes into test.json."""
         admin = self.open_admin()
         spec: TestSpec = run.spec
-        took = admin.wait_ready(len(self.brokers), spec.keys, spec.broker.replication_factor,
+        timeout_s = max(timeout_s, MIN_READY_S)
+        took = admin.wait_ready(len(self.brokers), spec.partitions,
+                                spec.broker.replication_factor,
                                 spec.broker.min_insync_replicas, timeout_s=timeout_s)
         if not self._warm:  # once: the producer-id machinery, before the workload's first send
             warm_up(self.bootstrap, admin)

@@ -112,6 +112,23 @@ class KafkaRemoteDB(KafkaViews):
         self.proc.resume(node)
         self.proc.kill(node)
 
+    def wait_ready(self, run: Any, timeout_s: float) -> None:
+        """KafkaViews' readiness; when it times out, the nodes whose JVM is gone and how
+        their logs end."""
+        try:
+            super().wait_ready(run, timeout_s)
+        except TimeoutError as e:
+            raise NodeError(f"{e}{self._why_down()}") from e
+
+    def _why_down(self) -> str:
+        down = []
+        for node in self.nodes:
+            if not self.proc.frozen(node) and not self.proc.running(node):
+                log = shlex.quote(self.proc.log_file(node))
+                tail = self.proc.sh(node, f"tail -n 5 {log} 2>&1", timeout_s=10).stdout.strip()
+                down.append(f"\n{node}: the JVM is not running; kafka.log ends:\n{tail}")
+        return "".join(down)
+
     # -- Killable / Pausable ---------------------------------------------------
 
     def start(self, run: Any, node: str) -> None:
@@ -167,7 +184,8 @@ class KafkaRemoteDB(KafkaViews):
         with tempfile.TemporaryDirectory(prefix=f"undertow-kafka-{node}-") as tmp:
             local = Path(tmp)
             self.proc.fetch(node, self.data_dir(node),
-                            ["replication-offset-checkpoint", f"{config.TOPIC}-*"], local)
+                            ["replication-offset-checkpoint", f"{config.TOPIC}-*/*.log",
+                             f"{config.TOPIC}-*/leader-epoch-checkpoint"], local)
             return dump.dump_node(node, local, self.jars.libs)
 
     def dump_replicas(self, run: Any) -> list[dict[str, Any]]:

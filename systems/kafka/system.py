@@ -51,11 +51,11 @@ class KafkaSystem:
         if isinstance(host, LocalHost):
             nodes = _nodes(spec, host.endpoints.listen, free_port)
             root = next(iter(host.dirs.values())).parent
-            return KafkaLocalDB(j, nodes, root, spec.broker, partitions=spec.keys,
+            return KafkaLocalDB(j, nodes, root, spec.broker, partitions=spec.partitions,
                                 launcher=host.launcher, prefixes=host.prefixes)
         if isinstance(host, ShellHost):
             nodes = _nodes(spec, host.endpoints.listen, lambda: CONTROLLER_PORT)
-            return KafkaRemoteDB(host, j, nodes, spec.broker, partitions=spec.keys)
+            return KafkaRemoteDB(host, j, nodes, spec.broker, partitions=spec.partitions)
         raise TypeError(f"kafka: no DB for a host of type {type(host).__name__}")
 
     def node_image(self) -> NodeImage:
@@ -69,7 +69,10 @@ class KafkaSystem:
         return KafkaQueueClient(keys=spec.keys, acks=spec.broker.acks,
                                 timeout_s=spec.producer.delivery_timeout_s,
                                 retries=spec.producer.retries,
-                                request_timeout_s=spec.producer.request_timeout_s)
+                                request_timeout_s=spec.producer.request_timeout_s,
+                                idempotence=spec.producer.enable_idempotence,
+                                max_in_flight=spec.producer.max_in_flight,
+                                max_poll_records=spec.max_poll_records)
 
     def describe(self, spec: TestSpec) -> Mapping[str, Any]:
         """Until the broker runs: the version asked for (the running broker's own version

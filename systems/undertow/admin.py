@@ -65,7 +65,7 @@ def node_config(spec: TestSpec, node: str, listen: str, peers: Mapping[str, str]
         "peers": dict(peers),
         "process_roles": ["broker", "controller"],
         "controller_quorum_voters": controller_voters(spec),
-        "topic": {"name": TOPIC, "partitions": spec.keys,
+        "topic": {"name": TOPIC, "partitions": spec.partitions,
                   "replication_factor": spec.broker.replication_factor},
         "settings": settings,
     }

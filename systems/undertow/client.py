@@ -8,7 +8,11 @@ metadata. A send whose attempt may have been written (no reply in time, the
 connection lost, REQUEST_TIMED_OUT, ...) is sent again only `retries` times, as
 Kafka's producer does: each resend may append the record once more, so without
 idempotence an acknowledged send may sit at two offsets, and a send that gives
-up after such an attempt is never definite.
+up after such an attempt is never definite. With `enable_idempotence` every
+send carries a producer id (from the controller), its epoch and a sequence
+number per partition; the leader writes a resend once and answers it with the
+first attempt's offset. After an unknown outcome the next sequence is unknown
+too, so the client takes a new producer id (Kafka bumps the epoch instead).
 """
 
 from __future__ import annotations
@@ -21,11 +25,13 @@ from typing import Any
 
 from broker.protocol import (
     DEFINITE_ERRORS,
+    INVALID_PRODUCER_EPOCH,
     LEADER_CHANGED_AFTER_APPEND,
     LEADER_NOT_AVAILABLE,
     MAX_RESPONSE_BYTES,
     NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     NOT_LEADER,
+    OUT_OF_ORDER_SEQUENCE_NUMBER,
     REQUEST_TIMED_OUT,
     UNKNOWN_LEADER_EPOCH,
     FrameDecoder,
@@ -39,6 +45,8 @@ RETRIABLE = frozenset({NOT_LEADER, LEADER_NOT_AVAILABLE, UNKNOWN_LEADER_EPOCH, "
 RESENDABLE = frozenset({"TIMEOUT", "CONNECTION", REQUEST_TIMED_OUT,
                         NOT_ENOUGH_REPLICAS_AFTER_APPEND, LEADER_CHANGED_AFTER_APPEND})
 BACKOFF_S = 0.05
+# a group's coordinator is elsewhere now (or not yet elected): find it again
+COORDINATOR_MOVED = frozenset({"NOT_COORDINATOR", LEADER_NOT_AVAILABLE})
 
 
 class ClientError(Exception):
@@ -67,6 +75,7 @@ class _Conn:
         self.dec = FrameDecoder(MAX_RESPONSE_BYTES)
         self.next_id = 1
         self.ready: list[bytes] = []
+        self.early: dict[int, dict[str, Any]] = {}  # replies read while awaiting another
 
     def stale(self) -> bool:
         """The broker closed this idle connection (e.g. it restarted): nothing was sent on it."""
@@ -86,10 +95,13 @@ class _Conn:
 
     def recv(self, rid: int, deadline: float) -> dict[str, Any]:
         while True:
+            if rid in self.early:
+                return self.early.pop(rid)
             while self.ready:
                 reply = decode_response(self.ready.pop(0))
                 if reply["id"] == rid or reply["id"] is None:
                     return reply
+                self.early[reply["id"]] = reply
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError("no reply in time")
@@ -109,10 +121,13 @@ class _Conn:
 class BrokerClient:
     """timeout_s bounds each operation, its retries included (a send's delivery.timeout.ms);
     request_timeout_s bounds one attempt of a send (request.timeout.ms; default: timeout_s);
-    retries: how many times a send whose attempt may have been written is sent again."""
+    retries: how many times a send whose attempt may have been written is sent again;
+    enable_idempotence: the idempotent producer (acks="all" only); max_in_flight: requests
+    of one produce_many unanswered on a connection (systems/undertow/pipeline.py)."""
 
     def __init__(self, addrs: Mapping[str, str], *, timeout_s: float = 5.0, retries: int = 0,
-                 request_timeout_s: float | None = None) -> None:
+                 request_timeout_s: float | None = None,
+                 enable_idempotence: bool = False, max_in_flight: int = 1) -> None:
         if not addrs:
             raise ValueError("BrokerClient: addrs must name at least one node")
         if retries < 0:
@@ -121,9 +136,14 @@ class BrokerClient:
         self.timeout_s = timeout_s
         self.retries = retries
         self.request_timeout_s = timeout_s if request_timeout_s is None else request_timeout_s
+        self.idempotent = enable_idempotence
+        self.max_in_flight = max_in_flight
+        self.producer: tuple[int, int] | None = None  # (producer id, epoch) once given one
+        self._seqs: dict[int, int] = {}  # partition -> its next sequence number
         self._conns: dict[str, _Conn] = {}
         self._leaders: dict[int, str] = {}
         self._meta: dict[str, Any] = {}
+        self._coordinators: dict[str, str] = {}  # group -> its coordinator, as last found
 
     # -- connections -------------------------------------------------------------
     def _conn(self, node: str, deadline: float) -> _Conn:
@@ -228,13 +248,15 @@ class BrokerClient:
 
     # -- operations ---------------------------------------------------------------------
     def _request(self, key: int, msg: dict[str, Any], *, writes: bool,
-                 expect_reply: bool = True) -> dict[str, Any]:
+                 expect_reply: bool = True, maybe_written: bool = False) -> dict[str, Any]:
         """Send to the partition's leader, retrying while the outcome is definitely nothing,
-        and (writes) up to `retries` times after an attempt that may have been written."""
+        and (writes) up to `retries` times after an attempt that may have been written
+        (`maybe_written`: an earlier attempt, made elsewhere, may have been; this is then
+        its first resend)."""
         deadline = time.monotonic() + self.timeout_s
         last = "no attempt"
-        resends = 0
-        maybe_written = False  # some attempt may have been appended: never definite again
+        resends = 1 if maybe_written else 0
+        # some attempt may have been appended: never definite again
         while True:
             try:
                 leader = self._leader(key, deadline)
@@ -279,10 +301,76 @@ class BrokerClient:
 
     def produce(self, key: int, value: int, *, acks: str = "all") -> int | None:
         """The record's offset (None with acks="0"); raises ClientError."""
-        msg = {"type": "produce", "partition": key, "value": value, "acks": acks,
-               "timeout_ms": int(self.timeout_s * 1000)}
-        reply = self._request(key, msg, writes=True, expect_reply=acks != "0")
+        seq = self.next_sequences([key], acks)[0] if self.idempotent else None
+        try:
+            return self.produce_attempt(key, value, acks, seq)
+        except ClientError as e:
+            if seq is not None and e.definite and self._seqs.get(key) == seq + 1 and \
+                    e.code not in (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH):
+                self._seqs[key] = seq  # certainly not written: the number is free again
+            raise
+
+    def next_sequences(self, keys: list[int], acks: str) -> list[int]:
+        """The idempotent producer's next sequence number for each of `keys`, in order (a
+        new producer id first when it has none); raises ClientError."""
+        if acks != "all":
+            raise ValueError(f"the idempotent producer needs acks='all', not {acks!r}")
+        if self.producer is None:
+            self.producer = self.init_producer(time.monotonic() + self.timeout_s)
+            self._seqs = {}
+        out = []
+        for k in keys:
+            out.append(self._seqs.get(k, 0))
+            self._seqs[k] = out[-1] + 1
+        return out
+
+    def produce_msg(self, key: int, value: int, acks: str, seq: int | None) -> dict[str, Any]:
+        msg: dict[str, Any] = {"type": "produce", "partition": key, "value": value,
+                               "acks": acks, "timeout_ms": int(self.timeout_s * 1000)}
+        if seq is not None:
+            assert self.producer is not None, "next_sequences() first"
+            msg.update(producer_id=self.producer[0], producer_epoch=self.producer[1],
+                       sequence=seq)
+        return msg
+
+    def produce_attempt(self, key: int, value: int, acks: str, seq: int | None, *,
+                        maybe_written: bool = False) -> int | None:
+        """One record with its retries (`seq`: its sequence number, idempotent); after an
+        unknown outcome or a refused sequence the producer takes a new id."""
+        try:
+            reply = self._request(key, self.produce_msg(key, value, acks, seq), writes=True,
+                                  expect_reply=acks != "0", maybe_written=maybe_written)
+        except ClientError as e:
+            if seq is not None and (not e.definite or e.code in (
+                    OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH)):
+                self.producer = None  # whether `seq` was used is unknown: start afresh
+            raise
         return None if acks == "0" else int(reply["offset"])
+
+    def init_producer(self, deadline: float) -> tuple[int, int]:
+        """(producer id, epoch) from the active controller; any node names it. Definite on
+        failure: no record was sent (an id handed out but never learnt is just skipped)."""
+        nodes = list(self.addrs)
+        last = "no node answered"
+        hint: str | None = None
+        for attempt in range(1_000_000):
+            node = hint if hint in self.addrs else nodes[attempt % len(nodes)]
+            hint = None
+            try:
+                reply = self._call(node, {"type": "init_producer_id"},
+                                   min(deadline, time.monotonic() + 1.0))
+            except (_Unsent, ClientError) as e:
+                last = str(e)
+            else:
+                if reply.get("error") is None:
+                    return int(reply["producer_id"]), int(reply["producer_epoch"])
+                last = f"{reply['error']}: {reply.get('message')}"
+                hint = reply.get("controller") if isinstance(reply.get("controller"),
+                                                             str) else None
+            if time.monotonic() + BACKOFF_S >= deadline:
+                break
+            time.sleep(BACKOFF_S / 2)
+        raise ClientError("CONNECTION", f"init_producer_id: {last}", definite=True)
 
     def fetch(self, key: int, offset: int, *, max_records: int = 500) -> list[tuple[int, int]]:
         """(offset, value) records from `offset`, below the HW; [] when none."""
@@ -294,6 +382,45 @@ class BrokerClient:
         """The partition's HW at its leader."""
         reply = self._request(key, {"type": "list_offsets", "partition": key}, writes=False)
         return int(reply["hw"])
+
+    # -- consumer groups ---------------------------------------------------------------
+    def _find_coordinator(self, group: str, deadline: float) -> str:
+        last = "no node answered"
+        for node in self.addrs:
+            try:
+                reply = self._call(node, {"type": "find_coordinator", "group": group},
+                                   min(deadline, time.monotonic() + 1.0))
+            except (_Unsent, ClientError) as e:
+                last = str(e)
+                continue
+            if reply.get("error") or reply.get("node") not in self.addrs:
+                last = f"{reply.get('error')}: {reply.get('message')}"
+                continue
+            return str(reply["node"])
+        raise _Unsent(f"no coordinator for group {group!r}: {last}")
+
+    def group_request(self, msg: Mapping[str, Any], *,
+                      timeout_s: float | None = None) -> dict[str, Any]:
+        """A request to the coordinator of msg["group"], found again while it moves (within
+        timeout_s, default the client's). The group's own answers (rebalance, fencing) come
+        back as the reply's `error`; only a coordinator never reached raises ClientError."""
+        group = str(msg["group"])
+        deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
+        last = "no attempt"
+        while True:
+            try:
+                node = self._coordinators.get(group) or self._find_coordinator(group, deadline)
+                self._coordinators[group] = node
+                reply = self._call(node, dict(msg), deadline)
+                if reply.get("error") not in COORDINATOR_MOVED:
+                    return reply
+                last = f"{reply['error']}: {reply.get('message')}"
+            except (_Unsent, ClientError) as e:
+                last = str(e)
+            self._coordinators.pop(group, None)
+            if time.monotonic() + BACKOFF_S >= deadline:
+                raise ClientError("COORDINATOR", f"group {group}: {last}", definite=False)
+            time.sleep(BACKOFF_S)
 
     def close(self) -> None:
         for node in list(self._conns):

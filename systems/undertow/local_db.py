@@ -95,7 +95,7 @@ class LocalBrokerDB:
                                    f"{n.log_path} ends with:\n{brokerdb.tail(n.log_path)}")
 
         brokerdb.wait_ready({n: ln.listen for n, ln in self.nodes.items()}, timeout_s,
-                            partitions=run.spec.keys, check=check)
+                            partitions=run.spec.partitions, check=check)
 
     # -- Killable --------------------------------------------------------------
 

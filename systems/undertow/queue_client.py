@@ -7,7 +7,9 @@ acknowledged; an earlier attempt may hold the value at another offset too
 nothing on the server, so a poll that hits an error is `fail`, carrying whatever
 it had already read (HISTORY.md allows records in any completion). Keys a
 process is newly assigned start at offset 0 (auto.offset.reset=earliest, as
-Jepsen's test).
+Jepsen's test). A poll returns at most `max_poll_records` records, shared evenly
+among the assigned keys (each key's fetch asks for its share), as Kafka's
+max.poll.records bounds a consumer's poll.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from typing import Any
 
 from harness.protocols import Run
 from harness.runfiles import Op
+from harness.spec import MAX_POLL_RECORDS
 from systems.undertow.client import BrokerClient, ClientError
+from systems.undertow.pipeline import produce_many
 
 
 class QueueClient:
@@ -24,13 +28,17 @@ class QueueClient:
 
     def __init__(self, *, keys: int, acks: str = "all", timeout_s: float = 3.0,
                  retries: int = 0, request_timeout_s: float | None = None,
-                 conn: Any = None) -> None:
+                 enable_idempotence: bool = False, max_in_flight: int = 1,
+                 max_poll_records: int = MAX_POLL_RECORDS, conn: Any = None) -> None:
         """timeout_s: a send's delivery timeout, retries included; see BrokerClient."""
         self.keys = keys
+        self.max_poll_records = max_poll_records
         self.acks = acks
         self.timeout_s = timeout_s
         self.retries = retries
         self.request_timeout_s = request_timeout_s
+        self.enable_idempotence = enable_idempotence
+        self.max_in_flight = max_in_flight
         self.conn = conn  # a BrokerClient once opened
         self.assigned: tuple[int, ...] = ()
         self.positions: dict[int, int] = {}
@@ -41,10 +49,14 @@ class QueueClient:
         ordered = {node: addrs.pop(node)} if node in addrs else {}
         ordered.update(addrs)
         conn = BrokerClient(ordered, timeout_s=self.timeout_s, retries=self.retries,
-                            request_timeout_s=self.request_timeout_s)
+                            request_timeout_s=self.request_timeout_s,
+                            enable_idempotence=self.enable_idempotence,
+                            max_in_flight=self.max_in_flight)
         return QueueClient(keys=self.keys, acks=self.acks, timeout_s=self.timeout_s,
                            retries=self.retries, request_timeout_s=self.request_timeout_s,
-                           conn=conn)
+                           enable_idempotence=self.enable_idempotence,
+                           max_in_flight=self.max_in_flight,
+                           max_poll_records=self.max_poll_records, conn=conn)
 
     def invoke(self, run: Run, op: Op) -> Op:
         if op.f == "send":
@@ -60,26 +72,26 @@ class QueueClient:
         return op.complete("fail", error=f"unknown f {op.f!r}")
 
     def _send(self, op: Op) -> Op:
-        done: list[Any] = []
-        try:
-            for micro in op.value:
-                _, key, value = micro
-                offset = self.conn.produce(int(key), int(value), acks=self.acks)
-                done.append(["send", key, [offset, value]])
-        except ClientError as e:
-            if e.definite and not done:
-                return op.complete("fail", error=f"{e.code}: {e}")
-            # what was acknowledged before the error stays known (offsets count once it happened)
-            rest = op.value[len(done):]
-            return op.complete("info", [*done, *rest], error=f"{e.code}: {e}")
-        return op.complete("ok", done)
+        items = [(int(key), int(value)) for _, key, value in op.value]
+        results = produce_many(self.conn, items, self.acks)
+        errors = [r for r in results if isinstance(r, ClientError)]
+        # what was acknowledged stays known (offsets count once the operation happened)
+        done = [["send", k, v] if isinstance(r, ClientError) else ["send", k, [r, v]]
+                for (k, v), r in zip(items, results, strict=True)]
+        if not errors:
+            return op.complete("ok", done)
+        error = f"{errors[0].code}: {errors[0]}"
+        if len(errors) == len(results) and all(e.definite for e in errors):
+            return op.complete("fail", error=error)
+        return op.complete("info", done, error=error)
 
     def _poll(self, op: Op) -> Op:
         read: dict[str, list[list[int]]] = {}
+        share = max(1, self.max_poll_records // max(1, len(self.assigned)))
         try:
             for key in self.assigned:
                 pos = self.positions.get(key, 0)
-                records = self.conn.fetch(key, pos)
+                records = self.conn.fetch(key, pos, max_records=share)
                 if records:
                     read[str(key)] = [[o, v] for o, v in records]
                     self.positions[key] = records[-1][0] + 1

@@ -143,7 +143,7 @@ class RemoteBroker:
                 raise NodeError(f"the broker exited on {', '.join(down)} while starting "
                                 "(see nodes/<node>/broker.log)")
 
-        db.wait_ready(self.addrs, timeout_s, partitions=run.spec.keys, check=check)
+        db.wait_ready(self.addrs, timeout_s, partitions=run.spec.partitions, check=check)
 
     # -- HasClock --------------------------------------------------------------------------------
 

@@ -17,10 +17,12 @@ from harness.scenarios import Scenario
 
 def _scenario(name: str, description: str, expected: tuple[str, ...],
               broker: Mapping[str, Any], fixed_by: tuple[str, ...] = (),
-              **spec: Any) -> Scenario:
+              producer: Mapping[str, Any] | None = None, **spec: Any) -> Scenario:
     settings: dict[str, Any] = {"name": name, "scenario": name, "system": "undertow",
                                 "keys": 8, "concurrency": 10,
                                 **spec, "broker": dict(broker)}
+    if producer:
+        settings["producer"] = dict(producer)
     if expected:
         # The known-bug sequences kill or cut two replicas of a partition; with a 3-voter
         # quorum on the same nodes that also stops every election. Like KRaft with a dedicated
@@ -81,6 +83,18 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
          "replica_lag_time_max_ms": 1000},
         nemesis=("last-replica",), node_count=4, keys=16, time_limit_s=60.0,
         nemesis_interval_s=15.0, fixed_by=("--flush", "every-message")),
+    _scenario(
+        "retries-without-idempotence",
+        "Producer retries without idempotence: clients stop hearing a leader's answers for "
+        "longer than an attempt's timeout while it still appends what they send; each "
+        "resend is appended again, so acknowledged values sit at two or more offsets.",
+        ("duplicate",),
+        {"replication_factor": 3, "acks": "all", "min_insync_replicas": 2,
+         "unclean_leader_election": False, "truncation": "leader-epoch"},
+        producer={"retries": 5, "request_timeout_ms": 1000, "delivery_timeout_ms": 8000,
+                  "enable_idempotence": False},
+        nemesis=("lost-answers",), node_count=3, time_limit_s=60.0, nemesis_interval_s=8.0,
+        fixed_by=("--idempotence",)),
     _scenario(
         "safe",
         "Safe settings (RF 3, acks all, min ISR 2, leader-epoch truncation, clean election) "

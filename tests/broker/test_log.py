@@ -23,6 +23,17 @@ def test_append_reload_and_read(tmp_path: Path) -> None:
     assert again.epoch_cache == [(1, 0)]
 
 
+def test_json_values_of_an_internal_topic_survive_a_reload(tmp_path: Path) -> None:
+    """A group record is JSON with spaces, beside integer values with and without a tag."""
+    lg = PartitionLog(tmp_path)
+    rec = '{"type": "group", "members": {"a b": [1, 2]}}'
+    lg.append([(1, rec), (1, 7), (1, 8)], [None, None, (5, 0, 0)])
+    lg.close()
+    again = PartitionLog(tmp_path)
+    assert [(r.value, r.producer) for r in again.read(0, 10)] == [
+        (rec, None), (7, None), (8, (5, 0, 0))]
+
+
 def test_torn_tail_is_dropped_on_load(tmp_path: Path) -> None:
     lg = PartitionLog(tmp_path)
     lg.append([(0, 1), (0, 2)])

@@ -101,6 +101,9 @@ def listener() -> Iterator[int]:
         yield int(s.getsockname()[1])
 
 
+SESSION = "5f0c6c3e-8a4b-4d8e-9a37-1b2c3d4e5f60"
+
+
 def _record(d: Path, port: int, **over: Any) -> None:
     """A warm-server record naming this very process (alive: same pid and start time)."""
     from checkers.spark_server import _start_time
@@ -108,6 +111,7 @@ def _record(d: Path, port: int, **over: Any) -> None:
     d.mkdir(parents=True, exist_ok=True)
     state = {"pid": os.getpid(), "start_time": _start_time(os.getpid()), "port": port,
              "address": f"sc://127.0.0.1:{port}", "python": sys.executable, "tag": "t",
+             "session": SESSION,
              "master": "local[*]", "log": "x", **over}
     (d / "state.json").write_text(orjson.dumps(state).decode())
 
@@ -125,14 +129,16 @@ def test_a_warm_server_that_is_up_is_used_unless_cold_or_a_cluster_is_named(
         warm_dir: Path, listener: int) -> None:
     _record(warm_dir, listener)
     address = f"sc://127.0.0.1:{listener}"
+    shared = f"{address}/;session_id={SESSION}"  # the server's one long-lived session
     for choice in ("auto", "warm"):
         t = resolve(choice, "local[2]")
-        assert (t.remote, t.shares_files, t.label) == (address, True, f"warm {address}")
+        assert (t.remote, t.shares_files, t.label) == (shared, True, f"warm {address}")
     assert resolve("cold", "local[2]").remote is None
     cluster = resolve("auto", "spark://127.0.0.1:7077")
     assert (cluster.remote, cluster.shares_files) == (None, False)
-    # named explicitly, our own server still reads our files
-    assert resolve("auto", None, address).shares_files is True
+    # named explicitly, our own server still reads our files, in its shared session
+    named = resolve("auto", None, address)
+    assert (named.remote, named.shares_files) == (shared, True)
 
 
 def test_a_dead_or_foreign_record_is_ignored(warm_dir: Path, listener: int) -> None:

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,9 @@ def test_scenario_layer_under_the_command_line() -> None:
     (["--nemesis-targets", "everyone"], "--nemesis-targets"),
     (["--config", "/nonexistent.toml"], "no such file"),
     (["--concurrency", "0"], "positive"),
+    (["--keys", "3", "--key-pool", "2"], "--key-pool 2: must be at least --keys (3)"),
+    (["--max-writes-per-key", "0"], "--max-writes-per-key: must be positive"),
+    (["--max-poll-records", "-1"], "--max-poll-records: must be positive"),
 ])
 def test_bad_options_exit_2_with_a_clear_message(args: list[str], needle: str) -> None:
     r = CliRunner().invoke(main, ["run", *args])
@@ -86,7 +90,8 @@ def test_short_run_end_to_end(tmp_path: Path) -> None:
     p = subprocess.run(
         [sys.executable, "-m", "harness.cli", "run", "--time-limit", "10", "--nemesis", "kill",
          "--nemesis-interval", "2", "--nemesis-schedule", "phases", "--concurrency", "5",
-         "--keys", "3", "--seed", "11", "--results-dir", str(tmp_path / "results")],
+         "--keys", "3", "--max-writes-per-key", "40", "--seed", "11",
+         "--results-dir", str(tmp_path / "results")],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
     last = p.stdout.strip().splitlines()[-1]
     assert p.returncode == 0, p.stdout + p.stderr[-3000:]
@@ -101,6 +106,12 @@ def test_short_run_end_to_end(tmp_path: Path) -> None:
     rows = [json.loads(x) for x in (run / "history.jsonl").read_text().splitlines()]
     assert any(r["f"] == "kill" for r in rows) and any(r["f"] == "start" for r in rows)
     assert sum(1 for r in rows if r["f"] == "send" and r["type"] == "ok") > 50
+    # keys rotate: at most 40 sends each, and the final reads read each one from offset 0
+    sent = Counter(r["value"][0][1] for r in rows if r["f"] == "send" and r["type"] == "invoke")
+    assert len(sent) > 3 and max(sent.values()) <= 40
+    final = [r for r in rows if r["f"] == "assign" and r["type"] == "invoke"
+             and r["time"] > 10e9 and r.get("seek_to_beginning")]
+    assert {k for r in final for k in r["value"]} == set(sent)
     assert (run / "nodes" / "n1").is_dir()
     results = json.loads((run / "results.json").read_text())
     assert results["valid"] is True

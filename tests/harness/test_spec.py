@@ -27,8 +27,18 @@ def test_producer_settings_layer_and_survive_test_json(tmp_path: Path) -> None:
     ({"delivery_timeout_ms": 0}, "--delivery-timeout-ms"),
     ({"delivery_timeout_ms": 1000, "request_timeout_ms": 2000}, "exceeds --delivery-timeout-ms"),
     ({"linger_ms": 5}, "[producer]: unknown key 'linger_ms'"),
+    ({"enable_idempotence": True, "retries": 0}, "--idempotence needs --retries above 0"),
+    ({"enable_idempotence": "yes"}, "--idempotence (producer.enable_idempotence)"),
+    ({"max_in_flight": 0}, "--max-in-flight (producer.max_in_flight)"),
+    ({"enable_idempotence": True, "max_in_flight": 6}, "--max-in-flight 5 or less"),
 ])
 def test_bad_producer_settings_name_the_option(producer: dict[str, object], says: str) -> None:
     with pytest.raises(SpecError) as e:
         build_spec({"producer": producer}, where=("exp.toml",))
     assert says in str(e.value)
+
+
+def test_idempotence_needs_acks_all() -> None:
+    with pytest.raises(SpecError, match="--idempotence needs --acks all, not 1"):
+        build_spec({"broker": {"acks": "1"}, "producer": {"enable_idempotence": True}})
+    assert build_spec({"producer": {"enable_idempotence": True}}).producer.enable_idempotence

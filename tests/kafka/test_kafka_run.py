@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,8 @@ def _spec(**over: Any) -> Any:
     ({"nemesis": ("kill", "slow")}, "--nemesis slow: unsupported for Kafka"),
     ({"broker": {"truncation": "hw", "replication_factor": 2, "min_insync_replicas": 1}},
      "--truncation hw"),
-    ({"backend": "ssh", "hosts": ("h1", "h2", "h3")}, "Kafka runs on the local, docker"),
+    ({"backend": "ssh", "hosts": ("h1", "h2", "h3"), "nemesis": ("kill", "lossy")},
+     "--nemesis lossy: unsupported for Kafka on the ssh backend"),
     ({"extra": {"controller_voters": 1}}, "exceeds the 2 brokers"),
     ({"extra": {"kafka_version": "3.7.0"}}, "3.9 and later"),
 ])
@@ -44,12 +46,19 @@ def test_the_scenarios_are_runnable_specs() -> None:
 def test_a_short_run_with_kills_and_pauses_is_valid(
         tmp_path: Path, kafka_jars: jars.KafkaJars) -> None:
     spec = _spec(time_limit_s=20.0, nemesis_interval_s=4.0, seed=7, keys=4,
-                 results_dir=str(tmp_path))
+                 max_writes_per_key=15, key_pool=40, results_dir=str(tmp_path))
     outcome = core.run(spec)
     assert outcome.valid is True, outcome.summary()
     assert outcome.report is not None and outcome.report.is_file()
     test = json.loads((outcome.run_dir / "test.json").read_text())
     assert test["system"] == "kafka" and test["system_info"]["version"] == kafka_jars.version
     rows = (outcome.run_dir / "replicas.jsonl").read_text().splitlines()
-    assert sum('"hw"' in r for r in rows) == 3 * 4  # a summary per replica
+    assert sum('"hw"' in r for r in rows) == 3 * 40  # a summary per replica of the pool
+    # keys rotate through the pool: at most 15 sends each, every one read in the final reads
+    ops = [json.loads(x) for x in (outcome.run_dir / "history.jsonl").read_text().splitlines()]
+    sent = Counter(o["value"][0][1] for o in ops if o["f"] == "send" and o["type"] == "invoke")
+    assert len(sent) > 4 and max(sent.values()) <= 15
+    final = {k for o in ops if o["f"] == "assign" and o["type"] == "invoke"
+             and o["time"] > 20e9 and o.get("seek_to_beginning") for k in o["value"]}
+    assert final == set(sent)
     assert (outcome.run_dir / "nodes" / "n1" / "kafka.log").is_file()

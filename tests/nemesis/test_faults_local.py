@@ -141,6 +141,34 @@ def test_followers_partition_cuts_leader_from_followers_only(
     assert net.in_force() == []
 
 
+def test_leader_answers_cut_drops_answers_while_writes_happen(
+        cluster: tuple[Run, Composed]) -> None:
+    from systems.undertow.client import BrokerClient, ClientError
+
+    run, nem = cluster
+    db, net = db_net(run)
+    leader = db.leader_of(run, 2)
+    cut = BrokerClient(run.client_addrs, timeout_s=2)
+    cut.produce(2, 7_000_000)  # its connection to the leader is up before the cut
+    out = invoke(run, nem, "partition", {"kind": "leader-answers", "key": 2, "as": "L"})
+    assert out.value["grudge"] == {"client": [leader]}
+    assert run.extra["nemesis_roles"]["L"] == (leader,)
+    try:
+        with pytest.raises(ClientError) as e:
+            cut.produce(2, 7_000_001)
+        assert not e.value.definite  # the request went through, its answer did not
+    finally:
+        cut.close()
+    invoke(run, nem, "heal", {})
+    assert net.in_force() == []
+    cl = BrokerClient(run.client_addrs, timeout_s=5)
+    try:
+        wait_for("the unanswered write committed",
+                 lambda: 7_000_001 in [v for _o, v in cl.fetch(2, 0)])
+    finally:
+        cl.close()
+
+
 def test_links_clock_and_lose_unflushed_and_their_heals(cluster: tuple[Run, Composed]) -> None:
     run, nem = cluster
     db, net = db_net(run)

@@ -44,7 +44,7 @@ def test_dynamic_targets_are_left_for_injection_time() -> None:
     steps = plan_of(seed=2, nemesis=("kill",), nemesis_targets=("leader",))
     v = steps[0]["value"]
     assert isinstance(v, dict) and v["target"] == "leader" and "nodes" not in v
-    assert 0 <= v["key"] < 8
+    assert v["key"] == "live"  # a key being written, found when injected
 
 
 def test_generator_emits_the_plan_at_its_offsets_then_the_final_heal() -> None:
@@ -70,6 +70,7 @@ def test_unknown_faults_are_named() -> None:
 def test_scenarios_are_exactly_the_known_bugs_and_build() -> None:
     assert set(SCENARIOS) == {"kip101-loss", "kip101-divergence", "isr-shrink-2013",
                               "unclean-election", "last-replica-standing", "safe",
+                              "retries-without-idempotence",
                               "kafka-safe", "kafka-unclean-election", "kafka-acks-1"}
     known = known_faults()
     for name, s in SCENARIOS.items():
@@ -175,4 +176,9 @@ def test_each_known_bug_names_the_options_that_fix_it_and_they_build_a_fixed_spe
         assert not b.unclean_leader_election or b.min_insync_replicas >= 2, name
         if name == "last-replica-standing":
             assert b.flush == "every-message"
+        if name == "retries-without-idempotence":  # the producer's setting, not the broker's
+            assert fixed.producer.enable_idempotence and not unsafe.producer.enable_idempotence
+            assert fixed.producer.retries == unsafe.producer.retries
+            assert (unsafe.producer.retries or 0) > 0
+            continue
         assert fixed.broker != unsafe.broker, name

@@ -37,7 +37,7 @@ def test_a_sequence_is_one_window_and_a_shared_heal_belongs_to_both() -> None:
     fs = {i: sorted(w.steps[j].f for j in w.members(i)) for i in range(2)}
     assert fs[0] == ["kill", "start"]  # the plain kill and its start {}
     assert fs[1] == ["kill", "kill", "start", "start", "start"]  # the cycle and that start {}
-    assert w.describe(1) == ("kill x2", "followers of key auto as B")
+    assert w.describe(1) == ("kill x2", "followers of a live key as B")
     assert w.describe(0) == ("kill", "n3")
     kept = w.restrict([1])
     assert len(kept) == 5 and {s.f for s in kept} == {"kill", "start"}
@@ -111,4 +111,4 @@ def test_a_kafka_sequence_is_one_window() -> None:
     from systems.kafka.scenarios import unclean_pauses
 
     w = windows(unclean_pauses(4.0, random.Random(0)))
-    assert w.count == 1 and w.describe(0) == ("pause+kill", "followers of key auto as F")
+    assert w.count == 1 and w.describe(0) == ("pause+kill", "followers of a live key as F")

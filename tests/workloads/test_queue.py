@@ -19,7 +19,7 @@ MS = 1_000_000
 
 
 def test_main_generator_shapes_and_unique_values() -> None:
-    spec = build_spec({"keys": 4})
+    spec = build_spec({"keys": 4, "max_writes_per_key": 1000})
     h = g.simulate(g.clients(g.limit(500, queue.generator(spec))), concurrency=5, seed=3)
     inv = [o for o in h if o.type == "invoke"]
     sends = [o for o in inv if o.f == "send"]
@@ -30,8 +30,7 @@ def test_main_generator_shapes_and_unique_values() -> None:
     assert polls and all(o.value == [["poll"]] for o in polls)
     assigns = [o for o in inv if o.f == "assign"]
     assert assigns and all(set(o.value) <= {0, 1, 2, 3} and o.value for o in assigns)
-    assert any(o.extra.get("seek_to_beginning") for o in assigns)
-    assert any(not o.extra for o in assigns)
+    assert all(not o.extra or o.extra == {"seek_to_beginning": True} for o in assigns)
     assert {o.f for o in inv} == {"send", "poll", "assign"}
 
 
@@ -63,7 +62,7 @@ def test_final_reads_reach_each_key_target() -> None:
     spec = build_spec({"keys": 3, "final_read_timeout_s": 30})
     logs = {0: list(range(10)), 1: list(range(100, 107)), 2: []}
     cluster = FakeCluster(logs, fail_first=4)
-    gen = queue.final_generator(spec, {0: 9, 1: 6})
+    gen = queue.final_generator(spec, {0: 9, 1: 6, 2: -1})
     h = g.simulate(g.clients(gen), concurrency=2, complete=cluster)
     assigns = [o for o in h if o.type == "invoke" and o.f == "assign"]
     assert sorted(o.value[0] for o in assigns) == [0, 1, 2]
@@ -87,7 +86,7 @@ def test_final_reads_give_up_on_a_short_key_and_respect_the_time_bound() -> None
     assert h and max(o.time for o in h) < 1_100 * MS
 
 
-def test_acked_offsets_from_a_history(tmp_path: Path) -> None:
+def test_read_targets_name_every_key_sent_to(tmp_path: Path) -> None:
     path = tmp_path / "history.jsonl"
     with HistoryWriter(path) as hw:
         hw.append(Op("ok", 0, "send", [["send", 1, [5, 10]]]))
@@ -95,9 +94,12 @@ def test_acked_offsets_from_a_history(tmp_path: Path) -> None:
         hw.append(Op("info", 2, "send", [["send", 1, 13]]))
         hw.append(Op("ok", 3, "send", [["send", 3, [None, 14]]]))
         hw.append(Op("fail", 4, "send", [["send", 4, [9, 15]]]))
+        hw.append(Op("invoke", 5, "send", [["send", 6, 16]]))
+        hw.append(Op("ok", 6, "poll", [["poll", {"7": [[0, 1]]}]]))
     with open(path, "ab") as fh:
         fh.write(b'{"index": 5, "type": "ok", "f": "se')  # a torn last line
-    assert queue.acked_offsets(path) == {1: 5, 2: 0}
+    # highest acked offset; -1 where a send went but none was acknowledged with an offset
+    assert queue.read_targets(path) == {1: 5, 2: 0, 3: -1, 4: -1, 6: -1}
 
 
 @pytest.mark.slow
@@ -105,7 +107,8 @@ def test_client_against_real_brokers(tmp_path: Path) -> None:
     from harness.control.local import LocalBackend
     from systems.undertow.queue_client import QueueClient
 
-    spec = build_spec({"keys": 2, "node_count": 3, "results_dir": str(tmp_path)})
+    spec = build_spec({"keys": 2, "key_pool": 2, "node_count": 3,
+                       "results_dir": str(tmp_path)})
     paths = RunPaths(tmp_path / "run")
     for n in spec.nodes:
         paths.node_dir(n).mkdir(parents=True)
@@ -132,6 +135,13 @@ def test_client_against_real_brokers(tmp_path: Path) -> None:
             if len(got) == 10:
                 break
         assert got == offsets
+        # a poll returns at most max_poll_records records, shared among its keys
+        capped = QueueClient(keys=2, max_poll_records=3).open(run, "n1")
+        capped.invoke(run, Op("invoke", 0, "assign", [0, 1]))
+        sizes = [sum(len(r) for r in capped.invoke(run, Op("invoke", 0, "poll", [["poll"]]))
+                     .value[0][1].values()) for _ in range(6)]
+        assert sizes == [2, 2, 2, 2, 2, 0]  # 1 of each key a poll, until both are read
+        capped.close(run)
         # a position past the log's end (the log was cut under us): the poll fails, and
         # the key starts over from the beginning, as auto.offset.reset=earliest does
         c.positions[0] = 10_000

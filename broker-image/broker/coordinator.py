@@ -1,0 +1,262 @@
+"""The group coordinator on a broker: the groups whose offsets partition this broker leads.
+
+A group lives in one partition of the internal offsets topic
+(`group.coordinator_partition`); that partition's leader coordinates it, so the
+coordinator moves when the leader does. Group state and committed offsets are
+records of that partition, replicated like any other: a broker that becomes
+its leader replays the partition's log at the first request or tick after, and
+carries on from there (members keep their generation; their sessions restart).
+A reply that a record holds back is sent once the record is committed (the HW
+passed it); if it cannot be, the member is told NOT_COORDINATOR and looks again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from .group import Append, Effect, Group, Reply, coordinator_partition
+from .protocol import INVALID_REQUEST, LEADER_NOT_AVAILABLE, ProtocolError, dumps, loads
+
+if TYPE_CHECKING:
+    from .broker import Broker
+    from .partition import Partition
+
+log = logging.getLogger("broker.groups")
+NOT_COORDINATOR = "NOT_COORDINATOR"
+GROUPS_OFF = "GROUPS_OFF"
+INVALID_SESSION_TIMEOUT = "INVALID_SESSION_TIMEOUT"
+TICK_S = 0.05
+APPEND_TIMEOUT_S = 10.0
+
+
+class Coordinator:
+    def __init__(self, broker: Broker) -> None:
+        self.b = broker
+        self.cfg = broker.cfg
+        self.loaded: dict[int, int] = {}  # offsets partition -> leader epoch it was loaded at
+        self.groups: dict[str, Group] = {}
+        self.waiting: dict[tuple[str, str, str], asyncio.Future[dict[str, Any]]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    # -- where a group lives -------------------------------------------------------
+    def pid_of(self, group_id: str) -> int:
+        pids = self.cfg.offsets_pids
+        if not pids:
+            raise ProtocolError(GROUPS_OFF, "consumer groups are off "
+                                "(settings.offsets.topic.num.partitions is 0)")
+        return pids[coordinator_partition(group_id, len(pids))]
+
+    def find(self, group_id: str) -> dict[str, Any]:
+        """Any broker answers: the leader of the group's partition, as its metadata says."""
+        pid = self.pid_of(group_id)
+        m = self.b.meta.partitions.get(pid)
+        if m is None or m.leader is None:
+            raise ProtocolError(LEADER_NOT_AVAILABLE, f"offsets partition {pid} has no leader")
+        return {"node": m.leader, "partition": pid}
+
+    def group(self, group_id: str) -> Group:
+        """The group, if this broker coordinates it; a partition led anew is replayed first."""
+        if not group_id:
+            raise ProtocolError(INVALID_REQUEST, "group id must not be empty")
+        pid = self.pid_of(group_id)
+        p = self.b.partitions.get(pid)
+        if p is None or p.role != "leader":
+            raise ProtocolError(NOT_COORDINATOR, f"{self.cfg.node_id} does not coordinate "
+                                f"group {group_id!r} (offsets partition {pid})")
+        if self.loaded.get(pid) != p.leader_epoch:
+            self._load(pid, p)
+        g = self.groups.get(group_id)
+        if g is None:
+            g = self.groups[group_id] = Group(group_id)
+        return g
+
+    def _load(self, pid: int, p: Partition) -> None:
+        self._unload(pid)
+        records = [rec for r in p.log.read(0, p.log.leo) if isinstance(r.value, str)
+                   for rec in [loads(r.value.encode())] if isinstance(rec, dict)]
+        now = self.b.clock.now_ms()
+        for gid in sorted({str(r.get("group")) for r in records}):
+            self.groups[gid] = Group.replay(gid, records, now)
+        self.loaded[pid] = p.leader_epoch
+        log.info("groups: offsets partition %d loaded at leader epoch %d: %d records, groups %s",
+                 pid, p.leader_epoch, len(records), sorted(g for g in self.groups
+                                                           if self.pid_of(g) == pid))
+
+    def _unload(self, pid: int) -> None:
+        """Forget the partition's groups; whoever waits on them must look again."""
+        self.loaded.pop(pid, None)
+        for gid in [g for g in self.groups if self.pid_of(g) == pid]:
+            del self.groups[gid]
+            for key in [k for k in self.waiting if k[0] == gid]:
+                self._resolve(key, {"error": NOT_COORDINATOR, "message": "coordinator moved"})
+
+    # -- effects ----------------------------------------------------------------------
+    def _resolve(self, key: tuple[str, str, str], body: dict[str, Any]) -> None:
+        fut = self.waiting.pop(key, None)
+        if fut is not None and not fut.done():
+            fut.set_result(body)
+
+    def run(self, group_id: str, effects: Iterable[Effect]) -> None:
+        for e in effects:
+            if isinstance(e, Reply):
+                self._resolve((group_id, e.member_id, e.kind), e.body)
+            else:
+                self.append(group_id, e)
+
+    def append(self, group_id: str, app: Append) -> asyncio.Future[bool]:
+        """Append the record with acks=all; once committed, what it releases goes out."""
+        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        pid = self.pid_of(group_id)
+        p = self.b.partitions.get(pid)
+
+        def failed(message: str) -> None:
+            g = self.groups.get(group_id)
+            if g is not None:
+                self.run(group_id, g.append_failed(app.record, self.b.clock.now_ms()))
+            for r in app.then:
+                self._resolve((group_id, r.member_id, r.kind),
+                              {"error": NOT_COORDINATOR, "message": message})
+            if not done.done():
+                done.set_result(False)
+
+        def committed(offset: int | None, err: ProtocolError | None) -> None:
+            if err is not None:
+                failed(f"group record not committed: {err.code}")
+                return
+            g = self.groups.get(group_id)
+            if g is not None:
+                self.run(group_id, g.appended(app.record))
+            self.run(group_id, app.then)
+            if not done.done():
+                done.set_result(True)
+
+        def appended(offset: int | None, err: ProtocolError | None) -> None:
+            if err is not None or offset is None or p is None:
+                failed(f"group record not appended: {err.code if err else 'no offset'}")
+                return
+            deadline = asyncio.get_running_loop().time() + APPEND_TIMEOUT_S
+            p.wait_committed(offset, deadline, committed)
+
+        if p is None or p.role != "leader":
+            failed("no longer the leader of the offsets partition")
+            return done
+        try:
+            p.check_produce("all")
+        except ProtocolError as e:
+            failed(f"{e.code}: {e}")
+            return done
+        p.pending.append((dumps(app.record).decode(), None, appended))
+        self.b.schedule_append(p)
+        return done
+
+    # -- requests -----------------------------------------------------------------------
+    async def _wait(self, key: tuple[str, str, str], effects_of: Any,
+                    timeout_s: float) -> dict[str, Any]:
+        """Register the reply `key` is owed, then act; the reply may be among the effects."""
+        old = self.waiting.pop(key, None)
+        if old is not None and not old.done():
+            old.set_result({"error": NOT_COORDINATOR, "message": "superseded by a new request"})
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.waiting[key] = fut
+        self.run(key[0], effects_of())
+        try:
+            return await asyncio.wait_for(fut, timeout_s)
+        except TimeoutError:
+            return {"error": "REQUEST_TIMED_OUT", "message": f"no {key[2]} reply in time"}
+        finally:
+            if self.waiting.get(key) is fut:
+                del self.waiting[key]
+
+    async def join(self, req: dict[str, Any]) -> dict[str, Any]:
+        gid, mid = req["group"], req["member_id"]
+        session, rebalance = req["session_timeout_ms"], req["rebalance_timeout_ms"]
+        s = self.cfg.settings
+        if not s.group_min_session_timeout_ms <= session <= s.group_max_session_timeout_ms:
+            raise ProtocolError(INVALID_SESSION_TIMEOUT, f"session timeout {session} ms outside "
+                                f"[{s.group_min_session_timeout_ms}, "
+                                f"{s.group_max_session_timeout_ms}]")
+        protocols = req["protocols"]
+        if not all(isinstance(x, list) and len(x) == 2 and isinstance(x[0], str)
+                   for x in protocols):
+            raise ProtocolError(INVALID_REQUEST, "join_group: protocols must be [[name, metadata]]")
+        g = self.group(gid)
+        new_id = "" if mid else f"{req['client_id']}-{uuid.uuid4().hex[:12]}"
+        now = self.b.clock.now_ms()
+        return await self._wait(
+            (gid, mid or new_id, "join"),
+            lambda: g.join(mid, req["client_id"], [(n, m) for n, m in protocols], session,
+                           max(rebalance, 1), now, new_id=new_id or None),
+            max(rebalance, session) / 1000 + 5)
+
+    async def sync(self, req: dict[str, Any]) -> dict[str, Any]:
+        gid, mid = req["group"], req["member_id"]
+        g = self.group(gid)
+        now = self.b.clock.now_ms()
+        m = g.members.get(mid)
+        timeout_s = (m.rebalance_timeout_ms if m else 0) / 1000 + 5
+        return await self._wait((gid, mid, "sync"),
+                                lambda: g.sync(mid, req["generation"], req["assignments"], now),
+                                timeout_s)
+
+    async def heartbeat(self, req: dict[str, Any]) -> dict[str, Any]:
+        g = self.group(req["group"])
+        return g.heartbeat(req["member_id"], req["generation"], self.b.clock.now_ms())
+
+    async def leave(self, req: dict[str, Any]) -> dict[str, Any]:
+        gid = req["group"]
+        body, effects = self.group(gid).leave(req["member_id"], self.b.clock.now_ms())
+        self.run(gid, effects)
+        return body
+
+    async def commit(self, req: dict[str, Any]) -> dict[str, Any]:
+        gid = req["group"]
+        offsets: dict[tuple[str, int], int] = {}
+        for item in req["offsets"]:
+            if (not isinstance(item, list) or len(item) != 3 or not isinstance(item[0], str)
+                    or not all(isinstance(x, int) and x >= 0 for x in item[1:])):
+                raise ProtocolError(INVALID_REQUEST, "offset_commit: offsets must be "
+                                    "[[topic, partition, offset]] with offsets >= 0")
+            offsets[(item[0], item[1])] = item[2]
+        effects = self.group(gid).commit(req["member_id"], req["generation"], offsets,
+                                         self.b.clock.now_ms())
+        for e in effects:
+            if isinstance(e, Reply):
+                return e.body
+            ok = await self.append(gid, Append(e.record))
+            if not ok:
+                return {"error": NOT_COORDINATOR, "message": "commit not replicated"}
+        return {"error": None}
+
+    async def fetch_offsets(self, req: dict[str, Any]) -> dict[str, Any]:
+        g = self.group(req["group"])
+        wanted = [(str(t), int(p)) for t, p in req["partitions"]]
+        got = g.committed(wanted)
+        return {"offsets": [[t, p, got[(t, p)]] for t, p in wanted if (t, p) in got]}
+
+    # -- time ---------------------------------------------------------------------------
+    def start(self) -> None:
+        if self.cfg.offsets_pids and self._task is None:
+            self._task = asyncio.create_task(self._tick_loop())
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_S)
+            try:
+                self.tick()
+            except Exception:  # a bug must not stop the sessions from expiring
+                log.exception("groups: tick failed")
+
+    def tick(self) -> None:
+        """Unload partitions no longer led; expire sessions and missed rebalance deadlines."""
+        for pid, epoch in list(self.loaded.items()):
+            p = self.b.partitions.get(pid)
+            if p is None or p.role != "leader" or p.leader_epoch != epoch:
+                log.info("groups: offsets partition %d no longer led here", pid)
+                self._unload(pid)
+        now = self.b.clock.now_ms()
+        for gid, g in list(self.groups.items()):
+            self.run(gid, g.tick(now))
