@@ -41,7 +41,7 @@ FIELDS: dict[str, str] = {
     "spark": "spark", "spark_master": "spark_master", "spark_remote": "spark_remote",
     "retries": "producer.retries", "delivery_timeout_ms": "producer.delivery_timeout_ms",
     "request_timeout_ms": "producer.request_timeout_ms",
-    "idempotence": "producer.enable_idempotence",
+    "idempotence": "producer.enable_idempotence", "max_in_flight": "producer.max_in_flight",
 }
 TABLES = ("broker", "producer")
 
@@ -180,6 +180,9 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
 @click.option("--idempotence/--no-idempotence", default=None,
               help="Producer: the idempotent producer, whose resends are written once "
                    "(default: the system's own; ours off, Kafka's on for acks all).")
+@click.option("--max-in-flight", type=int,
+              help="Producer: an operation's requests unanswered on one connection "
+                   "(max.in.flight.requests.per.connection; default: the system's own).")
 @click.option("--seed", type=int, help="Seed of every random choice (default: random, printed).")
 @click.option("--scenario", help="A named scenario (`undertow scenarios` lists them).")
 @click.option("--config", type=click.Path(dir_okay=False), help="A TOML experiment file.")

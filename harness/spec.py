@@ -72,12 +72,15 @@ class ProducerSettings:
     retries; `request_timeout_ms` one attempt (None: the whole delivery timeout).
     `enable_idempotence`: the idempotent producer, whose resends are written once (None:
     the system's default; our client: off; Kafka: on for acks=all).
+    `max_in_flight`: an operation's produce requests unanswered on one connection
+    (max.in.flight.requests.per.connection; None: the system's default, ours 1).
     """
 
     retries: int | None = None
     delivery_timeout_ms: int = 3000
     request_timeout_ms: int | None = None
     enable_idempotence: bool | None = None
+    max_in_flight: int | None = None
 
     @property
     def delivery_timeout_s(self) -> float:
@@ -90,7 +93,8 @@ class ProducerSettings:
     def validate(self) -> None:
         for option, value, lo in (("--retries", self.retries, 0),
                                   ("--delivery-timeout-ms", self.delivery_timeout_ms, 1),
-                                  ("--request-timeout-ms", self.request_timeout_ms, 1)):
+                                  ("--request-timeout-ms", self.request_timeout_ms, 1),
+                                  ("--max-in-flight", self.max_in_flight, 1)):
             if value is None and option != "--delivery-timeout-ms":
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < lo:
@@ -106,6 +110,9 @@ class ProducerSettings:
                             f"false, got {self.enable_idempotence!r}")
         if self.enable_idempotence and self.retries == 0:
             raise SpecError("--idempotence needs --retries above 0 (as Kafka's producer)")
+        if self.enable_idempotence and (self.max_in_flight or 0) > 5:
+            raise SpecError("--idempotence needs --max-in-flight 5 or less (as Kafka's "
+                            "producer: the leader keeps 5 sequences per producer)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -103,10 +103,10 @@ class KafkaQueueClient:
     def __init__(self, *, keys: int, acks: str = "all", timeout_s: float = 3.0,
                  bootstrap: str = "", topic: str = config.TOPIC, retries: int | None = None,
                  request_timeout_s: float | None = None,
-                 idempotence: bool | None = None,
+                 idempotence: bool | None = None, max_in_flight: int | None = None,
                  max_poll_records: int = MAX_POLL_RECORDS) -> None:
-        """timeout_s: a send's delivery timeout; retries, request_timeout_s and idempotence:
-        None keeps config.producer_config's defaults."""
+        """timeout_s: a send's delivery timeout; retries, request_timeout_s, idempotence and
+        max_in_flight: None keeps config.producer_config's defaults."""
         self.keys = keys
         self.max_poll_records = max_poll_records
         self.acks = acks
@@ -114,6 +114,7 @@ class KafkaQueueClient:
         self.retries_setting = retries
         self.request_timeout_s = request_timeout_s
         self.idempotence = idempotence
+        self.max_in_flight = max_in_flight
         self.bootstrap = bootstrap
         self.topic = topic
         self.producer: Producer | None = None  # made at the first send (reads need none)
@@ -138,13 +139,14 @@ class KafkaQueueClient:
                              bootstrap=bootstrap, topic=self.topic,
                              retries=self.retries_setting,
                              request_timeout_s=self.request_timeout_s,
-                             idempotence=self.idempotence,
+                             idempotence=self.idempotence, max_in_flight=self.max_in_flight,
                              max_poll_records=self.max_poll_records)
         c.producer_config = {**config.producer_config(bootstrap, self.acks,
                                                       timeout_s=self.timeout_s,
                                                       retries=self.retries_setting,
                                                       request_timeout_s=self.request_timeout_s,
-                                                      idempotence=self.idempotence),
+                                                      idempotence=self.idempotence,
+                                                      max_in_flight=self.max_in_flight),
                              "logger": _rdkafka_logger(run)}
         c.consumer = Consumer({**config.consumer_config(bootstrap, timeout_s=self.timeout_s),
                                "logger": _rdkafka_logger(run)})

@@ -149,13 +149,16 @@ def render_properties(props: Mapping[str, str]) -> str:
 
 def producer_config(bootstrap: str, acks: str, *, timeout_s: float, retries: int | None = None,
                     request_timeout_s: float | None = None,
-                    idempotence: bool | None = None) -> dict[str, Any]:
+                    idempotence: bool | None = None,
+                    max_in_flight: int | None = None) -> dict[str, Any]:
     """librdkafka producer settings: the spec's acks; idempotence only where it is allowed.
     timeout_s is the delivery timeout (message.timeout.ms); retries None: all for acks=all,
     none for 0 and 1; request_timeout_s None: the delivery timeout; idempotence None: on
-    for acks=all."""
+    for acks=all; max_in_flight None: librdkafka's own."""
     ms = int(timeout_s * 1000)
     request_ms = ms - 100 if request_timeout_s is None else int(request_timeout_s * 1000)
+    more = {} if max_in_flight is None else \
+        {"max.in.flight.requests.per.connection": max_in_flight}
     return {
         "bootstrap.servers": bootstrap,
         "acks": acks,
@@ -171,6 +174,7 @@ def producer_config(bootstrap: str, acks: str, *, timeout_s: float, retries: int
         "topic.metadata.refresh.interval.ms": 1000,
         "retry.backoff.ms": 50,
         "retry.backoff.max.ms": 500,
+        **more,
     }
 
 

@@ -71,6 +71,7 @@ class KafkaSystem:
                                 retries=spec.producer.retries,
                                 request_timeout_s=spec.producer.request_timeout_s,
                                 idempotence=spec.producer.enable_idempotence,
+                                max_in_flight=spec.producer.max_in_flight,
                                 max_poll_records=spec.max_poll_records)
 
     def describe(self, spec: TestSpec) -> Mapping[str, Any]:

@@ -75,6 +75,7 @@ class _Conn:
         self.dec = FrameDecoder(MAX_RESPONSE_BYTES)
         self.next_id = 1
         self.ready: list[bytes] = []
+        self.early: dict[int, dict[str, Any]] = {}  # replies read while awaiting another
 
     def stale(self) -> bool:
         """The broker closed this idle connection (e.g. it restarted): nothing was sent on it."""
@@ -94,10 +95,13 @@ class _Conn:
 
     def recv(self, rid: int, deadline: float) -> dict[str, Any]:
         while True:
+            if rid in self.early:
+                return self.early.pop(rid)
             while self.ready:
                 reply = decode_response(self.ready.pop(0))
                 if reply["id"] == rid or reply["id"] is None:
                     return reply
+                self.early[reply["id"]] = reply
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError("no reply in time")
@@ -118,11 +122,12 @@ class BrokerClient:
     """timeout_s bounds each operation, its retries included (a send's delivery.timeout.ms);
     request_timeout_s bounds one attempt of a send (request.timeout.ms; default: timeout_s);
     retries: how many times a send whose attempt may have been written is sent again;
-    enable_idempotence: the idempotent producer (acks="all" only)."""
+    enable_idempotence: the idempotent producer (acks="all" only); max_in_flight: requests
+    of one produce_many unanswered on a connection (systems/undertow/pipeline.py)."""
 
     def __init__(self, addrs: Mapping[str, str], *, timeout_s: float = 5.0, retries: int = 0,
                  request_timeout_s: float | None = None,
-                 enable_idempotence: bool = False) -> None:
+                 enable_idempotence: bool = False, max_in_flight: int = 1) -> None:
         if not addrs:
             raise ValueError("BrokerClient: addrs must name at least one node")
         if retries < 0:
@@ -132,6 +137,7 @@ class BrokerClient:
         self.retries = retries
         self.request_timeout_s = timeout_s if request_timeout_s is None else request_timeout_s
         self.idempotent = enable_idempotence
+        self.max_in_flight = max_in_flight
         self.producer: tuple[int, int] | None = None  # (producer id, epoch) once given one
         self._seqs: dict[int, int] = {}  # partition -> its next sequence number
         self._conns: dict[str, _Conn] = {}
@@ -242,13 +248,15 @@ class BrokerClient:
 
     # -- operations ---------------------------------------------------------------------
     def _request(self, key: int, msg: dict[str, Any], *, writes: bool,
-                 expect_reply: bool = True) -> dict[str, Any]:
+                 expect_reply: bool = True, maybe_written: bool = False) -> dict[str, Any]:
         """Send to the partition's leader, retrying while the outcome is definitely nothing,
-        and (writes) up to `retries` times after an attempt that may have been written."""
+        and (writes) up to `retries` times after an attempt that may have been written
+        (`maybe_written`: an earlier attempt, made elsewhere, may have been; this is then
+        its first resend)."""
         deadline = time.monotonic() + self.timeout_s
         last = "no attempt"
-        resends = 0
-        maybe_written = False  # some attempt may have been appended: never definite again
+        resends = 1 if maybe_written else 0
+        # some attempt may have been appended: never definite again
         while True:
             try:
                 leader = self._leader(key, deadline)
@@ -293,27 +301,51 @@ class BrokerClient:
 
     def produce(self, key: int, value: int, *, acks: str = "all") -> int | None:
         """The record's offset (None with acks="0"); raises ClientError."""
-        msg: dict[str, Any] = {"type": "produce", "partition": key, "value": value,
-                               "acks": acks, "timeout_ms": int(self.timeout_s * 1000)}
-        if not self.idempotent:
-            reply = self._request(key, msg, writes=True, expect_reply=acks != "0")
-            return None if acks == "0" else int(reply["offset"])
+        seq = self.next_sequences([key], acks)[0] if self.idempotent else None
+        try:
+            return self.produce_attempt(key, value, acks, seq)
+        except ClientError as e:
+            if seq is not None and e.definite and self._seqs.get(key) == seq + 1 and \
+                    e.code not in (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH):
+                self._seqs[key] = seq  # certainly not written: the number is free again
+            raise
+
+    def next_sequences(self, keys: list[int], acks: str) -> list[int]:
+        """The idempotent producer's next sequence number for each of `keys`, in order (a
+        new producer id first when it has none); raises ClientError."""
         if acks != "all":
             raise ValueError(f"the idempotent producer needs acks='all', not {acks!r}")
         if self.producer is None:
             self.producer = self.init_producer(time.monotonic() + self.timeout_s)
             self._seqs = {}
-        seq = self._seqs.get(key, 0)
-        msg.update(producer_id=self.producer[0], producer_epoch=self.producer[1], sequence=seq)
+        out = []
+        for k in keys:
+            out.append(self._seqs.get(k, 0))
+            self._seqs[k] = out[-1] + 1
+        return out
+
+    def produce_msg(self, key: int, value: int, acks: str, seq: int | None) -> dict[str, Any]:
+        msg: dict[str, Any] = {"type": "produce", "partition": key, "value": value,
+                               "acks": acks, "timeout_ms": int(self.timeout_s * 1000)}
+        if seq is not None:
+            assert self.producer is not None, "next_sequences() first"
+            msg.update(producer_id=self.producer[0], producer_epoch=self.producer[1],
+                       sequence=seq)
+        return msg
+
+    def produce_attempt(self, key: int, value: int, acks: str, seq: int | None, *,
+                        maybe_written: bool = False) -> int | None:
+        """One record with its retries (`seq`: its sequence number, idempotent); after an
+        unknown outcome or a refused sequence the producer takes a new id."""
         try:
-            reply = self._request(key, msg, writes=True)
+            reply = self._request(key, self.produce_msg(key, value, acks, seq), writes=True,
+                                  expect_reply=acks != "0", maybe_written=maybe_written)
         except ClientError as e:
-            if not e.definite or e.code in (OUT_OF_ORDER_SEQUENCE_NUMBER,
-                                            INVALID_PRODUCER_EPOCH):
+            if seq is not None and (not e.definite or e.code in (
+                    OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH)):
                 self.producer = None  # whether `seq` was used is unknown: start afresh
             raise
-        self._seqs[key] = seq + 1
-        return int(reply["offset"])
+        return None if acks == "0" else int(reply["offset"])
 
     def init_producer(self, deadline: float) -> tuple[int, int]:
         """(producer id, epoch) from the active controller; any node names it. Definite on

@@ -20,6 +20,7 @@ from harness.protocols import Run
 from harness.runfiles import Op
 from harness.spec import MAX_POLL_RECORDS
 from systems.undertow.client import BrokerClient, ClientError
+from systems.undertow.pipeline import produce_many
 
 
 class QueueClient:
@@ -27,8 +28,8 @@ class QueueClient:
 
     def __init__(self, *, keys: int, acks: str = "all", timeout_s: float = 3.0,
                  retries: int = 0, request_timeout_s: float | None = None,
-                 enable_idempotence: bool = False, max_poll_records: int = MAX_POLL_RECORDS,
-                 conn: Any = None) -> None:
+                 enable_idempotence: bool = False, max_in_flight: int = 1,
+                 max_poll_records: int = MAX_POLL_RECORDS, conn: Any = None) -> None:
         """timeout_s: a send's delivery timeout, retries included; see BrokerClient."""
         self.keys = keys
         self.max_poll_records = max_poll_records
@@ -37,6 +38,7 @@ class QueueClient:
         self.retries = retries
         self.request_timeout_s = request_timeout_s
         self.enable_idempotence = enable_idempotence
+        self.max_in_flight = max_in_flight
         self.conn = conn  # a BrokerClient once opened
         self.assigned: tuple[int, ...] = ()
         self.positions: dict[int, int] = {}
@@ -48,10 +50,12 @@ class QueueClient:
         ordered.update(addrs)
         conn = BrokerClient(ordered, timeout_s=self.timeout_s, retries=self.retries,
                             request_timeout_s=self.request_timeout_s,
-                            enable_idempotence=self.enable_idempotence)
+                            enable_idempotence=self.enable_idempotence,
+                            max_in_flight=self.max_in_flight)
         return QueueClient(keys=self.keys, acks=self.acks, timeout_s=self.timeout_s,
                            retries=self.retries, request_timeout_s=self.request_timeout_s,
                            enable_idempotence=self.enable_idempotence,
+                           max_in_flight=self.max_in_flight,
                            max_poll_records=self.max_poll_records, conn=conn)
 
     def invoke(self, run: Run, op: Op) -> Op:
@@ -68,19 +72,18 @@ class QueueClient:
         return op.complete("fail", error=f"unknown f {op.f!r}")
 
     def _send(self, op: Op) -> Op:
-        done: list[Any] = []
-        try:
-            for micro in op.value:
-                _, key, value = micro
-                offset = self.conn.produce(int(key), int(value), acks=self.acks)
-                done.append(["send", key, [offset, value]])
-        except ClientError as e:
-            if e.definite and not done:
-                return op.complete("fail", error=f"{e.code}: {e}")
-            # what was acknowledged before the error stays known (offsets count once it happened)
-            rest = op.value[len(done):]
-            return op.complete("info", [*done, *rest], error=f"{e.code}: {e}")
-        return op.complete("ok", done)
+        items = [(int(key), int(value)) for _, key, value in op.value]
+        results = produce_many(self.conn, items, self.acks)
+        errors = [r for r in results if isinstance(r, ClientError)]
+        # what was acknowledged stays known (offsets count once the operation happened)
+        done = [["send", k, v] if isinstance(r, ClientError) else ["send", k, [r, v]]
+                for (k, v), r in zip(items, results, strict=True)]
+        if not errors:
+            return op.complete("ok", done)
+        error = f"{errors[0].code}: {errors[0]}"
+        if len(errors) == len(results) and all(e.definite for e in errors):
+            return op.complete("fail", error=error)
+        return op.complete("info", done, error=error)
 
     def _poll(self, op: Op) -> Op:
         read: dict[str, list[list[int]]] = {}

@@ -56,6 +56,7 @@ class UndertowSystem:
                            retries=spec.producer.retries or 0,
                            request_timeout_s=spec.producer.request_timeout_s,
                            enable_idempotence=bool(spec.producer.enable_idempotence),
+                           max_in_flight=spec.producer.max_in_flight or 1,
                            max_poll_records=spec.max_poll_records)
 
     def describe(self, spec: TestSpec) -> Mapping[str, Any]:

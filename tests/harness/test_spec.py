@@ -29,6 +29,8 @@ def test_producer_settings_layer_and_survive_test_json(tmp_path: Path) -> None:
     ({"linger_ms": 5}, "[producer]: unknown key 'linger_ms'"),
     ({"enable_idempotence": True, "retries": 0}, "--idempotence needs --retries above 0"),
     ({"enable_idempotence": "yes"}, "--idempotence (producer.enable_idempotence)"),
+    ({"max_in_flight": 0}, "--max-in-flight (producer.max_in_flight)"),
+    ({"enable_idempotence": True, "max_in_flight": 6}, "--max-in-flight 5 or less"),
 ])
 def test_bad_producer_settings_name_the_option(producer: dict[str, object], says: str) -> None:
     with pytest.raises(SpecError) as e:

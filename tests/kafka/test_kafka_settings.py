@@ -66,7 +66,9 @@ def test_producer_idempotent_only_with_acks_all() -> None:
 def test_producer_settings_of_the_spec_reach_librdkafka() -> None:
     c = config.producer_config("b:1", "1", timeout_s=9, retries=3, request_timeout_s=1.5)
     assert (c["retries"], c["message.timeout.ms"], c["request.timeout.ms"]) == (3, 9000, 1500)
-    off = config.producer_config("b:1", "all", timeout_s=3, idempotence=False)
+    assert "max.in.flight.requests.per.connection" not in c  # librdkafka's own default
+    off = config.producer_config("b:1", "all", timeout_s=3, idempotence=False, max_in_flight=2)
+    assert off["max.in.flight.requests.per.connection"] == 2
     assert off["enable.idempotence"] is False and off["retries"] == 2_147_483_647
 
 

@@ -15,6 +15,7 @@ from checkers.api import check_local
 from checkers.testing import HistoryBuilder
 from harness.runfiles import Op
 from systems.undertow.client import BrokerClient, admin_request
+from systems.undertow.pipeline import Result, produce_many
 from systems.undertow.queue_client import QueueClient
 
 SETTINGS = {"min.insync.replicas": 2, "broker.session.timeout.ms": 1500,
@@ -140,3 +141,56 @@ def test_retried_send_with_idempotence_is_written_once(cluster: LocalCluster,
         conn.close()
     results = check_local(b.write(tmp_path / "run"))
     assert results["valid"] is True and not results["anomaly_types"], results
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("idempotent", [False, True], ids=["plain", "idempotent"])
+def test_requests_in_flight_then_resent_in_order(cluster: LocalCluster, idempotent: bool) -> None:
+    # Three sends of one operation go out together (max.in.flight 3) while the followers
+    # do not fetch: the leader appends all three, none is answered in time, and each is
+    # sent again on its own, in order, once the followers are back.
+    _fetchers(cluster, "pause")
+    threading.Event().wait(0.6)
+    conn = BrokerClient(cluster.addrs, timeout_s=10, retries=4, request_timeout_s=0.6,
+                        enable_idempotence=idempotent, max_in_flight=3)
+    resumer = _resume_later(cluster, 1.0)
+    try:
+        results = produce_many(conn, [(KEY, 51), (KEY, 52), (KEY, 53)])
+        resumer.join()
+        log = conn.fetch(KEY, 0)
+    finally:
+        resumer.join()
+        conn.close()
+    offsets = [r for r in results if isinstance(r, int)]
+    assert len(offsets) == 3, results
+    assert [dict(log)[o] for o in offsets] == [51, 52, 53]
+    assert [v for _o, v in log[:3]] == [51, 52, 53]  # the first attempts, in flight together
+    if idempotent:
+        assert offsets == [0, 1, 2] and len(log) == 3
+    else:  # every resend was written once more, after the three first attempts
+        assert min(offsets) >= 3 and len(log) >= 6
+        assert sorted(offsets) == offsets  # resent in the operation's order
+
+
+@pytest.mark.slow
+def test_in_flight_requests_are_appended_before_any_answer(cluster: LocalCluster) -> None:
+    _fetchers(cluster, "pause")
+    threading.Event().wait(0.6)
+    conn = BrokerClient(cluster.addrs, timeout_s=10, retries=0, request_timeout_s=2.0,
+                        max_in_flight=4)
+    out: list[list[Result]] = []
+    sender = threading.Thread(target=lambda: out.append(
+        produce_many(conn, [(KEY, v) for v in range(60, 66)])))
+    sender.start()
+    try:  # four unanswered at the leader, the other two wait for a slot
+        cluster.wait(lambda: cluster.metadata("n1")["local"][str(KEY)]["leo"] == 4, 5,
+                     "four appended")
+        threading.Event().wait(0.3)
+        assert cluster.metadata("n1")["local"][str(KEY)]["leo"] == 4
+        _fetchers(cluster, "resume")
+        sender.join(30)
+    finally:
+        _fetchers(cluster, "resume")
+        sender.join(30)
+        conn.close()
+    assert out == [[0, 1, 2, 3, 4, 5]]
