@@ -9,6 +9,12 @@ The client that performs these operations is the system's (`System.client`):
 each process has its own (a fresh one after an `info`), with its own assigned
 keys and per-key positions, as a Kafka consumer has. This module holds only what
 the clients do (pure generators) and how the outcome is judged (the checkers).
+
+Keys rotate as in Jepsen's Kafka workload (workloads/keys.py): `spec.keys` are
+written at once, each takes at most `spec.max_writes_per_key` sends, and seeks to
+offset 0 are rare outside the final reads, which read every key sent to from the
+beginning; so no read re-reads a long log and the history stays linear in its
+operations.
 """
 
 from __future__ import annotations
