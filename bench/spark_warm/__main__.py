@@ -70,7 +70,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.spark_warm", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--run", type=Path, help="a run folder (default: a default run, made once)")
-    ap.add_argument("--rounds", type=int, default=3, help="cold/warm pairs")
+    ap.add_argument("--rounds", type=int, default=3, help="cold/warm pairs (0: skip them)")
     ap.add_argument("--cluster-rounds", type=int, default=2,
                     help="checks per cluster size (0: skip the cluster)")
     args = ap.parse_args()
@@ -86,22 +86,26 @@ def main() -> None:
                "spark": results["stats"].get("spark"),
                "spark_job_s": results["stats"].get("spark_job_s"),
                "read_s": results["stats"].get("read_s"),
+               "spark_wait_s": results["stats"].get("spark_wait_s"),
+               "in_check_s": results["stats"].get("since_start_s"),
                "load_1m": round(os.getloadavg()[0], 1)}
         rows.append(row)
         verdicts.append({k: results.get(k) for k in SAME})
         print(json.dumps(row), flush=True)
 
-    port = free_port()
-    t0 = time.monotonic()
-    subprocess.run([UNDERTOW, "spark", "start", "--port", str(port)], env=env, check=True,
-                   timeout=600)
-    start_s = time.monotonic() - t0
+    start_s = None
+    if args.rounds:
+        t0 = time.monotonic()
+        subprocess.run([UNDERTOW, "spark", "start", "--port", str(free_port())], env=env,
+                       check=True, timeout=600)
+        start_s = round(time.monotonic() - t0, 1)
     try:
         for _ in range(args.rounds):
             record("cold", *timed_check(run, "--spark", "cold", env=env))
             record("warm", *timed_check(run, "--spark", "warm", env=env))
     finally:
-        subprocess.run([UNDERTOW, "spark", "stop"], env=env, check=False, timeout=300)
+        if args.rounds:
+            subprocess.run([UNDERTOW, "spark", "stop"], env=env, check=False, timeout=300)
     for workers in (1, 2) if args.cluster_rounds else ():
         with StandaloneCluster(OUT / "spark-warm" / f"cluster-{workers}",
                                workers=workers) as cluster:
@@ -113,14 +117,14 @@ def main() -> None:
     lines = json.loads((run / "results.json").read_text())["stats"].get("lines") \
         if (run / "results.json").exists() else None
     summary = {"run": str(run), "history_bytes": (run / "history.jsonl").stat().st_size,
-               "lines": lines, "warm_start_s": round(start_s, 1), "rows": rows,
+               "lines": lines, "warm_start_s": start_s, "rows": rows,
                "median_wall_s": {k: round(statistics.median(r["wall_s"] for r in rows
                                                             if r["kind"] == k), 2)
                                  for k in dict.fromkeys(r["kind"] for r in rows)},
                "verdict": verdicts[0]["valid"], "cpus": os.cpu_count()}
     (OUT / "spark_warm.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(f"{run} ({summary['history_bytes'] / 1e6:.0f} MB, {lines} lines); warm server "
-          f"started in {start_s:.1f} s; all verdicts {summary['verdict']!r}, identical")
+          f"started in {start_s} s; all verdicts {summary['verdict']!r}, identical")
     print("| how | median check wall | every round |")
     print("|---|---|---|")
     for kind, med in summary["median_wall_s"].items():

@@ -187,6 +187,7 @@ class Partition:
         entries: list[tuple[int, Value]] = []
         tags: list[Tag | None] = []
         dones: list[Done] = []
+        producers: set[int] = set()  # producer ids with a record in `entries`
         appended = 0
 
         def write() -> None:
@@ -198,10 +199,11 @@ class Partition:
             entries.clear()
             tags.clear()
             dones.clear()
+            producers.clear()
 
         for value, tag, done in batch:
             if tag is not None:
-                if any(t is not None and t[0] == tag[0] for t in tags):
+                if tag[0] in producers:
                     write()  # its producer's earlier record of this batch goes in first
                 try:
                     original = self.log.producers.check(tag)
@@ -214,6 +216,8 @@ class Partition:
             entries.append((self.leader_epoch, value))
             tags.append(tag)
             dones.append(done)
+            if tag is not None:
+                producers.add(tag[0])
         write()
         self.maybe_advance_hw()
         return appended

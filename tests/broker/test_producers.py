@@ -73,3 +73,25 @@ def test_a_produce_names_all_three_producer_fields_or_none() -> None:
         producer_tag({"producer_id": 1, "producer_epoch": 0})
     with pytest.raises(ProtocolError, match="'producer_epoch'"):
         producer_tag({"producer_id": 1, "producer_epoch": -1, "sequence": 0})
+
+
+def test_one_batch_with_several_records_of_a_producer(tmp_path: Path) -> None:
+    """Produces of one event-loop tick are one append; each record is judged after the
+    producer's earlier records of the batch, as if they had come one at a time."""
+    from broker.config import Settings
+    from broker.metadata import PartitionMeta
+    from broker.partition import Done, Partition
+
+    p = Partition(node="n1", pid=0, log=PartitionLog(tmp_path), settings=Settings())
+    p.become_leader(PartitionMeta(0, ("n1",), "n1", 1, 1, ("n1",)), now_ms=0)
+    got: list[tuple[int, int | None, str | None]] = []
+
+    def done(i: int) -> Done:
+        return lambda offset, err: got.append((i, offset, err.code if err else None))
+
+    for i, (value, seq) in enumerate([(10, 0), (11, 1), (11, 1), (13, 3), (12, 2)]):
+        p.pending.append((value, (4, 0, seq), done(i)))
+    assert p.append_pending() == 3
+    assert got == [(0, 0, None), (1, 1, None), (2, 1, None),
+                   (3, None, OUT_OF_ORDER_SEQUENCE_NUMBER), (4, 2, None)]
+    assert p.log.values == [10, 11, 12]

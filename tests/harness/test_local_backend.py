@@ -97,7 +97,7 @@ def test_up_writes_configs_and_serves_clients_through_the_proxy(
         for m in run.nodes:
             if m != n:
                 assert cfg["peers"][m] == backend.proxy.link(n, m).listen
-        assert cfg["topic"]["partitions"] == 4
+        assert cfg["topic"]["partitions"] == run.spec.partitions  # the key pool
         assert cfg["settings"]["min.insync.replicas"] == 2
         assert run.client_addrs[n] == backend.proxy.link("client", n).listen
     client = BrokerClient(run.client_addrs, timeout_s=5)
