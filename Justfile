@@ -17,7 +17,7 @@ run *ARGS:
 
 # lint, then the whole test suite (starts the Docker engine and installs Chromium when missing)
 test *ARGS: lint docker-up browser
-    {{py}} -m pytest {{ARGS}}
+    {{py}} -m pytest --durations=25 {{ARGS}}
 
 # fast tests only (no clusters, no Spark, no docker, no Kafka)
 test-fast *ARGS:
