@@ -85,10 +85,12 @@ def test_isolating_the_active_controller_fails_over(tmp_path: Path) -> None:
         assert db.controller(run) == new
 
         def leaders_on_majority() -> bool:
+            # and each ISR back to min.insync.replicas (the majority's follower catches up)
             parts = admin_metadata(db.nodes[new].listen, timeout_s=1)["partitions"]
-            return all(p["leader"] in others for p in parts.values())
+            return all(p["leader"] in others and len(p["isr"]) >= 2 for p in parts.values())
 
-        wait_for("every partition led on the majority side", leaders_on_majority)
+        wait_for("every partition led on the majority side with an ISR of 2",
+                 leaders_on_majority)
         client = BrokerClient({n: run.client_addrs[n] for n in others}, timeout_s=10)
         try:
             for k in range(4):

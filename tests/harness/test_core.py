@@ -90,7 +90,7 @@ def test_short_run_end_to_end(tmp_path: Path) -> None:
     p = subprocess.run(
         [sys.executable, "-m", "harness.cli", "run", "--time-limit", "10", "--nemesis", "kill",
          "--nemesis-interval", "2", "--nemesis-schedule", "phases", "--concurrency", "5",
-         "--keys", "3", "--max-writes-per-key", "40", "--seed", "11",
+         "--keys", "3", "--max-writes-per-key", "40", "--key-pool", "64", "--seed", "11",
          "--results-dir", str(tmp_path / "results")],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
     last = p.stdout.strip().splitlines()[-1]
@@ -106,11 +106,12 @@ def test_short_run_end_to_end(tmp_path: Path) -> None:
     rows = [json.loads(x) for x in (run / "history.jsonl").read_text().splitlines()]
     assert any(r["f"] == "kill" for r in rows) and any(r["f"] == "start" for r in rows)
     assert sum(1 for r in rows if r["f"] == "send" and r["type"] == "ok") > 50
-    # keys rotate: at most 40 sends each until the whole pool was written (a fast machine
-    # goes round again), and the final reads read each one from offset 0
+    # keys rotate: at most 40 sends each until all 64 of the pool were written (a fast
+    # machine goes round again), and the final reads read each one from offset 0
     sent = Counter(r["value"][0][1] for r in rows if r["f"] == "send" and r["type"] == "invoke")
-    laps = -(-sum(sent.values()) // (40 * len(sent)))
-    assert len(sent) > 3 and max(sent.values()) <= 40 * laps
+    laps = -(-sum(sent.values()) // (40 * 64))
+    assert len(sent) > 3 and max(sent.values()) <= 40 * (laps + 1)
+    assert len(sent) == 64 or max(sent.values()) <= 40
     final = [r for r in rows if r["f"] == "assign" and r["type"] == "invoke"
              and r["time"] > 10e9 and r.get("seek_to_beginning")]
     assert {k for r in final for k in r["value"]} == set(sent)
