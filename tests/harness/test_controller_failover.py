@@ -54,7 +54,7 @@ def test_default_quorum_sizes() -> None:
 def test_isolating_the_active_controller_fails_over(tmp_path: Path) -> None:
     from systems.undertow.client import BrokerClient, admin_metadata
 
-    spec = build_spec({"keys": 4})
+    spec = build_spec({"keys": 4, "key_pool": 4})  # four partitions: failover, not rotation
     run = Run(spec=spec, nodes=spec.nodes, paths=RunPaths(tmp_path / "run"),
               log=logging.getLogger("test"))
     backend = LocalBackend()
