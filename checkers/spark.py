@@ -21,20 +21,10 @@ from typing import Any, cast
 import numpy as np
 
 from checkers.logcheck import OUT_COLUMNS, Out, check_key
+from checkers.spark_server import log4j2_properties
 from checkers.tables import ENTRY_COLUMNS, Tables
 
-LOG4J2 = """\
-status = error
-rootLogger.level = error
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
-logger.repl.name = org.apache.spark.repl.Main
-logger.repl.level = error
-"""
+LOG4J2 = log4j2_properties("error", "org.apache.spark.repl.Main")
 OUT_SCHEMA = "tag string, type string, n long, detail string, src binary, dst binary"
 
 

@@ -49,15 +49,22 @@ DEFAULT_PORT = 15002  # Spark Connect's own default
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 30.0
-LOG4J2 = """\
-rootLogger.level = warn
-rootLogger.appenderRef.file.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
-"""
+
+
+def log4j2_properties(level: str, *quiet: str) -> str:
+    """Spark's JVM logging: `level` and above to stderr, one short line each; the loggers
+    named in `quiet` only at error. One place for the cold session's and the server's."""
+    lines = ["status = error", f"rootLogger.level = {level}",
+             "rootLogger.appenderRef.stderr.ref = console",
+             "appender.console.type = Console", "appender.console.name = console",
+             "appender.console.target = SYSTEM_ERR", "appender.console.layout.type = PatternLayout",
+             "appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n"]
+    for i, name in enumerate(quiet):
+        lines += [f"logger.q{i}.name = {name}", f"logger.q{i}.level = error"]
+    return "\n".join(lines) + "\n"
+
+
+LOG4J2 = log4j2_properties("warn")
 
 
 class SparkError(RuntimeError):
