@@ -137,6 +137,7 @@ class BrokerClient:
         self.retries = retries
         self.request_timeout_s = timeout_s if request_timeout_s is None else request_timeout_s
         self.idempotent = enable_idempotence
+        self.transactional = False  # set by systems/undertow/txn_producer.py
         self.max_in_flight = max_in_flight
         self.producer: tuple[int, int] | None = None  # (producer id, epoch) once given one
         self._seqs: dict[int, int] = {}  # partition -> its next sequence number
@@ -331,6 +332,8 @@ class BrokerClient:
             assert self.producer is not None, "next_sequences() first"
             msg.update(producer_id=self.producer[0], producer_epoch=self.producer[1],
                        sequence=seq)
+            if self.transactional:
+                msg["transactional"] = True
         return msg
 
     def produce_attempt(self, key: int, value: int, acks: str, seq: int | None, *,
@@ -374,9 +377,21 @@ class BrokerClient:
 
     def fetch(self, key: int, offset: int, *, max_records: int = 500) -> list[tuple[int, int]]:
         """(offset, value) records from `offset`, below the HW; [] when none."""
-        reply = self._request(key, {"type": "fetch", "partition": key, "offset": offset,
-                                    "max_records": max_records}, writes=False)
-        return [(int(o), int(v)) for o, v in reply["records"]]
+        return self.fetch_next(key, offset, max_records=max_records)[0]
+
+    def fetch_next(self, key: int, offset: int, *, max_records: int = 500,
+                   isolation: str | None = None) -> tuple[list[tuple[int, int]], int]:
+        """(offset, value) records from `offset` and the offset to fetch next (past any
+        transaction markers and aborted records skipped); isolation "read_committed" stops
+        at the last stable offset, else the HW."""
+        msg: dict[str, Any] = {"type": "fetch", "partition": key, "offset": offset,
+                               "max_records": max_records}
+        if isolation is not None:
+            msg["isolation"] = isolation
+        reply = self._request(key, msg, writes=False)
+        records = [(int(o), int(v)) for o, v in reply["records"]]
+        nxt = int(reply.get("next", records[-1][0] + 1 if records else offset))
+        return records, nxt
 
     def end_offset(self, key: int) -> int:
         """The partition's HW at its leader."""
