@@ -340,6 +340,9 @@ class BrokerClient:
                         maybe_written: bool = False) -> int | None:
         """One record with its retries (`seq`: its sequence number, idempotent); after an
         unknown outcome or a refused sequence the producer takes a new id."""
+        if seq is not None and self.producer is None:  # an earlier failure reset it
+            raise ClientError("PRODUCER_RESET", f"partition {key}: the producer was reset "
+                              "by an earlier failure", definite=not maybe_written)
         try:
             reply = self._request(key, self.produce_msg(key, value, acks, seq), writes=True,
                                   expect_reply=acks != "0", maybe_written=maybe_written)
