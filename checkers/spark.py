@@ -252,17 +252,24 @@ class SessionStarter:
     """Starts the Spark session and warms it (`warm_up`) in a background thread, so that
     the JVM starts while the driver parses the history, or while the workload runs."""
 
-    def __init__(self, master: str, remote: str | None, *, local: bool = True) -> None:
+    def __init__(self, master: str, remote: str | None, *, local: bool = True,
+                 nice: int = 0) -> None:
         import threading
 
         self._cm = spark_session(master, remote)
         self._local = local
+        self._nice = nice
         self._spark: Any = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._start, name="spark-start", daemon=True)
         self._thread.start()
 
     def _start(self) -> None:
+        if self._nice:
+            # this thread only; the JVM it launches and that JVM's Python workers inherit it
+            import threading
+
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self._nice)
         try:
             self._spark = self._cm.__enter__()
             # also on Spark Connect, where a new session's server-side workers start cold

@@ -7,7 +7,8 @@ spec names, by checkers.spark_server's rule (the warm server when it is up).
 
 In a run, the Spark session starts (and runs one tiny job, see checkers.spark.warm_up)
 in the background while the workload runs (`prepare`), so the verdict does not wait
-for a JVM; if that start failed, the check starts a session the ordinary way.
+for a JVM; at nice 10, so the workload keeps the CPU it needs. If that start failed, the
+check starts a session the ordinary way.
 UNDERTOW_SPARK_EARLY=0 turns the early start off (the bench compares both).
 """
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from checkers.spark_server import SparkTarget
 
 EARLY_ENV = "UNDERTOW_SPARK_EARLY"
+EARLY_NICE = 10
 log = logging.getLogger(__name__)
 
 
@@ -57,8 +59,10 @@ class RunFileChecker:
             target = _target(spec)
         except SparkError:
             return  # check says so, in results.json
+        # niced: the workload runs meanwhile and comes first (a nice JVM and its Python
+        # workers only give way when the machine is busy, as it is during a run)
         self._early = (target, SessionStarter(target.master, target.remote,
-                                              local=target.shares_files))
+                                              local=target.shares_files, nice=EARLY_NICE))
 
     def release(self) -> None:
         """Stop the early session, if any (waits for a start under way); never raises."""
