@@ -64,7 +64,8 @@ class UndertowSystem:
                             max_in_flight=spec.producer.max_in_flight or 1,
                             max_poll_records=spec.max_poll_records,
                             isolation=spec.isolation.replace("-", "_") if txn else None)
-        return TxnClient(queue) if txn else queue
+        shared = spec.extra.get("shared_transactional_ids")
+        return TxnClient(queue, shared_ids=int(shared) if shared else None) if txn else queue
 
     def describe(self, spec: TestSpec) -> Mapping[str, Any]:
         return {"name": self.name, "version": _version(),
