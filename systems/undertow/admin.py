@@ -20,6 +20,7 @@ from harness.spec import TestSpec
 from systems.undertow.client import admin_metadata
 
 TOPIC = "queue"
+OFFSETS_PARTITIONS = 3  # of the internal offsets topic, when the run's consumers subscribe
 READY_POLL_S = 0.05
 
 
@@ -57,6 +58,8 @@ def node_config(spec: TestSpec, node: str, listen: str, peers: Mapping[str, str]
         raise ValueError(f"node_config: peers {sorted(peers)} must include the node {node!r}")
     settings = spec.broker.to_kafka()
     settings.setdefault("flush.ms", None)
+    if spec.sub_via == "subscribe":  # consumer groups on (the workload's one group)
+        settings["offsets.topic.num.partitions"] = OFFSETS_PARTITIONS
     settings.update(spec.extra.get("broker_settings", {}) or {})
     cfg: dict[str, Any] = {
         "node_id": node,

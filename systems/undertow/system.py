@@ -17,6 +17,7 @@ from harness.protocols import DB, Client, LocalHost, NodeHost, ShellHost
 from harness.spec import SpecError, TestSpec
 from harness.test import Test
 from systems.undertow import admin
+from systems.undertow.group_consumer import GroupQueueClient
 from systems.undertow.local_db import LocalBrokerDB
 from systems.undertow.queue_client import QueueClient
 from systems.undertow.remote_db import BROKER_PORT, RemoteBroker
@@ -51,13 +52,16 @@ class UndertowSystem:
 
     def client(self, test: Test) -> Client:
         spec = test.spec
-        return QueueClient(keys=spec.keys, acks=spec.broker.acks,
+        inner = QueueClient(keys=spec.keys, acks=spec.broker.acks,
                            timeout_s=spec.producer.delivery_timeout_s,
                            retries=spec.producer.retries or 0,
                            request_timeout_s=spec.producer.request_timeout_s,
                            enable_idempotence=bool(spec.producer.enable_idempotence),
                            max_in_flight=spec.producer.max_in_flight or 1,
                            max_poll_records=spec.max_poll_records)
+        if spec.sub_via == "subscribe" or spec.crash_client_interval_s is not None:
+            return GroupQueueClient(inner, partitions=spec.partitions, settings=spec.consumer)
+        return inner
 
     def describe(self, spec: TestSpec) -> Mapping[str, Any]:
         return {"name": self.name, "version": _version(),
