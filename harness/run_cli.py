@@ -148,7 +148,8 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
 @click.option("--nemesis-interval", type=float, default=10.0, show_default=True,
               help="Seconds between faults, on average.")
 @click.option("--nemesis-targets", default="one,minority,majority", show_default=True,
-              help="Comma list: one, minority, majority, all, leader, followers, controller.")
+              help="Comma list: one, minority, majority, all, leader, followers, controller, "
+                   "coordinator (of the consumer group, with --sub-via subscribe).")
 @click.option("--nemesis-schedule", type=click.Choice(["stagger", "phases"]), default="stagger",
               show_default=True,
               help="stagger: faults throughout; phases: steady 20 %, faults, then everything "

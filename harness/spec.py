@@ -19,7 +19,8 @@ Acks = Literal["0", "1", "all"]
 Truncation = Literal["hw", "leader-epoch"]
 Flush = Literal["page-cache", "every-message"]
 BACKENDS = ("local", "docker", "ssh")
-TARGETS = ("one", "minority", "majority", "all", "leader", "followers", "controller")
+TARGETS = ("one", "minority", "majority", "all", "leader", "followers", "controller",
+           "coordinator")
 SPARK_CHOICES = ("auto", "cold", "warm")  # checkers.spark_server says what each means
 SCHEDULES = ("stagger", "phases")  # nemesis/schedule.py says what each does
 # Sizing the default key pool: sends per second the queue workload is assumed to reach

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.spec import TestSpec
-from systems.undertow.client import admin_metadata
+from systems.undertow.client import admin_metadata, admin_request
 
 TOPIC = "queue"
 OFFSETS_PARTITIONS = 3  # of the internal offsets topic, when the run's consumers subscribe
@@ -206,6 +206,19 @@ def leader_from(meta: Mapping[str, Any] | None, key: int) -> str | None:
     p = (meta.get("partitions") or {}).get(str(key)) or {}
     leader = p.get("leader")
     return str(leader) if leader else None
+
+
+def coordinator(addrs: Iterable[tuple[str, str]], group: str) -> str | None:
+    """The group's coordinator (its offsets partition's leader) as the most current node
+    sees it (answer_rank), or None when no node can say (groups off, no leader)."""
+    def ask(addr: str) -> dict[str, Any]:
+        meta = metadata(addr)
+        found = admin_request(addr, {"type": "find_coordinator", "group": group}, timeout_s=1.0)
+        return {**meta, "coordinator": found.get("node")}
+
+    best = first_answer(addrs, ask)
+    c = best.get("coordinator") if isinstance(best, Mapping) else None
+    return str(c) if c else None
 
 
 def controller_from(meta: Mapping[str, Any] | None) -> str | None:

@@ -79,9 +79,10 @@ def run_ops(run_dir: Path) -> list[dict[str, Any]]:
 
 
 @pytest.mark.slow
-def test_a_short_subscribe_run_with_faults_is_valid(tmp_path: Path) -> None:
+def test_a_short_subscribe_run_with_faults_on_the_coordinator_is_valid(tmp_path: Path) -> None:
     spec = build_spec({"name": "subscribe", "sub_via": "subscribe", "time_limit_s": 20.0,
                        "nemesis": ("kill", "pause", "partition"), "nemesis_interval_s": 5.0,
+                       "nemesis_targets": ("coordinator",),
                        "seed": 5, "keys": 4, "key_pool": 12, "concurrency": 6,
                        "results_dir": str(tmp_path)})
     outcome = core.run(spec)
@@ -94,3 +95,37 @@ def test_a_short_subscribe_run_with_faults_is_valid(tmp_path: Path) -> None:
     assert len(readers) >= 3  # the group spread the keys over several members
     final = [o for o in ops if o["type"] == "ok" and o.get("fetch_committed")]
     assert len(final) == 1 and final[0]["committed"]
+    # each fault hit the node coordinating the group then, and says who took over
+    hits = [o["value"] for o in ops if o["process"] == "nemesis" and o["type"] == "info"
+            and o["f"] in ("kill", "pause")]
+    assert hits and all(v["target"] == "coordinator" and v["nodes"] == [v["coordinator"]]
+                        for v in hits)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("commit", ["auto", "processed"])
+def test_consumers_killed_mid_batch_skip_offsets_only_when_commits_run_ahead(
+        tmp_path: Path, commit: str) -> None:
+    """Auto-commit every 100 ms commits a batch a consumer then dies holding: the group never
+    returns those offsets. Committing only what was handed on leaves none behind."""
+    from checkers.groups import group_delivery
+
+    spec = build_spec({"name": f"crash-{commit}", "sub_via": "subscribe", "time_limit_s": 20.0,
+                       "nemesis": (), "crash_client_interval_s": 2.0, "seed": 3, "keys": 2,
+                       "key_pool": 4, "concurrency": 4, "results_dir": str(tmp_path),
+                       "consumer": {"commit": commit, "auto_commit_interval_ms": 100,
+                                    "session_timeout_ms": 2000}})
+    outcome = core.run(spec)
+    assert outcome.valid is True, outcome.summary()
+    ops = run_ops(outcome.run_dir)
+    assert sum(o["f"] == "crash" and o["type"] == "info" for o in ops) >= 3
+    got = group_delivery(ops)
+    assert got is not None and got.committed_index is not None and got.keys
+    report = (outcome.run_dir / "report.html").read_text()
+    assert 'id="group-delivery"' in report
+    if commit == "auto":
+        assert got.missing > 0 and not got.complete
+        first = next(k for k in got.keys if k.missing)
+        assert ", ".join(map(str, first.missing[:3])) in report
+    else:
+        assert got.complete, [k for k in got.keys if k.missing]
