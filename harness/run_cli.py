@@ -21,6 +21,7 @@ from harness.runfiles import EXIT_USAGE
 from harness.spec import (
     ASSIGNORS,
     COMMITS,
+    ISOLATIONS,
     POOL_MAX,
     SPARK_CHOICES,
     SUB_VIA,
@@ -42,6 +43,7 @@ FIELDS: dict[str, str] = {
     "time_limit": "time_limit_s",
     "concurrency": "concurrency", "keys": "keys", "max_writes_per_key": "max_writes_per_key",
     "key_pool": "key_pool", "max_poll_records": "max_poll_records", "seed": "seed",
+    "isolation": "isolation",
     "scenario": "scenario",
     "results_dir": "results_dir", "test_count": "test_count",
     "replication_factor": "broker.replication_factor", "acks": "broker.acks",
@@ -141,7 +143,7 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
 @click.option("--cluster-file", type=click.Path(dir_okay=False),
               help="ssh backend: a ducktape-style cluster.json.")
 @click.option("--workload", default="queue", show_default=True,
-              help="What the clients do (a registered name: queue, ...).")
+              help="What the clients do (a registered name: queue, txn, ...).")
 @click.option("--nemesis", default="kill,partition", show_default=True,
               help="Comma list of faults (kill, pause, partition, slow, lossy, clock, "
                    "lose-unflushed), or none.")
@@ -169,6 +171,10 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
 @click.option("--max-poll-records", type=int, default=_default("max_poll_records"),
               show_default=True,
               help="Records one poll returns at most, over all its keys.")
+@click.option("--isolation", type=click.Choice(ISOLATIONS), default=_default("isolation"),
+              show_default=True,
+              help="Consumers' isolation level: committed transactions only, or every record "
+                   "below the high watermark (open and aborted transactions' too).")
 @click.option("--replication-factor", type=int, default=3, show_default=True)
 @click.option("--acks", type=click.Choice(["0", "1", "all"]), default="all", show_default=True)
 @click.option("--min-insync-replicas", type=int, default=2, show_default=True)

@@ -23,6 +23,9 @@ TARGETS = ("one", "minority", "majority", "all", "leader", "followers", "control
            "coordinator")
 SPARK_CHOICES = ("auto", "cold", "warm")  # checkers.spark_server says what each means
 SCHEDULES = ("stagger", "phases")  # nemesis/schedule.py says what each does
+# what a consumer reads: committed transactions only (stopping at the last stable offset),
+# or every record below the high watermark, open and aborted transactions' included
+ISOLATIONS = ("read-committed", "read-uncommitted")
 # Sizing the default key pool: sends per second the queue workload is assumed to reach
 # (what 10 clients get from 3 local nodes of our broker on 2 cores), and a ceiling: our
 # broker's followers fetch every partition in each round, so hundreds of partitions
@@ -171,6 +174,7 @@ class TestSpec:
     max_writes_per_key: int = 1024  # sends a key takes before it is retired for a fresh one
     key_pool: int | None = None  # partitions created at setup; None: enough for the time limit
     max_poll_records: int = MAX_POLL_RECORDS
+    isolation: str = "read-committed"  # the consumers' isolation.level (ISOLATIONS)
     broker: BrokerSettings = field(default_factory=BrokerSettings)
     producer: ProducerSettings = field(default_factory=ProducerSettings)
     sub_via: str = "assign"  # assign: each process picks its keys; subscribe: one group
@@ -233,6 +237,9 @@ class TestSpec:
         if self.key_pool is not None and self.key_pool < self.keys:
             raise SpecError(f"--key-pool {self.key_pool}: must be at least --keys ({self.keys}), "
                             f"the keys written at once")
+        if self.isolation not in ISOLATIONS:
+            raise SpecError(f"--isolation: {self.isolation!r} is not one of "
+                            f"{', '.join(ISOLATIONS)}")
         if self.spark not in SPARK_CHOICES:
             raise SpecError(f"--spark: {self.spark!r} is not one of {', '.join(SPARK_CHOICES)}")
         if self.nemesis_schedule not in SCHEDULES:

@@ -51,6 +51,9 @@ def controller_voters(spec: TestSpec) -> list[str]:
     return list(spec.nodes[:default_voter_count(len(spec.nodes))])
 
 
+TXN_STATE_PARTITIONS = 3
+
+
 def node_config(spec: TestSpec, node: str, listen: str, peers: Mapping[str, str],
                 data_dir: Path | str, clock_file: Path | str | None) -> dict[str, Any]:
     """NODE.json for `node` (see the cross-part contract): keys of the history = partitions."""
@@ -60,6 +63,8 @@ def node_config(spec: TestSpec, node: str, listen: str, peers: Mapping[str, str]
     settings.setdefault("flush.ms", None)
     if spec.sub_via == "subscribe":  # consumer groups on (the workload's one group)
         settings["offsets.topic.num.partitions"] = OFFSETS_PARTITIONS
+    if spec.workload == "txn":  # transactions need their coordinators' internal topic
+        settings["transaction.state.log.num.partitions"] = TXN_STATE_PARTITIONS
     settings.update(spec.extra.get("broker_settings", {}) or {})
     cfg: dict[str, Any] = {
         "node_id": node,
