@@ -40,6 +40,7 @@ HEARTBEAT_S = 0.1
 IDLE_POLL_S = 0.05  # a poll with no key assigned (a rebalance is on) waits this long
 CRASH_FETCH_S = 2.0  # a crash waits this long at most for a batch to die holding
 REBALANCE_TIMEOUT_MS = 10_000
+LEAVE_WAIT_S = 30.0  # how long the final reads' leave waits for the last commit and leave
 
 
 class GroupSession:
@@ -93,13 +94,15 @@ class GroupSession:
             done = [c for g, c in self.commits if g == generation]
         return all(any(c.get(k, -1) >= p for c in done) for k, p in positions.items())
 
-    def close(self, *, leave: bool, timeout_s: float = 30.0) -> None:
-        """leave: commit (by the mode) and leave the group, waiting for it; else abandon: the
-        thread stops at its next step, with no commit and no leave."""
+    def close(self, *, leave: bool, wait_s: float = 0.0) -> None:
+        """leave: commit (by the mode) and leave the group, waiting at most wait_s for it (the
+        thread finishes in the background: a coordinator that is down may hold it for a
+        whole join); else abandon: the thread stops at its next step, with no commit and no
+        leave."""
         self._leave = leave
         self._stop.set()
-        if leave:
-            self.thread.join(timeout_s)
+        if leave and wait_s > 0:
+            self.thread.join(wait_s)
 
     # -- the background thread -----------------------------------------------------------
     def _run(self) -> None:
@@ -217,7 +220,10 @@ class GroupQueueClient:
                                         f"p{op.process}", self.inner.timeout_s)
             return op.complete("ok")
         if op.f == "assign":
-            self._end_session()
+            # before the group's final committed offsets are read, this member's last commit
+            # and leave must be done
+            self._end_session(wait_s=LEAVE_WAIT_S if op.extra.get("fetch_committed") or
+                              not op.value else 0.0)
             extra: dict[str, Any] = {}
             if op.extra.get("fetch_committed"):
                 try:
@@ -289,9 +295,9 @@ class GroupQueueClient:
             self.inner.conn.close()  # what the dying process's sockets do
             self.inner.conn = None
 
-    def _end_session(self) -> None:
+    def _end_session(self, wait_s: float = 0.0) -> None:
         if self.session is not None:
-            self.session.close(leave=True)
+            self.session.close(leave=True, wait_s=wait_s)
             self.session = None
 
     def close(self, run: Run) -> None:

@@ -83,7 +83,7 @@ def test_a_short_subscribe_run_with_faults_on_the_coordinator_is_valid(tmp_path:
     spec = build_spec({"name": "subscribe", "sub_via": "subscribe", "time_limit_s": 20.0,
                        "nemesis": ("kill", "pause", "partition"), "nemesis_interval_s": 5.0,
                        "nemesis_targets": ("coordinator",),
-                       "seed": 5, "keys": 4, "key_pool": 12, "concurrency": 6,
+                       "seed": 5, "keys": 6, "key_pool": 6, "concurrency": 6,
                        "results_dir": str(tmp_path)})
     outcome = core.run(spec)
     assert outcome.valid is True, outcome.summary()
