@@ -276,6 +276,17 @@ class Checker(Protocol):
     def check(self, run_dir: Path, spec: TestSpec | None) -> dict[str, Any]: ...
 
 
+@runtime_checkable
+class Prepares(Protocol):
+    """A checker with slow parts to start (a Spark JVM): the run calls prepare as the
+    workload begins, so they start meanwhile, and release once at the end, whatever
+    happened (interrupted, failed or checked). Neither raises; a preparation that failed
+    leaves check to do things the ordinary way."""
+
+    def prepare(self, spec: TestSpec) -> None: ...
+    def release(self) -> None: ...
+
+
 class Workload(Protocol):
     """What the clients do and how the outcome is judged."""
 
