@@ -154,13 +154,14 @@ class FinalReads(g.Gen):
     """Reads each key from offset 0 (fresh assign + seek) until it reaches its target.
 
     targets: key -> highest acknowledged offset (-1: none; one ok poll suffices).
-    A key whose ok polls stay empty EMPTY_POLLS_BEFORE_GIVING_UP times is given up.
+    A key whose ok polls stay empty `patience` times is given up.
     """
 
     targets: Mapping[int, int]
     todo: tuple[int, ...]
     slots: Mapping[g.Thread, _Slot] = field(default_factory=dict)
     done: frozenset[int] = frozenset()
+    patience: int = EMPTY_POLLS_BEFORE_GIVING_UP
 
     def op(self, ctx: g.Context) -> g.Result:
         slots = dict(self.slots)
@@ -212,7 +213,7 @@ class FinalReads(g.Gen):
                     done = done | {slot.key}
                 elif event.type == "ok" and top is None:
                     nothing_acked = self.targets.get(slot.key, -1) < 0
-                    if nothing_acked or slot.empty + 1 >= EMPTY_POLLS_BEFORE_GIVING_UP:
+                    if nothing_acked or slot.empty + 1 >= self.patience:
                         done = done | {slot.key}
                     slot = replace(slot, empty=slot.empty + 1,
                                    not_before_ns=ctx.time_ns + int(EMPTY_POLL_PAUSE_S * 1e9))
@@ -232,12 +233,15 @@ def _max_offset(value: Any, key: int) -> int | None:
     return best
 
 
-def final_generator(spec: TestSpec, targets: Mapping[int, int]) -> g.Gen:
-    """Every key in targets read from the beginning up to its target, bounded in time; with
-    --sub-via subscribe, first every process leaves the group and the group's final
-    committed offsets are read (the module docstring says how)."""
+def final_generator(spec: TestSpec, targets: Mapping[int, int],
+                    patience: int = EMPTY_POLLS_BEFORE_GIVING_UP) -> g.Gen:
+    """Every key in targets read from the beginning up to its target, bounded in time;
+    `patience`: empty polls of a key before it is given up. With --sub-via subscribe,
+    first every process leaves the group and the group's final committed offsets are
+    read (the module docstring says how)."""
     keys = tuple(sorted(targets))
-    reads = g.time_limit(spec.final_read_timeout_s, FinalReads(dict(targets), keys))
+    reads = g.time_limit(spec.final_read_timeout_s,
+                         FinalReads(dict(targets), keys, patience=patience))
     if spec.sub_via != "subscribe":
         return reads
     return g.phases(g.each_thread(g.op("assign", [])),

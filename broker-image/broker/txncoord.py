@@ -283,6 +283,9 @@ class TxnCoordinator:
         for meta in txn.expired(self.txns.values(), self.b.clock.now_ms()):
             if not self._lock(meta.tid).locked():
                 self.b.spawn(self._expire(meta))
+        for meta in list(self.txns.values()):  # a completion cut short (e.g. min ISR) resumes
+            if meta.state in txn.PREPARING and meta.tid not in self.completing:
+                self.b.spawn(self._complete(meta.tid))
 
     async def _expire(self, aborting: TxnMeta) -> None:
         async with self._lock(aborting.tid):
