@@ -18,6 +18,7 @@ import jinja2
 import numpy as np
 from markupsafe import Markup
 
+from checkers.groups import group_delivery
 from harness.report import figures, sections
 from harness.report.faults import run_kinds
 from harness.report.liveness import liveness_section
@@ -89,6 +90,7 @@ def report_context(run: RunFiles) -> dict[str, Any]:
         "nodes": s.nodes,
         "faults": s.faults,
         "liveness": liveness_section(run.results, run.ops, run.test),
+        "group": group_delivery(run.ops),
         "latency_svg": Markup(figures.latency_scatter(s)),
         "quantiles_svg": Markup(figures.latency_quantiles(s)),
         "throughput_svg": Markup(figures.throughput(s)),

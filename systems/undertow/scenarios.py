@@ -96,6 +96,17 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         nemesis=("lost-answers",), node_count=3, time_limit_s=60.0, nemesis_interval_s=8.0,
         fixed_by=("--idempotence",)),
     _scenario(
+        "read-uncommitted",
+        "Transactions read uncommitted: consumers read every record below the high "
+        "watermark, aborted transactions' too, so a poll returns values whose transaction "
+        "failed (aborted reads); read_committed skips them.",
+        ("G1a",),
+        {"replication_factor": 3, "acks": "all", "min_insync_replicas": 2,
+         "unclean_leader_election": False, "truncation": "leader-epoch"},
+        workload="txn", isolation="read-uncommitted", extra={},
+        nemesis=("kill", "partition"), node_count=3, time_limit_s=60.0,
+        nemesis_interval_s=10.0, fixed_by=("--isolation", "read-committed")),
+    _scenario(
         "safe",
         "Safe settings (RF 3, acks all, min ISR 2, leader-epoch truncation, clean election) "
         "under kills, pauses and partitions mixed: nothing may be found.",

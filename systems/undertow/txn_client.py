@@ -61,7 +61,7 @@ class TxnClient:
             p.begin()
             p.add_partitions({int(m[1]) for m in micro if m[0] == "send"})
         except ClientError as e:
-            p.abandon()
+            self._abort_now()
             return op.complete("fail", error=f"{e.code}: {e}")
         error: ClientError | None = None
         i = 0
@@ -83,14 +83,27 @@ class TxnClient:
             i = j
         done.extend(m for m in micro[i:])  # what an error left undone, as invoked
         if error is not None:
-            p.abandon()  # never committed: the next transaction's init aborts it
+            self._abort_now()  # never committed
             return op.complete("fail", done, error=f"{error.code}: {error}")
         outcome = p.end(commit=not op.extra.get("abort"))
         if outcome is Outcome.COMMITTED:
             return op.complete("ok", done)
+        if not p.ready:
+            self._abort_now()
         if outcome is Outcome.ABORTED:
             return op.complete("fail", done, error="aborted")
         return op.complete("info", done, error="commit outcome unknown")
+
+    def _abort_now(self) -> None:
+        """Initialise again at once, which aborts what this producer left open (a commit
+        already prepared still completes): its partitions' last stable offsets move on now,
+        not at the transaction timeout. Best effort: the next transaction tries again."""
+        assert self.producer is not None
+        self.producer.abandon()
+        try:
+            self.producer.init()
+        except ClientError:
+            pass
 
     def close(self, run: Run) -> None:
         self.queue.close(run)
