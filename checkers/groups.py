@@ -108,3 +108,55 @@ def group_delivery(ops: Iterable[Mapping[str, Any]]) -> GroupDelivery | None:
         read = below & group_read.get(k, set())
         rows.append(KeyDelivery(k, pos, len(below), len(read), tuple(sorted(below - read))))
     return GroupDelivery(committed_index if committed is not None else None, tuple(rows))
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A stretch of time over which one process held one assignment of the group."""
+
+    process: int
+    start_ns: int
+    end_ns: int
+    generation: int | None  # None where the system does not say (librdkafka)
+    keys: tuple[int, ...]
+
+
+def membership(ops: Iterable[Mapping[str, Any]]) -> list[Held]:
+    """Each subscribed process's group generation and assigned keys over time, from the
+    `generation` and `assignment` its polls' completions carry: a stretch starts at the
+    first poll that reports it and lasts until the process reports another, leaves the
+    group (an `assign`), or its last operation."""
+    out: list[Held] = []
+    open_: dict[Any, tuple[int, int | None, tuple[int, ...], int]] = {}  # start, gen, keys, last
+
+    def close(p: Any, end: int) -> None:
+        cur = open_.pop(p, None)
+        if cur is not None and isinstance(p, int):
+            out.append(Held(p, cur[0], max(end, cur[3]), cur[1], cur[2]))
+
+    for o in ops:
+        p, t = o.get("process"), int(o.get("time") or 0)
+        if p == "nemesis":
+            continue
+        if o.get("type") == "invoke":
+            if o.get("f") in ("assign", "subscribe"):
+                close(p, t)
+            continue
+        if "assignment" not in o:
+            if p in open_:
+                start, gen, keys, _ = open_[p]
+                open_[p] = (start, gen, keys, t)
+            continue
+        gen = o.get("generation")
+        gen = int(gen) if isinstance(gen, int) and gen >= 0 else None
+        keys = tuple(int(k) for k in o.get("assignment") or ())
+        cur = open_.get(p)
+        if cur is not None and (cur[1], cur[2]) == (gen, keys):
+            open_[p] = (cur[0], gen, keys, t)
+            continue
+        close(p, t)
+        if keys:
+            open_[p] = (t, gen, keys, t)
+    for p in list(open_):
+        close(p, open_[p][3])
+    return sorted(out, key=lambda h: (h.process, h.start_ns))

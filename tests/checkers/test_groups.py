@@ -51,3 +51,16 @@ def test_no_subscribe_no_section_and_no_committed_positions_no_verdict() -> None
     assert group_delivery([line(0, "invoke", 0, "assign", [1])]) is None
     got = group_delivery([line(0, "invoke", 0, "subscribe", [1])])
     assert got is not None and got.committed_index is None and not got.complete
+
+
+def test_membership_stretches_follow_what_each_poll_reported() -> None:
+    from checkers.groups import Held, membership
+
+    def poll(i: int, p: int, gen: int, keys: list[int]) -> dict[str, Any]:
+        return line(i, "ok", p, "poll", [["poll", {}]], generation=gen, assignment=keys)
+
+    ops = [line(0, "invoke", 0, "subscribe", [0, 1]), poll(1, 0, 1, [0, 1]), poll(2, 0, 1, [0, 1]),
+           poll(3, 0, -1, []), poll(4, 0, 2, [1]), line(5, "ok", 0, "send", []),
+           line(6, "invoke", 0, "assign", []), poll(7, 1, 2, [0])]
+    assert membership(ops) == [Held(0, 1, 3, 1, (0, 1)), Held(0, 4, 6, 2, (1,)),
+                               Held(1, 7, 7, 2, (0,))]
