@@ -2,10 +2,11 @@
 
 The machine is shared and noisy, so the two are measured alternately, round by
 round (old, new, old, new, ...), each with its own venv and code:
-- `python -m bench.harness` (history writer, 3-node start to ready, client ops/s);
-- `undertow check` of the same recorded run folder (a copy each time: check
-  writes results.json), wall time; `--history` names it (a folder the harness
-  wrote, e.g. results/queue-kill-partition/latest).
+- `python -m bench.harness --system S` (history writer, 3-node start to ready, client
+  ops/s);
+- with `--history`, `undertow check` of the same recorded run folder (a copy each
+  time: check writes results.json), wall time; `--history` names it (a folder the
+  harness wrote, e.g. results/queue-kill-partition/latest).
 Prints a table of medians (and every value) and writes bench/out/compare.json.
 """
 
@@ -25,11 +26,13 @@ HERE = Path(__file__).resolve().parents[1]
 OUT = HERE / "bench" / "out"
 
 
-def _harness(checkout: Path, seconds: float) -> dict[str, float]:
+def _harness(checkout: Path, seconds: float, system: str, starts: int) -> dict[str, float]:
     py = checkout / ".venv" / "bin" / "python"
-    subprocess.run([str(py), "-m", "bench.harness", "--seconds", str(seconds), "--starts", "3"],
+    subprocess.run([str(py), "-m", "bench.harness", "--seconds", str(seconds), "--starts",
+                    str(starts), "--system", system],
                    cwd=checkout, check=True, capture_output=True, timeout=900)
-    res = json.loads((checkout / "bench" / "out" / "harness.json").read_text())
+    name = "harness.json" if system == "undertow" else f"harness-{system}.json"
+    res = json.loads((checkout / "bench" / "out" / name).read_text())
     return {k: float(res[k]) for k in ("writer_ops_per_s", "start_to_ready_s", "ops_per_s")}
 
 
@@ -56,7 +59,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.compare", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--old", type=Path, required=True, help="the other checkout (with .venv)")
-    ap.add_argument("--history", type=Path, required=True, help="a recorded run folder")
+    ap.add_argument("--history", type=Path, default=None,
+                    help="a recorded run folder to check (none: no check figure)")
+    ap.add_argument("--system", default="undertow", help="bench.harness --system")
+    ap.add_argument("--starts", type=int, default=3, help="bench.harness --starts")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=8.0, help="bench.harness --seconds")
     args = ap.parse_args()
@@ -64,7 +70,9 @@ def main() -> None:
     rows: dict[str, list[dict[str, float]]] = {k: [] for k in sides}
     for r in range(args.rounds):
         for side, checkout in sides.items():
-            row = {**_harness(checkout, args.seconds), **_check(checkout, args.history.resolve())}
+            row = _harness(checkout, args.seconds, args.system, args.starts)
+            if args.history is not None:
+                row.update(_check(checkout, args.history.resolve()))
             row["load_1m"] = os.getloadavg()[0]
             rows[side].append(row)
             print(f"round {r + 1} {side}: " + ", ".join(f"{k} {v:,.2f}" for k, v in row.items()),
@@ -72,12 +80,15 @@ def main() -> None:
     med = {side: {k: statistics.median(x[k] for x in rs) for k in rs[0]}
            for side, rs in rows.items()}
     print(f"\n{'figure':<20} {'old (median)':>14} {'new (median)':>14} {'new/old':>8}")
-    for k in ("writer_ops_per_s", "start_to_ready_s", "ops_per_s", "check_s"):
+    for k in ("writer_ops_per_s", "start_to_ready_s", "ops_per_s", "check_s", "load_1m"):
+        if k not in med["old"]:
+            continue
         o, n = med["old"][k], med["new"][k]
         print(f"{k:<20} {o:>14,.2f} {n:>14,.2f} {n / o if o else float('nan'):>8.2f}")
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "compare.json").write_text(json.dumps({"old": str(sides["old"]), "rounds": rows,
-                                                   "median": med}, indent=1) + "\n")
+    (OUT / "compare.json").write_text(json.dumps({"old": str(sides["old"]), "system": args.system,
+                                                  "rounds": rows, "median": med},
+                                                 indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -53,7 +53,8 @@ def check(run_dirs: tuple[Path, ...], choice: str, spark_master: str | None,
     starter = None
     if any((d / "history.jsonl").is_file() for d in run_dirs):
         t_start = time.monotonic()
-        starter = SessionStarter(target.master, target.remote)  # starts while we parse
+        # starts while we parse
+        starter = SessionStarter(target.master, target.remote, local=target.shares_files)
     try:
         for d in run_dirs:
             if not (d / "history.jsonl").is_file():

@@ -3,7 +3,8 @@
 assemble the Test (harness.test; spec errors surface here, before anything
 exists) -> store -> backend up (nodes) -> the system set up on each node ->
 links wired -> ready -> clients + nemesis under the workload's generator (time
-limit) -> the nemesis's final heal -> wait for the system -> the workload's
+limit; checkers that can prepare, `Prepares`, start their slow parts in the
+background meanwhile) -> the nemesis's final heal -> wait for the system -> the workload's
 final reads -> replicas dumped to replicas.jsonl -> node files collected ->
 system torn down and backend down (always, in a finally, also on SIGINT) ->
 the Test's checkers -> report. The runner names no system and no workload.
@@ -19,7 +20,7 @@ import contextlib
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -29,7 +30,16 @@ from typing import Any
 from harness import checking, store
 from harness import generator as g
 from harness.interpreter import Interpreter, Stats, client_node
-from harness.protocols import DB, Backend, DumpsReplicas, HasLogs, Nemesis, Run
+from harness.protocols import (
+    DB,
+    Backend,
+    Checker,
+    DumpsReplicas,
+    HasLogs,
+    Nemesis,
+    Prepares,
+    Run,
+)
 from harness.runfiles import (
     EXIT_INTERRUPTED,
     HistoryWriter,
@@ -205,8 +215,9 @@ def _stop_system(run: Run, db: DB | None) -> None:
 
 
 def _drive(test: Test, run: Run, history: HistoryWriter, stopper: Stopper,
-           watch: Watch) -> None:
-    """Everything between the nodes coming up and going down."""
+           watch: Watch, checkers: Sequence[Checker]) -> None:
+    """Everything between the nodes coming up and going down; the checkers that can
+    prepare start doing so as the workload begins."""
     spec, log, pkg, wl = test.spec, run.log, test.nemesis, test.workload
     watch.phase = "cluster up"
     db = _start_system(test, run, lambda: not stopper.requested.is_set())
@@ -223,6 +234,9 @@ def _drive(test: Test, run: Run, history: HistoryWriter, stopper: Stopper,
     try:
         try:
             watch.phase, watch.main_started_s = "running", time.monotonic()
+            for c in checkers:
+                if isinstance(c, Prepares):
+                    c.prepare(spec)
             main = g.clients_and_nemesis(wl.generator(test), pkg.generator if pkg else None)
             interp.run(g.time_limit(spec.time_limit_s, main))
             if pkg is not None and not interp.stopped:
@@ -365,12 +379,25 @@ def _run_stored(test: Test, stored: store.StoredRun, stopper: Stopper,
                           **({"nemesis_phases": phases} if phases else {}))
     if stopper.requested.is_set():
         return _interrupted(stored, stopper.phase, None)
+    checkers = test.checkers()
+    try:
+        return _run_and_check(test, stored, stopper, watch, checkers)
+    finally:
+        with stopper.mode_of("note"):
+            for c in checkers:
+                if isinstance(c, Prepares):
+                    c.release()
+
+
+def _run_and_check(test: Test, stored: store.StoredRun, stopper: Stopper, watch: Watch,
+                   checkers: Sequence[Checker]) -> Outcome:
+    spec, log = test.spec, stored.log
     run_ = Run(spec=spec, nodes=spec.nodes, paths=stored.paths, log=log)
     history = HistoryWriter(stored.paths.history)
     error: str | None = None
     try:
         with stopper.mode_of("stop"):
-            _drive(test, run_, history, stopper, watch)
+            _drive(test, run_, history, stopper, watch, checkers)
     except KeyboardInterrupt:
         stopper.requested.set()
         log.warning("interrupted twice: tearing down at once")
@@ -391,7 +418,9 @@ def _run_stored(test: Test, stored: store.StoredRun, stopper: Stopper,
     try:
         with stopper.mode_of("raise"):
             watch.phase = "checking"
-            results = checking.check(test.checkers(), stored.paths.root, spec, log)
+            log.info("checking")
+            results = checking.check(checkers, stored.paths.root, spec, log)
+            log.info("verdict %s: %s", results.get("valid", "unknown"), results.get("counts"))
             watch.phase = "report"
             report = _render(stored.paths.root, log)
     except KeyboardInterrupt:
@@ -403,7 +432,6 @@ def _run_stored(test: Test, stored: store.StoredRun, stopper: Stopper,
     if stopper.requested.is_set():  # a signal the check swallowed
         return _interrupted(stored, stopper.phase, None)
     valid = results.get("valid", "unknown")
-    log.info("verdict %s: %s", valid, results.get("counts"))
     check_error = results.get("error")
     return Outcome(stored.paths.root, valid, results, report, False,
                    str(check_error) if check_error else None)

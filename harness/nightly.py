@@ -45,9 +45,11 @@ from harness.junit import Case, suite_tree, write_tree
 from harness.runfiles import EXIT_INVALID, EXIT_MEANING, EXIT_VALID, read_results
 from harness.spec import SPARK_CHOICES
 
-# The documented matrix: every known bug, and the safe settings that must stay clean.
+# The documented matrix: every known bug, and the safe settings that must stay clean, on
+# our broker and on Apache Kafka.
 MATRIX: tuple[str, ...] = ("kip101-loss", "kip101-divergence", "isr-shrink-2013",
-                           "unclean-election", "last-replica-standing", "safe")
+                           "unclean-election", "last-replica-standing", "safe",
+                           "kafka-unclean-election", "kafka-acks-1", "kafka-safe")
 TIMED_OUT = 124  # the exit code of a run the nightly stopped (as timeout(1) gives)
 RUN_MARGIN_S = 600.0  # setup, final reads, Spark check and report on top of the time limit
 

@@ -203,6 +203,11 @@ class HasLeaders(Protocol):
 
 
 @runtime_checkable
+class HasCoordinator(Protocol):
+    def coordinator(self, run: Run) -> str | None: ...  # the run's consumer group's, now
+
+
+@runtime_checkable
 class HasClock(Protocol):
     def shift_clock(self, run: Run, node: str, delta_ns: int) -> None: ...  # added to the offset
     def reset_clock(self, run: Run, node: str) -> None: ...
@@ -269,6 +274,17 @@ class Checker(Protocol):
     name: str
 
     def check(self, run_dir: Path, spec: TestSpec | None) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class Prepares(Protocol):
+    """A checker with slow parts to start (a Spark JVM): the run calls prepare as the
+    workload begins, so they start meanwhile, and release once at the end, whatever
+    happened (interrupted, failed or checked). Neither raises; a preparation that failed
+    leaves check to do things the ordinary way."""
+
+    def prepare(self, spec: TestSpec) -> None: ...
+    def release(self) -> None: ...
 
 
 class Workload(Protocol):

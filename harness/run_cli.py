@@ -18,7 +18,18 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from harness.runfiles import EXIT_USAGE
-from harness.spec import POOL_MAX, SPARK_CHOICES, SpecError, TestSpec, build_spec, load_toml
+from harness.spec import (
+    ASSIGNORS,
+    COMMITS,
+    ISOLATIONS,
+    POOL_MAX,
+    SPARK_CHOICES,
+    SUB_VIA,
+    SpecError,
+    TestSpec,
+    build_spec,
+    load_toml,
+)
 
 if TYPE_CHECKING:
     from harness.core import Stopper
@@ -32,18 +43,23 @@ FIELDS: dict[str, str] = {
     "time_limit": "time_limit_s",
     "concurrency": "concurrency", "keys": "keys", "max_writes_per_key": "max_writes_per_key",
     "key_pool": "key_pool", "max_poll_records": "max_poll_records", "seed": "seed",
+    "isolation": "isolation",
     "scenario": "scenario",
     "results_dir": "results_dir", "test_count": "test_count",
     "replication_factor": "broker.replication_factor", "acks": "broker.acks",
     "min_insync_replicas": "broker.min_insync_replicas",
     "unclean_leader_election": "broker.unclean_leader_election",
     "truncation": "broker.truncation", "flush": "broker.flush",
+    "txn_fencing": "broker.txn_epoch_fencing",
     "spark": "spark", "spark_master": "spark_master", "spark_remote": "spark_remote",
     "retries": "producer.retries", "delivery_timeout_ms": "producer.delivery_timeout_ms",
     "request_timeout_ms": "producer.request_timeout_ms",
     "idempotence": "producer.enable_idempotence", "max_in_flight": "producer.max_in_flight",
+    "sub_via": "sub_via", "crash_client_interval": "crash_client_interval_s",
+    "commit": "consumer.commit", "auto_commit_interval_ms": "consumer.auto_commit_interval_ms",
+    "group_session_timeout_ms": "consumer.session_timeout_ms", "assignor": "consumer.assignor",
 }
-TABLES = ("broker", "producer")
+TABLES = ("broker", "producer", "consumer")
 
 
 def _default(name: str) -> Any:
@@ -128,14 +144,15 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
 @click.option("--cluster-file", type=click.Path(dir_okay=False),
               help="ssh backend: a ducktape-style cluster.json.")
 @click.option("--workload", default="queue", show_default=True,
-              help="What the clients do (a registered name: queue, ...).")
+              help="What the clients do (a registered name: queue, txn, ...).")
 @click.option("--nemesis", default="kill,partition", show_default=True,
               help="Comma list of faults (kill, pause, partition, slow, lossy, clock, "
                    "lose-unflushed), or none.")
 @click.option("--nemesis-interval", type=float, default=10.0, show_default=True,
               help="Seconds between faults, on average.")
 @click.option("--nemesis-targets", default="one,minority,majority", show_default=True,
-              help="Comma list: one, minority, majority, all, leader, followers, controller.")
+              help="Comma list: one, minority, majority, all, leader, followers, controller, "
+                   "coordinator (of the consumer group, with --sub-via subscribe).")
 @click.option("--nemesis-schedule", type=click.Choice(["stagger", "phases"]), default="stagger",
               show_default=True,
               help="stagger: faults throughout; phases: steady 20 %, faults, then everything "
@@ -155,6 +172,10 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
 @click.option("--max-poll-records", type=int, default=_default("max_poll_records"),
               show_default=True,
               help="Records one poll returns at most, over all its keys.")
+@click.option("--isolation", type=click.Choice(ISOLATIONS), default=_default("isolation"),
+              show_default=True,
+              help="Consumers' isolation level: committed transactions only, or every record "
+                   "below the high watermark (open and aborted transactions' too).")
 @click.option("--replication-factor", type=int, default=3, show_default=True)
 @click.option("--acks", type=click.Choice(["0", "1", "all"]), default="all", show_default=True)
 @click.option("--min-insync-replicas", type=int, default=2, show_default=True)
@@ -164,6 +185,9 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
               show_default=True)
 @click.option("--flush", type=click.Choice(["page-cache", "every-message"]), default="page-cache",
               show_default=True)
+@click.option("--txn-fencing/--no-txn-fencing", default=True, show_default=True,
+              help="Transaction coordinators refuse a producer's older epochs (our broker; "
+                   "off only to show zombie producers).")
 @click.option("--spark", type=click.Choice(SPARK_CHOICES), default="auto", show_default=True,
               help="Which Spark checks the run: auto (the warm one of `undertow spark start` "
                    "when it is up, else cold), cold, or warm (exit 2 if none is up).")
@@ -183,6 +207,21 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
 @click.option("--max-in-flight", type=int,
               help="Producer: an operation's requests unanswered on one connection "
                    "(max.in.flight.requests.per.connection; default: the system's own).")
+@click.option("--sub-via", type=click.Choice(SUB_VIA), default="assign", show_default=True,
+              help="Consumers: assign (each process picks its keys) or subscribe (all join "
+                   "one consumer group, which rebalances the keys among them).")
+@click.option("--commit", type=click.Choice(COMMITS), default="auto", show_default=True,
+              help="Consumer group: auto (every --auto-commit-interval-ms), processed (a "
+                   "poll's positions once its records were handed on) or off.")
+@click.option("--auto-commit-interval-ms", type=int, default=1000, show_default=True,
+              help="Consumer group: how often auto-commit commits the positions.")
+@click.option("--group-session-timeout-ms", type=int, default=6000, show_default=True,
+              help="Consumer group: a member silent this long is removed.")
+@click.option("--assignor", type=click.Choice(ASSIGNORS), default="range", show_default=True,
+              help="Consumer group: how the group leader hands out keys.")
+@click.option("--crash-client-interval", type=float,
+              help="Seconds between client crashes, on average: the process is abandoned "
+                   "without closing (default: none).")
 @click.option("--seed", type=int, help="Seed of every random choice (default: random, printed).")
 @click.option("--scenario", help="A named scenario (`undertow scenarios` lists them).")
 @click.option("--config", type=click.Path(dir_okay=False), help="A TOML experiment file.")

@@ -6,8 +6,8 @@ reports every expected anomaly type; `safe` passes when valid. With `--control`,
 each known-bug scenario runs instead with the settings that fix it (its
 `fixed_by` options: the same fault sequence) and passes when valid. Prints a table of
 seeds and verdicts and the median time to the first anomaly; writes
-bench/out/findbugs/summary.json and summary.md. Runs go round-robin over the
-scenarios, so a cut-short benchmark still covers each one.
+bench/out/findbugs/summary.json and summary.md (`--out` elsewhere). Runs go round-robin
+over the scenarios, so a cut-short benchmark still covers each one.
 """
 
 from __future__ import annotations
@@ -115,22 +115,25 @@ def main() -> None:
     ap.add_argument("--control", action="store_true",
                     help="run the known-bug scenarios with the settings that fix them "
                          "(each one's fixed_by); each passes when valid")
+    ap.add_argument("--out", type=Path, default=OUT,
+                    help=f"folder for the runs, rows.jsonl and the summaries (default {OUT})")
     ap.add_argument("--summarize", action="store_true",
                     help="only print the table of every run recorded in rows.jsonl")
     ap.add_argument("--rows", action="append", type=Path, default=None, metavar="FILE",
                     help="with --summarize: these rows files instead (repeat; e.g. batches "
                          "run side by side in other checkouts)")
     args = ap.parse_args()
+    out = args.out
     if args.summarize:
-        recorded = [json.loads(x) for f in (args.rows or [OUT / "rows.jsonl"])
+        recorded = [json.loads(x) for f in (args.rows or [out / "rows.jsonl"])
                     for x in f.read_text().splitlines() if x]
         for r in recorded:  # recompute with the current definition
             if r.get("run_dir") and Path(r["run_dir"], "results.json").exists():
                 res = json.loads(Path(r["run_dir"], "results.json").read_text())
                 r["first_anomaly_s"] = first_anomaly_s(Path(r["run_dir"]), res)
         md = table(recorded, summarize(recorded))
-        OUT.mkdir(parents=True, exist_ok=True)
-        (OUT / "summary-all.md").write_text(md + "\n")
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "summary-all.md").write_text(md + "\n")
         print(md)
         return
     names = [n for n in args.scenarios.split(",") if n]
@@ -139,7 +142,7 @@ def main() -> None:
             ap.error(f"--scenarios: {n!r} is not one of {', '.join(SCENARIOS)}")
     if args.control:
         names = [n for n in names if SCENARIOS[n].fixed_by]
-    OUT.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()
     rows: list[dict[str, Any]] = []
     t0 = time.monotonic()
@@ -147,18 +150,18 @@ def main() -> None:
         for name in names:
             if args.budget_s is not None and time.monotonic() - t0 > args.budget_s:
                 break
-            row = one_run(name, args.first_seed + i, args.time_limit, OUT / "runs",
+            row = one_run(name, args.first_seed + i, args.time_limit, out / "runs",
                           control=args.control)
             rows.append(row)
             print(json.dumps(row), flush=True)
-            with (OUT / "rows.jsonl").open("a") as fh:
+            with (out / "rows.jsonl").open("a") as fh:
                 fh.write(json.dumps(row) + "\n")
     summary = summarize(rows)
     md = table(rows, summary)
-    (OUT / "summary.json").write_text(json.dumps({"rows": rows, "summary": summary,
+    (out / "summary.json").write_text(json.dumps({"rows": rows, "summary": summary,
                                                   "load_at_start": load,
                                                   "load_at_end": os.getloadavg()}, indent=1))
-    (OUT / "summary.md").write_text(md + "\n")
+    (out / "summary.md").write_text(md + "\n")
     print(md)
     print(f"load average at start {load}, at end {os.getloadavg()}")
 

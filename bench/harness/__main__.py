@@ -23,7 +23,7 @@ from harness import core
 from harness import generator as g
 from harness.interpreter import Interpreter, client_node
 from harness.protocols import Run, RunPaths
-from harness.runfiles import HistoryWriter, Op
+from harness.runfiles import HistoryWriter, Op, Process, read_history
 from harness.spec import TestSpec, build_spec
 
 OUT = Path(__file__).resolve().parents[1] / "out"
@@ -95,7 +95,22 @@ def throughput(tmp: Path, seconds: float, system: str) -> dict[str, Any]:
     finally:
         core.cluster_down(backend, run)
     done = sum(counts.values())
-    return {"ops_per_s": done / elapsed, "counts": counts, "seconds": elapsed}
+    return {"ops_per_s": done / elapsed, "counts": counts, "seconds": elapsed,
+            "latency_ms": latencies(run.paths.history)}
+
+
+def latencies(history: Path) -> dict[str, dict[str, float]]:
+    """Each op kind's median and p90 latency (ms), invocation to completion: where a
+    client's time goes (e.g. sends waiting for acknowledgement, polls for records)."""
+    invoked: dict[Process, int] = {}
+    by_f: dict[str, list[float]] = {}
+    for op in read_history(history):
+        if op.type == "invoke":
+            invoked[op.process] = op.time
+        elif op.process in invoked:
+            by_f.setdefault(op.f, []).append((op.time - invoked.pop(op.process)) / 1e6)
+    return {f: {"median": statistics.median(v), "p90": sorted(v)[int(len(v) * 0.9)]}
+            for f, v in sorted(by_f.items())}
 
 
 def main() -> None:
@@ -117,6 +132,7 @@ def main() -> None:
         tp = throughput(tmp, args.seconds, args.system)
         res["ops_per_s"] = tp["ops_per_s"]
         res["ops_counts"] = tp["counts"]
+        res["latency_ms"] = tp["latency_ms"]
         res["load_after"] = load()
     out = OUT / ("harness.json" if args.system == "undertow" else f"harness-{args.system}.json")
     out.write_text(json.dumps(res, indent=1) + "\n")
@@ -127,6 +143,8 @@ def main() -> None:
     print(f"{args.system}: client ops/s, 3 nodes, concurrency 20, no faults: "
           f"{res['ops_per_s']:,.0f} (target >= {targets['ops_per_s'][0]:,.0f}: "
           f"{'met' if ok['ops_per_s'] else 'MISSED'}) {res['ops_counts']}")
+    print("  latency (ms) median / p90: " + ", ".join(
+        f"{f} {v['median']:.1f} / {v['p90']:.1f}" for f, v in res["latency_ms"].items()))
     print(f"history writer alone: {res['writer_ops_per_s']:,.0f} ops/s "
           f"(target >= 200,000: {'met' if ok['writer_ops_per_s'] else 'MISSED'})")
     print(f"3-node cluster start to ready: median {res['start_to_ready_s']:.2f} s of "

@@ -18,6 +18,7 @@ from .rpc import Peer, RpcError
 
 log = logging.getLogger("broker")
 OFFSETS_TOPIC = "__consumer_offsets"  # its replicas are left out of dumps and tools
+TXN_TOPIC = "__transaction_state"  # likewise
 
 
 class Broker:
@@ -54,9 +55,13 @@ class Broker:
     def partition(self, pid: int) -> Partition:
         p = self.partitions.get(pid)
         if p is None:
-            first = self.cfg.topic.partitions
-            d = (partition_dir(self.cfg.data_dir, self.cfg.topic.name, pid) if pid < first
-                 else partition_dir(self.cfg.data_dir, OFFSETS_TOPIC, pid - first))
+            first, txns = self.cfg.topic.partitions, self.cfg.txn_pids
+            if pid < first:
+                d = partition_dir(self.cfg.data_dir, self.cfg.topic.name, pid)
+            elif pid in txns:
+                d = partition_dir(self.cfg.data_dir, TXN_TOPIC, pid - txns.start)
+            else:
+                d = partition_dir(self.cfg.data_dir, OFFSETS_TOPIC, pid - first)
             lg = PartitionLog(d, segment_bytes=self.settings.segment_bytes)
             p = Partition(node=self.node, pid=pid, log=lg, settings=self.settings)
             self.partitions[pid] = p

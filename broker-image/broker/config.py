@@ -42,6 +42,12 @@ DEFAULTS: dict[str, Any] = {
     "offsets.topic.num.partitions": 0,
     "group.min.session.timeout.ms": 100,
     "group.max.session.timeout.ms": 300000,
+    # transactions: coordinator state lives in this many partitions of an internal
+    # transaction-state topic (0: no transactions); the longest timeout a producer may ask
+    # for; whether a producer's older epochs are refused (off only to show zombie producers)
+    "transaction.state.log.num.partitions": 0,
+    "transaction.max.timeout.ms": 900000,
+    "transaction.epoch.fencing.enable": True,
 }
 
 
@@ -75,6 +81,9 @@ class Settings:
     offsets_partitions: int = 0
     group_min_session_timeout_ms: int = 100
     group_max_session_timeout_ms: int = 300000
+    txn_partitions: int = 0
+    txn_max_timeout_ms: int = 900000
+    txn_epoch_fencing: bool = True
     test_controls: bool = False
     fetcher_start_paused: bool = False
 
@@ -114,6 +123,17 @@ class NodeConfig:
         return range(first, first + self.settings.offsets_partitions)
 
     @property
+    def txn_pids(self) -> range:
+        """The internal transaction-state topic's partitions, numbered after the offsets'."""
+        first = self.topic.partitions + self.settings.offsets_partitions
+        return range(first, first + self.settings.txn_partitions)
+
+    @property
+    def internal_partitions(self) -> int:
+        """How many partitions the internal topics add after the topic's own."""
+        return self.settings.offsets_partitions + self.settings.txn_partitions
+
+    @property
     def controller(self) -> str:
         """The first voter: where a broker looks for the active controller first."""
         return self.controller_quorum_voters[0]
@@ -143,7 +163,7 @@ def parse_settings(raw: Mapping[str, Any]) -> Settings:
     if s["truncation"] not in TRUNCATIONS:
         raise ConfigError(f"settings.truncation: {s['truncation']!r} is not one of {TRUNCATIONS}")
     for key in ("unclean.leader.election.enable", "test.controls.enable",
-                "test.fetcher.start.paused"):
+                "test.fetcher.start.paused", "transaction.epoch.fencing.enable"):
         if not isinstance(s[key], bool):
             raise ConfigError(f"settings.{key}: expected true or false, got {s[key]!r}")
     return Settings(
@@ -171,6 +191,9 @@ def parse_settings(raw: Mapping[str, Any]) -> Settings:
         offsets_partitions=_int(s, "offsets.topic.num.partitions", 0),
         group_min_session_timeout_ms=_int(s, "group.min.session.timeout.ms", 1),
         group_max_session_timeout_ms=_int(s, "group.max.session.timeout.ms", 1),
+        txn_partitions=_int(s, "transaction.state.log.num.partitions", 0),
+        txn_max_timeout_ms=_int(s, "transaction.max.timeout.ms", 1),
+        txn_epoch_fencing=s["transaction.epoch.fencing.enable"],
     )
 
 

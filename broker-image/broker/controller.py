@@ -124,7 +124,7 @@ class Controller:
             t = self.cfg.topic
             await self._commit([{"type": "topic", "name": t.name,
                                  "assignment": assignment(
-                                     self.cfg.brokers, t.partitions + len(self.cfg.offsets_pids),
+                                     self.cfg.brokers, t.partitions + self.cfg.internal_partitions,
                                      t.replication_factor)}])
 
     # -- the log ---------------------------------------------------------------

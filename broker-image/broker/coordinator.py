@@ -149,7 +149,7 @@ class Coordinator:
         except ProtocolError as e:
             failed(f"{e.code}: {e}")
             return done
-        p.pending.append((dumps(app.record).decode(), None, appended))
+        p.pending.append((dumps(app.record).decode(), None, False, appended))
         self.b.schedule_append(p)
         return done
 

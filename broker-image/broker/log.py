@@ -2,7 +2,8 @@
 
 Layout of a partition directory (`<data_dir>/<topic>-<partition>/`):
 - `<base offset, 20 digits>.log`: segments, one record a line: `offset epoch value`,
-  followed by `producer_id producer_epoch sequence` for an idempotent producer's record;
+  followed by `producer_id producer_epoch sequence` for an idempotent producer's record
+  and then `t` when it belongs to a transaction; a transaction's control marker is JSON;
   an internal topic's value is one line of JSON (`{...}`, to the end of the line);
 - `hw`: the high-watermark checkpoint (written every
   replica.high.watermark.checkpoint.interval.ms and on clean shutdown);
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .producers import ProducerStates, Tag
+from .txnindex import TxnIndex, parse_marker
 
 # A record's value: an integer (the topic's records), or one line of JSON (an internal
 # topic's records, e.g. a consumer group's state).
@@ -34,6 +36,7 @@ class Record:
     epoch: int
     value: Value
     producer: Tag | None = None  # (producer id, producer epoch, sequence)
+    txn: bool = False  # a transactional producer's record
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -87,7 +90,9 @@ class PartitionLog:
         self.epochs: list[int] = []
         self.values: list[Value] = []
         self.tags: list[Tag | None] = []
+        self.txns: list[bool] = []
         self.producers = ProducerStates()  # follows every append; rebuilt on load, truncate
+        self.txn_index = TxnIndex()  # likewise
         self.segments: list[int] = []  # base offsets
         self._fh: IO[bytes] | None = None
         self._seg_size = 0
@@ -97,7 +102,20 @@ class PartitionLog:
         self.epoch_cache = [(e, s) for e, s in read_epochs(self.dir / "leader-epoch")
                             if s <= self.leo]
         self.unflushed = self.leo - self.flushed
-        self.producers.rebuild(enumerate(self.tags))
+        self._rebuild_states()
+
+    def _rebuild_states(self) -> None:
+        """Producer states and the transaction index, from the records in offset order."""
+        self.producers.rebuild(())
+        for o, (v, t) in enumerate(zip(self.values, self.tags, strict=True)):
+            if t is not None:
+                self.producers.observe(t, o)
+            elif isinstance(v, str):
+                m = parse_marker(v)
+                if m is not None:
+                    self.producers.fence(m[0], m[1])
+        self.txn_index.rebuild((o, self.values[o], t[0] if t else None, self.txns[o])
+                               for o, t in enumerate(self.tags))
 
     # -- loading --------------------------------------------------------------
     def _load(self) -> None:
@@ -110,7 +128,7 @@ class PartitionLog:
             good = 0
             for line in data.split(b"\n")[:-1]:
                 try:
-                    off, ep, val, tag = _parse_line(line)
+                    off, ep, val, tag, txn = _parse_line(line)
                 except (ValueError, IndexError, UnicodeDecodeError):
                     break
                 if off != self.leo:
@@ -118,6 +136,7 @@ class PartitionLog:
                 self.epochs.append(ep)
                 self.values.append(val)
                 self.tags.append(tag)
+                self.txns.append(txn)
                 good += len(line) + 1
             if good != len(data):  # a torn tail from a crash mid-write
                 with open(path, "r+b") as f:
@@ -139,7 +158,7 @@ class PartitionLog:
 
     def read(self, offset: int, limit: int, upto: int | None = None) -> list[Record]:
         end = min(self.leo if upto is None else upto, offset + limit)
-        return [Record(o, self.epochs[o], self.values[o], self.tags[o])
+        return [Record(o, self.epochs[o], self.values[o], self.tags[o], self.txns[o])
                 for o in range(max(offset, 0), end)]
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
@@ -160,9 +179,10 @@ class PartitionLog:
         return self._fh
 
     def append(self, entries: list[tuple[int, Value]],
-               tags: list[Tag | None] | None = None) -> int:
+               tags: list[Tag | None] | None = None, txns: list[bool] | None = None) -> int:
         """Append (epoch, value) pairs, each with its producer tag (or None) when `tags` is
-        given; returns the first offset. Data reaches the OS at once."""
+        given and whether it is transactional when `txns` is; returns the first offset.
+        Data reaches the OS at once."""
         first = self.leo
         if not entries:
             return first
@@ -172,12 +192,19 @@ class PartitionLog:
         off = first
         for i, (ep, val) in enumerate(entries):
             tag = tags[i] if tags is not None else None
-            lines.append(_line(off, ep, val, tag))
+            txn = bool(txns[i]) if txns is not None and tag is not None else False
+            lines.append(_line(off, ep, val, tag, txn))
             self.epochs.append(ep)
             self.values.append(val)
             self.tags.append(tag)
+            self.txns.append(txn)
             if tag is not None:
                 self.producers.observe(tag, off)
+            elif isinstance(val, str):
+                m = parse_marker(val)
+                if m is not None:
+                    self.producers.fence(m[0], m[1])
+            self.txn_index.observe(off, val, tag[0] if tag else None, txn)
             off += 1
         data = "".join(lines).encode()
         fh = self._open()
@@ -220,14 +247,15 @@ class PartitionLog:
         del self.epochs[offset:]
         del self.values[offset:]
         del self.tags[offset:]
-        self.producers.rebuild(enumerate(self.tags))
+        del self.txns[offset:]
+        self._rebuild_states()
         keep = [b for b in self.segments if b < offset] or [0]
         for base in self.segments:
             if base not in keep:
                 (self.dir / segment_name(base)).unlink(missing_ok=True)
         self.segments = keep
         base = keep[-1]
-        text = "".join(_line(o, self.epochs[o], self.values[o], self.tags[o])
+        text = "".join(_line(o, self.epochs[o], self.values[o], self.tags[o], self.txns[o])
                        for o in range(base, offset))
         seg = self.dir / segment_name(base)
         tmp = seg.with_name(seg.name + ".tmp")
@@ -272,30 +300,33 @@ class PartitionLog:
             self._fh = None
 
     def dump_rows(self, node: str, key: int, leader_epoch: int) -> list[dict[str, Any]]:
-        """This replica in replicas.jsonl shape: the summary line, then one line per record."""
+        """This replica in replicas.jsonl shape: the summary line, then one line per record
+        (a transaction's markers are not records: their offsets are gaps)."""
         rows: list[dict[str, Any]] = [{"node": node, "key": key, "hw": min(self.hw, self.leo),
                                        "leo": self.leo, "leader_epoch": leader_epoch}]
         rows.extend({"node": node, "key": key, "offset": o, "value": self.values[o],
-                     "epoch": self.epochs[o]} for o in range(self.leo))
+                     "epoch": self.epochs[o]} for o in range(self.leo)
+                    if isinstance(self.values[o], int))
         return rows
 
 
-def _parse_line(line: bytes) -> tuple[int, int, Value, Tag | None]:
-    """`offset epoch value [producer_id producer_epoch sequence]`; raises ValueError."""
+def _parse_line(line: bytes) -> tuple[int, int, Value, Tag | None, bool]:
+    """`offset epoch value [producer_id producer_epoch sequence [t]]`; raises ValueError."""
     head = line.split(b" ", 2)
     if head[2][:1] == b"{":  # JSON runs to the end of the line
-        return int(head[0]), int(head[1]), head[2].decode(), None
+        return int(head[0]), int(head[1]), head[2].decode(), None, False
     parts = line.split()
-    if len(parts) not in (3, 6):
+    if len(parts) not in (3, 6, 7) or (len(parts) == 7 and parts[6] != b"t"):
         raise ValueError(f"{len(parts)} fields")
-    tag = (int(parts[3]), int(parts[4]), int(parts[5])) if len(parts) == 6 else None
-    return int(parts[0]), int(parts[1]), int(parts[2]), tag
+    tag = (int(parts[3]), int(parts[4]), int(parts[5])) if len(parts) >= 6 else None
+    return int(parts[0]), int(parts[1]), int(parts[2]), tag, len(parts) == 7
 
 
-def _line(offset: int, epoch: int, value: Value, tag: Tag | None) -> str:
+def _line(offset: int, epoch: int, value: Value, tag: Tag | None, txn: bool = False) -> str:
     if tag is None:
         return f"{offset} {epoch} {value}\n"
-    return f"{offset} {epoch} {value} {tag[0]} {tag[1]} {tag[2]}\n"
+    flag = " t" if txn else ""
+    return f"{offset} {epoch} {value} {tag[0]} {tag[1]} {tag[2]}{flag}\n"
 
 
 def partition_dir(data_dir: Path, topic: str, partition: int) -> Path:

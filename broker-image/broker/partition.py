@@ -59,7 +59,8 @@ class Partition:
     role: str = "none"                       # leader | follower | none
     followers: dict[str, FollowerState] = field(default_factory=dict)
     waiters: deque[Waiter] = field(default_factory=deque)   # in offset order
-    pending: list[tuple[Value, Tag | None, Done]] = field(default_factory=list)  # value, tag
+    # queued produces: value, producer tag, transactional, completion
+    pending: list[tuple[Value, Tag | None, bool, Done]] = field(default_factory=list)
     needs_epoch_truncation: bool = False
     isr_change_inflight: bool = False
     hw_checkpointed: int = -1
@@ -161,7 +162,7 @@ class Partition:
         for w in waiters:
             w.done(None, ProtocolError(code, message))
         pending, self.pending = self.pending, []
-        for _v, _t, done in pending:
+        for _v, _t, _x, done in pending:
             done(None, ProtocolError(NOT_LEADER, "no longer the leader"))
 
     # -- leader: produce --------------------------------------------------------
@@ -181,27 +182,29 @@ class Partition:
         if not batch:
             return 0
         if self.role != "leader":
-            for _v, _t, done in batch:
+            for _v, _t, _x, done in batch:
                 done(None, ProtocolError(NOT_LEADER, "no longer the leader"))
             return 0
         entries: list[tuple[int, Value]] = []
         tags: list[Tag | None] = []
+        txns: list[bool] = []
         dones: list[Done] = []
         producers: set[int] = set()  # producer ids with a record in `entries`
         appended = 0
 
         def write() -> None:
             nonlocal appended
-            first = self.log.append(entries, tags)
+            first = self.log.append(entries, tags, txns)
             for i, done in enumerate(dones):
                 done(first + i, None)
             appended += len(entries)
             entries.clear()
             tags.clear()
+            txns.clear()
             dones.clear()
             producers.clear()
 
-        for value, tag, done in batch:
+        for value, tag, txn, done in batch:
             if tag is not None:
                 if tag[0] in producers:
                     write()  # its producer's earlier record of this batch goes in first
@@ -215,12 +218,18 @@ class Partition:
                     continue
             entries.append((self.leader_epoch, value))
             tags.append(tag)
+            txns.append(txn)
             dones.append(done)
             if tag is not None:
                 producers.add(tag[0])
         write()
         self.maybe_advance_hw()
         return appended
+
+    @property
+    def lso(self) -> int:
+        """The last stable offset: where a read_committed fetch stops (log/txnindex.py)."""
+        return self.log.txn_index.lso(self.log.hw)
 
     def wait_committed(self, offset: int, deadline_s: float, done: Done) -> None:
         """Call `done` once the HW passes `offset` (or with an error at the deadline)."""
@@ -335,22 +344,24 @@ class Partition:
     # -- follower ----------------------------------------------------------------
     def apply_fetched(self, records: list[list[Any]], leader_hw: int) -> int:
         """Append a leader's records ([offset, epoch, value], then the producer tag when there
-        is one); follower HW = min(leader HW, LEO)."""
+        is one, then 1 when it is transactional); follower HW = min(leader HW, LEO)."""
         if records and records[0][0] == self.log.leo:
             run: list[tuple[int, Value]] = []
             tags: list[Tag | None] = []
+            txns: list[bool] = []
             for rec in records:
                 off, ep, val = rec[0], rec[1], rec[2]
                 if off != self.log.leo + len(run):
                     break
                 if ep > self.log.latest_epoch:
                     if run:
-                        self.log.append(run, tags)
-                        run, tags = [], []
+                        self.log.append(run, tags, txns)
+                        run, tags, txns = [], [], []
                     self.log.assign_epoch(ep, off)
                 run.append((ep, val))
-                tags.append((rec[3], rec[4], rec[5]) if len(rec) == 6 else None)
-            self.log.append(run, tags)
+                tags.append((rec[3], rec[4], rec[5]) if len(rec) >= 6 else None)
+                txns.append(len(rec) == 7 and bool(rec[6]))
+            self.log.append(run, tags, txns)
         self.log.hw = min(leader_hw, self.log.leo)
         return len(records)
 

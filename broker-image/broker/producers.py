@@ -8,7 +8,9 @@ in the log, so this state is a function of the log: it follows every append
 truncation, hence a new leader holds what its log holds. As Kafka's leader does,
 it drops a resent record it already has (answering with the original offset),
 refuses a sequence that is not the next one (OUT_OF_ORDER_SEQUENCE_NUMBER) and an
-epoch older than the producer's latest (INVALID_PRODUCER_EPOCH).
+epoch older than the producer's latest (INVALID_PRODUCER_EPOCH). A transaction's
+control marker carries the epoch its coordinator reached, and fences every older
+epoch of that producer here, as Kafka's markers do.
 """
 
 from __future__ import annotations
@@ -61,6 +63,11 @@ class ProducerStates:
         for s, offset in e.recent:
             if s == seq:
                 return offset
+        if not e.recent:  # a marker fenced the epochs before this one: it starts afresh
+            if seq != 0:
+                raise ProtocolError(OUT_OF_ORDER_SEQUENCE_NUMBER, f"producer {pid} epoch "
+                                    f"{epoch}: the first sequence must be 0, got {seq}")
+            return None
         if seq != e.last_seq + 1:
             raise ProtocolError(OUT_OF_ORDER_SEQUENCE_NUMBER, f"producer {pid} epoch {epoch}: "
                                 f"sequence {seq} after {e.last_seq}")
@@ -73,6 +80,12 @@ class ProducerStates:
         if e is None or epoch > e.epoch:
             e = self.entries[pid] = ProducerEntry(epoch)
         e.recent.append((seq, offset))
+
+    def fence(self, pid: int, epoch: int) -> None:
+        """A control marker of `epoch`: older epochs of the producer are refused from now."""
+        e = self.entries.get(pid)
+        if e is None or epoch > e.epoch:
+            self.entries[pid] = ProducerEntry(epoch)
 
     def rebuild(self, tags: Iterable[tuple[int, Tag | None]]) -> None:
         """From (offset, tag) of every record of the log, in offset order."""

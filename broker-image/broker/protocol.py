@@ -97,6 +97,15 @@ SCHEMAS: dict[str, dict[str, str]] = {
     "offset_commit": {"group": "str", "member_id": "str", "generation": "int",
                       "offsets": "list"},
     "offset_fetch": {"group": "str", "partitions": "list"},
+    # transactions (broker/txncoord.py); a fetch may add "isolation"
+    "find_txn_coordinator": {"transactional_id": "str"},
+    "init_txn_producer": {"transactional_id": "str", "timeout_ms": "int"},
+    "add_txn_partitions": {"transactional_id": "str", "producer_id": "int",
+                           "producer_epoch": "int", "partitions": "list"},
+    "end_txn": {"transactional_id": "str", "producer_id": "int", "producer_epoch": "int",
+                "commit": "bool"},
+    "write_txn_marker": {"partition": "int", "producer_id": "int", "producer_epoch": "int",
+                         "commit": "bool"},
 }
 ACKS = ("0", "1", "all")
 PRODUCER_FIELDS = ("producer_id", "producer_epoch", "sequence")
@@ -169,6 +178,8 @@ def _check(kind: str, v: Any) -> bool:
         return isinstance(v, int) and not isinstance(v, bool) and -INT64_MAX <= v <= INT64_MAX
     if kind == "str":
         return isinstance(v, str)
+    if kind == "bool":
+        return isinstance(v, bool)
     if kind == "list":
         return isinstance(v, list)
     if kind == "dict":

@@ -12,6 +12,7 @@ from .clock import Clock
 from .config import NodeConfig, split_addr
 from .controller import Controller, not_controller
 from .coordinator import NOT_COORDINATOR, Coordinator
+from .log import Record
 from .protocol import (
     DISABLED,
     INVALID_REQUEST,
@@ -28,6 +29,18 @@ from .protocol import (
     producer_tag,
 )
 from .raft.messages import MessageError
+from .txncoord import TxnCoordinator
+from .txnindex import is_aborted, marker_value
+
+ISOLATIONS = ("read_uncommitted", "read_committed")
+
+
+def _replica_record(r: Record) -> list[Any]:
+    """A record as replica_fetch sends it: [offset, epoch, value], then the producer tag
+    when there is one, then 1 for a transactional record."""
+    if r.producer is None:
+        return [r.offset, r.epoch, r.value]
+    return [r.offset, r.epoch, r.value, *r.producer, *([1] if r.txn else [])]
 
 log = logging.getLogger("broker.server")
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
@@ -74,8 +87,13 @@ class Server:
             "sync_group": self.sync_group, "group_heartbeat": self.group_heartbeat,
             "leave_group": self.leave_group, "offset_commit": self.offset_commit,
             "offset_fetch": self.offset_fetch,
+            "find_txn_coordinator": self.find_txn_coordinator,
+            "init_txn_producer": self.init_txn_producer,
+            "add_txn_partitions": self.add_txn_partitions, "end_txn": self.end_txn,
+            "write_txn_marker": self.write_txn_marker,
         }
         self.coordinator = Coordinator(broker) if broker is not None else None
+        self.txn_coordinator = TxnCoordinator(broker) if broker is not None else None
         self._server: asyncio.AbstractServer | None = None
         self._conn_tasks: set[asyncio.Task[None]] = set()
 
@@ -85,6 +103,8 @@ class Server:
                                                   reuse_address=True, limit=1 << 20)
         if self.coordinator is not None:
             self.coordinator.start()
+        if self.txn_coordinator is not None:
+            self.txn_coordinator.start()
 
     async def close(self) -> None:
         if self._server is not None:
@@ -158,7 +178,7 @@ class Server:
     def _partition(self, pid: int, *, internal: bool = False) -> Any:
         """A replica held here; `internal`: the offsets topic's too (replication only)."""
         b = self._broker()
-        end = self.cfg.topic.partitions + (len(self.cfg.offsets_pids) if internal else 0)
+        end = self.cfg.topic.partitions + (self.cfg.internal_partitions if internal else 0)
         if not 0 <= pid < end:
             raise ProtocolError(UNKNOWN_PARTITION, f"no partition {pid}")
         p = b.partitions.get(pid)
@@ -201,22 +221,36 @@ class Server:
             else:
                 p.wait_committed(offset, deadline_s, committed)
 
-        p.pending.append((req["value"], tag, appended))
+        txn = bool(req.get("transactional")) and tag is not None
+        p.pending.append((req["value"], tag, txn, appended))
         self._broker().schedule_append(p)
 
     async def produce(self, req: dict[str, Any]) -> dict[str, Any] | None:
         raise ProtocolError(INVALID_REQUEST, "produce is served by the fast path")
 
     async def fetch(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Records from `offset`: below the HW (read_uncommitted, the default), or below the
+        last stable offset without aborted transactions' records (`isolation`
+        "read_committed"). Markers are never records; `next` is where to fetch next."""
         p = self._partition(req["partition"])
         if p.role != "leader":
             raise ProtocolError(NOT_LEADER, f"{self.cfg.node_id} does not lead {p.pid}")
         off = req["offset"]
         if off < 0 or off > p.log.leo:
             raise ProtocolError(OFFSET_OUT_OF_RANGE, f"offset {off} outside [0, {p.log.leo}]")
+        isolation = req.get("isolation", "read_uncommitted")
+        if isolation not in ISOLATIONS:
+            raise ProtocolError(INVALID_REQUEST, f"fetch: isolation {isolation!r:.40} is not "
+                                f"one of {ISOLATIONS}")
+        committed = isolation == "read_committed"
         limit = max(0, min(req["max_records"], 10_000))
-        recs = p.log.read(off, limit, upto=p.log.hw)
-        return {"records": [[r.offset, r.value] for r in recs], "hw": p.log.hw, "leo": p.log.leo}
+        lso = p.lso
+        recs = p.log.read(off, limit, upto=lso if committed else p.log.hw)
+        aborted = p.log.txn_index.aborted_from(off) if committed and recs else {}
+        out = [[r.offset, r.value] for r in recs if isinstance(r.value, int) and not (
+            r.txn and r.producer and is_aborted(aborted, r.producer[0], r.offset))]
+        nxt = recs[-1].offset + 1 if recs else off
+        return {"records": out, "next": nxt, "hw": p.log.hw, "lso": lso, "leo": p.log.leo}
 
     async def list_offsets(self, req: dict[str, Any]) -> dict[str, Any]:
         p = self._partition(req["partition"])
@@ -231,12 +265,14 @@ class Server:
         else:
             view = self._controller().view()
             local = {}
-        if self.cfg.offsets_pids:  # the internal topic apart: clients see the topic's own
+        if self.cfg.internal_partitions:  # internal topics apart: clients see the topic's own
             every = view["partitions"]
             view["partitions"] = {k: v for k, v in every.items()
                                   if int(k) < self.cfg.topic.partitions}
             view["offsets_partitions"] = {k: v for k, v in every.items()
-                                          if int(k) >= self.cfg.topic.partitions}
+                                          if int(k) in self.cfg.offsets_pids}
+            view["transaction_partitions"] = {k: v for k, v in every.items()
+                                              if int(k) in self.cfg.txn_pids}
         if self.controller is not None:  # a voter: the Raft leader it knows, and the quorum
             quorum = self.controller.quorum_view()
             controller = self.controller.leader
@@ -306,8 +342,7 @@ class Server:
         for o in out:
             if "records" in o:
                 p = b.partitions[o["partition"]]
-                o["records"] = [[r.offset, r.epoch, r.value, *r.producer] if r.producer
-                                else [r.offset, r.epoch, r.value] for r in o["records"]]
+                o["records"] = [_replica_record(r) for r in o["records"]]
                 o["hw"] = p.log.hw
                 o["leo"] = p.log.leo
         return {"partitions": out}
@@ -369,6 +404,51 @@ class Server:
 
     async def offset_fetch(self, req: dict[str, Any]) -> dict[str, Any]:
         return await self._groups().fetch_offsets(req)
+
+    # -- transactions ------------------------------------------------------------------------
+    def _txns(self) -> TxnCoordinator:
+        if self.txn_coordinator is None:
+            raise ProtocolError(NOT_COORDINATOR, f"{self.cfg.node_id} is not a broker")
+        return self.txn_coordinator
+
+    async def find_txn_coordinator(self, req: dict[str, Any]) -> dict[str, Any]:
+        return self._txns().find(req["transactional_id"])
+
+    async def init_txn_producer(self, req: dict[str, Any]) -> dict[str, Any]:
+        return await self._txns().init(req)
+
+    async def add_txn_partitions(self, req: dict[str, Any]) -> dict[str, Any]:
+        return await self._txns().add_partitions(req)
+
+    async def end_txn(self, req: dict[str, Any]) -> dict[str, Any]:
+        return await self._txns().end(req)
+
+    async def write_txn_marker(self, req: dict[str, Any]) -> dict[str, Any]:
+        """A transaction's commit or abort marker, from its coordinator: answered once
+        committed here (the HW passed it), so a failover of this partition keeps it."""
+        p = self._partition(req["partition"])
+        p.check_produce("all")
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[ProtocolError | None] = loop.create_future()
+
+        def committed(_offset: int | None, err: ProtocolError | None) -> None:
+            if not fut.done():
+                fut.set_result(err)
+
+        def appended(offset: int | None, err: ProtocolError | None) -> None:
+            if err is not None or offset is None:
+                committed(None, err or ProtocolError(NOT_LEADER, "marker not appended"))
+            else:
+                timeout_s = self.cfg.settings.request_timeout_ms / 1000
+                p.wait_committed(offset, loop.time() + min(timeout_s, 5.0), committed)
+
+        value = marker_value(req["producer_id"], req["producer_epoch"], req["commit"])
+        p.pending.append((value, None, False, appended))
+        self._broker().schedule_append(p)
+        err = await fut
+        if err is not None:
+            raise err
+        return {}
 
     # -- test controls (off unless settings.test.controls.enable) ----------------------
     async def test_fetcher(self, req: dict[str, Any]) -> dict[str, Any]:

@@ -137,6 +137,7 @@ class BrokerClient:
         self.retries = retries
         self.request_timeout_s = timeout_s if request_timeout_s is None else request_timeout_s
         self.idempotent = enable_idempotence
+        self.transactional = False  # set by systems/undertow/txn_producer.py
         self.max_in_flight = max_in_flight
         self.producer: tuple[int, int] | None = None  # (producer id, epoch) once given one
         self._seqs: dict[int, int] = {}  # partition -> its next sequence number
@@ -331,12 +332,17 @@ class BrokerClient:
             assert self.producer is not None, "next_sequences() first"
             msg.update(producer_id=self.producer[0], producer_epoch=self.producer[1],
                        sequence=seq)
+            if self.transactional:
+                msg["transactional"] = True
         return msg
 
     def produce_attempt(self, key: int, value: int, acks: str, seq: int | None, *,
                         maybe_written: bool = False) -> int | None:
         """One record with its retries (`seq`: its sequence number, idempotent); after an
         unknown outcome or a refused sequence the producer takes a new id."""
+        if seq is not None and self.producer is None:  # an earlier failure reset it
+            raise ClientError("PRODUCER_RESET", f"partition {key}: the producer was reset "
+                              "by an earlier failure", definite=not maybe_written)
         try:
             reply = self._request(key, self.produce_msg(key, value, acks, seq), writes=True,
                                   expect_reply=acks != "0", maybe_written=maybe_written)
@@ -374,9 +380,21 @@ class BrokerClient:
 
     def fetch(self, key: int, offset: int, *, max_records: int = 500) -> list[tuple[int, int]]:
         """(offset, value) records from `offset`, below the HW; [] when none."""
-        reply = self._request(key, {"type": "fetch", "partition": key, "offset": offset,
-                                    "max_records": max_records}, writes=False)
-        return [(int(o), int(v)) for o, v in reply["records"]]
+        return self.fetch_next(key, offset, max_records=max_records)[0]
+
+    def fetch_next(self, key: int, offset: int, *, max_records: int = 500,
+                   isolation: str | None = None) -> tuple[list[tuple[int, int]], int]:
+        """(offset, value) records from `offset` and the offset to fetch next (past any
+        transaction markers and aborted records skipped); isolation "read_committed" stops
+        at the last stable offset, else the HW."""
+        msg: dict[str, Any] = {"type": "fetch", "partition": key, "offset": offset,
+                               "max_records": max_records}
+        if isolation is not None:
+            msg["isolation"] = isolation
+        reply = self._request(key, msg, writes=False)
+        records = [(int(o), int(v)) for o, v in reply["records"]]
+        nxt = int(reply.get("next", records[-1][0] + 1 if records else offset))
+        return records, nxt
 
     def end_offset(self, key: int) -> int:
         """The partition's HW at its leader."""

@@ -9,7 +9,9 @@ it had already read (HISTORY.md allows records in any completion). Keys a
 process is newly assigned start at offset 0 (auto.offset.reset=earliest, as
 Jepsen's test). A poll returns at most `max_poll_records` records, shared evenly
 among the assigned keys (each key's fetch asks for its share), as Kafka's
-max.poll.records bounds a consumer's poll.
+max.poll.records bounds a consumer's poll. `isolation` is the consumer's
+isolation.level ("read_committed": stop at the last stable offset, skip aborted
+transactions' records; None: the broker's default, read_uncommitted).
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ class QueueClient:
     def __init__(self, *, keys: int, acks: str = "all", timeout_s: float = 3.0,
                  retries: int = 0, request_timeout_s: float | None = None,
                  enable_idempotence: bool = False, max_in_flight: int = 1,
-                 max_poll_records: int = MAX_POLL_RECORDS, conn: Any = None) -> None:
+                 max_poll_records: int = MAX_POLL_RECORDS, isolation: str | None = None,
+                 conn: Any = None) -> None:
         """timeout_s: a send's delivery timeout, retries included; see BrokerClient."""
         self.keys = keys
         self.max_poll_records = max_poll_records
@@ -39,6 +42,7 @@ class QueueClient:
         self.request_timeout_s = request_timeout_s
         self.enable_idempotence = enable_idempotence
         self.max_in_flight = max_in_flight
+        self.isolation = isolation
         self.conn = conn  # a BrokerClient once opened
         self.assigned: tuple[int, ...] = ()
         self.positions: dict[int, int] = {}
@@ -56,7 +60,8 @@ class QueueClient:
                            retries=self.retries, request_timeout_s=self.request_timeout_s,
                            enable_idempotence=self.enable_idempotence,
                            max_in_flight=self.max_in_flight,
-                           max_poll_records=self.max_poll_records, conn=conn)
+                           max_poll_records=self.max_poll_records, isolation=self.isolation,
+                           conn=conn)
 
     def invoke(self, run: Run, op: Op) -> Op:
         if op.f == "send":
@@ -86,24 +91,32 @@ class QueueClient:
         return op.complete("info", done, error=error)
 
     def _poll(self, op: Op) -> Op:
+        read, e = self.poll_assigned()
+        if e is not None:
+            return op.complete("fail", [["poll", read]] if read else [["poll"]],
+                               error=f"{e.code}: {e}")
+        return op.complete("ok", [["poll", read]])
+
+    def poll_assigned(self) -> tuple[dict[str, list[list[int]]], ClientError | None]:
+        """One poll of the assigned keys: what it read, and the error that cut it short."""
         read: dict[str, list[list[int]]] = {}
         share = max(1, self.max_poll_records // max(1, len(self.assigned)))
         try:
             for key in self.assigned:
                 pos = self.positions.get(key, 0)
-                records = self.conn.fetch(key, pos, max_records=share)
+                records, nxt = self.conn.fetch_next(key, pos, max_records=share,
+                                                    isolation=self.isolation)
                 if records:
                     read[str(key)] = [[o, v] for o, v in records]
-                    self.positions[key] = records[-1][0] + 1
+                self.positions[key] = nxt
         except ClientError as e:
             if e.code == "OFFSET_OUT_OF_RANGE":
                 # The log was cut below our position (a new leader holds less): start that key
                 # over from the beginning, as Kafka's auto.offset.reset=earliest does. This poll
                 # completes `fail`, which ends the succession of polls for the checker.
                 self.positions[key] = 0
-            return op.complete("fail", [["poll", read]] if read else [["poll"]],
-                               error=f"{e.code}: {e}")
-        return op.complete("ok", [["poll", read]])
+            return read, e
+        return read, None
 
     def close(self, run: Run) -> None:
         if self.conn is not None:

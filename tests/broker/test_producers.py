@@ -90,7 +90,7 @@ def test_one_batch_with_several_records_of_a_producer(tmp_path: Path) -> None:
         return lambda offset, err: got.append((i, offset, err.code if err else None))
 
     for i, (value, seq) in enumerate([(10, 0), (11, 1), (11, 1), (13, 3), (12, 2)]):
-        p.pending.append((value, (4, 0, seq), done(i)))
+        p.pending.append((value, (4, 0, seq), False, done(i)))
     assert p.append_pending() == 3
     assert got == [(0, 0, None), (1, 1, None), (2, 1, None),
                    (3, None, OUT_OF_ORDER_SEQUENCE_NUMBER), (4, 2, None)]

@@ -22,8 +22,9 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-def start(tmp_path: Path, time_limit_s: float = 60) -> subprocess.Popen[str]:
-    env = {**os.environ, "UNDERTOW_STATE_DIR": str(tmp_path / "state")}
+def start(tmp_path: Path, time_limit_s: float = 60,
+          env_extra: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    env = {**os.environ, "UNDERTOW_STATE_DIR": str(tmp_path / "state"), **(env_extra or {})}
     return subprocess.Popen(
         [sys.executable, "-m", "harness.cli", "run", "--time-limit", str(time_limit_s),
          "--nemesis-interval", "2", "--seed", "4", "--results-dir", str(tmp_path / "results")],
@@ -109,17 +110,21 @@ MOMENTS: dict[str, tuple[float, object, set[str]]] = {
     "before-cluster": (60, None, {"starting"}),
     "starting": (60, lambda t: run_dir(t) is not None, {"starting", "cluster up"}),
     "running": (60, lambda t: history_lines(t) > 200, {"running"}),
+    # the check's Spark, started early while the workload runs, is up (or starting)
+    "running-spark-up": (60, lambda t: spark_running(t) and history_lines(t) > 0, {"running"}),
     # final reads of an 8 s run can end within the time a signal takes to land: the run
     # may already be dumping replicas, which must end on the interrupted path all the same
     "final-reads": (8, lambda t: log_says(t, "final reads"), {"final reads", "dumping replicas"}),
+    # the early start off: the check's Spark starts in the checking phase, as it did before
     "checking": (5, spark_running, {"checking"}),
 }
+NO_EARLY_SPARK = {"checking": {"UNDERTOW_SPARK_EARLY": "0"}}
 
 
 @pytest.mark.parametrize("moment", list(MOMENTS))
 def test_sigint_at_any_moment_leaves_nothing(tmp_path: Path, moment: str) -> None:
     time_limit_s, ready, phases = MOMENTS[moment]
-    p = start(tmp_path, time_limit_s)
+    p = start(tmp_path, time_limit_s, NO_EARLY_SPARK.get(moment))
     try:
         if ready is None:  # the header line: the command is past its first moment
             assert p.stderr is not None and p.stderr.readline().startswith("undertow run:")

@@ -1,0 +1,319 @@
+"""The transaction coordinator on a broker: the transactional.ids whose partition of the
+internal transaction-state topic this broker leads (broker/txn.py holds the rules).
+
+As with consumer groups, the state is records of that partition, replicated
+like any other, and the coordinator moves with its leader: a broker that leads
+the partition anew replays its log, once every record there is committed (the
+HW reached the log end, so nothing it acts on can be lost to a failover), and
+finishes any transaction found preparing. A state change counts, in memory and
+in replies, only once its record is committed; a write that cannot be
+committed unloads the partition, so the next request replays what the log holds.
+A prepared transaction's markers go to each partition's leader
+(`write_txn_marker`, committed there before it answers), then Complete is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from . import txn
+from .protocol import (
+    INVALID_REQUEST,
+    LEADER_NOT_AVAILABLE,
+    NOT_CONTROLLER,
+    ProtocolError,
+    dumps,
+    loads,
+)
+from .rpc import RpcError
+from .txn import TxnMeta
+
+if TYPE_CHECKING:
+    from .broker import Broker
+    from .partition import Partition
+
+log = logging.getLogger("broker.txn")
+NOT_COORDINATOR = "NOT_COORDINATOR"
+COORDINATOR_LOAD_IN_PROGRESS = "COORDINATOR_LOAD_IN_PROGRESS"
+TXNS_OFF = "TRANSACTIONS_OFF"
+INVALID_TRANSACTION_TIMEOUT = "INVALID_TRANSACTION_TIMEOUT"
+TICK_S = 0.1
+APPEND_TIMEOUT_S = 10.0
+MARKER_TIMEOUT_S = 5.0
+RETRY_S = 0.05
+
+
+class TxnCoordinator:
+    def __init__(self, broker: Broker) -> None:
+        self.b = broker
+        self.cfg = broker.cfg
+        self.loaded: dict[int, int] = {}  # txn partition -> leader epoch it was loaded at
+        self.txns: dict[str, TxnMeta] = {}
+        self.locks: dict[str, asyncio.Lock] = {}
+        self.completing: set[str] = set()
+        self.completed: dict[str, asyncio.Event] = {}  # set when a completion ends
+        self._task: asyncio.Task[None] | None = None
+
+    # -- where an id lives ------------------------------------------------------------
+    def pid_of(self, tid: str) -> int:
+        pids = self.cfg.txn_pids
+        if not pids:
+            raise ProtocolError(TXNS_OFF, "transactions are off "
+                                "(settings.transaction.state.log.num.partitions is 0)")
+        if not tid:
+            raise ProtocolError(INVALID_REQUEST, "transactional id must not be empty")
+        return pids[txn.coordinator_partition(tid, len(pids))]
+
+    def find(self, tid: str) -> dict[str, Any]:
+        pid = self.pid_of(tid)
+        m = self.b.meta.partitions.get(pid)
+        if m is None or m.leader is None:
+            raise ProtocolError(LEADER_NOT_AVAILABLE, f"transaction partition {pid} has no leader")
+        return {"node": m.leader, "partition": pid}
+
+    def _led(self, tid: str) -> Partition:
+        """The id's partition, if this broker coordinates it (loaded: replayed)."""
+        pid = self.pid_of(tid)
+        p = self.b.partitions.get(pid)
+        if p is None or p.role != "leader":
+            raise ProtocolError(NOT_COORDINATOR, f"{self.cfg.node_id} does not coordinate "
+                                f"{tid!r} (transaction partition {pid})")
+        if self.loaded.get(pid) != p.leader_epoch:
+            self._load(pid, p)
+        return p
+
+    def _load(self, pid: int, p: Partition) -> None:
+        self._unload(pid)
+        if p.log.hw < p.log.leo:
+            raise ProtocolError(COORDINATOR_LOAD_IN_PROGRESS, f"transaction partition {pid}: "
+                                f"hw {p.log.hw} < leo {p.log.leo}")
+        records = [rec for r in p.log.read(0, p.log.leo) if isinstance(r.value, str)
+                   for rec in [loads(r.value.encode())] if isinstance(rec, dict)]
+        metas = txn.replay(records, self.b.clock.now_ms())
+        self.txns.update(metas)
+        self.loaded[pid] = p.leader_epoch
+        log.info("txn: partition %d loaded at leader epoch %d: %d records, %d ids", pid,
+                 p.leader_epoch, len(records), len(metas))
+        for m in metas.values():
+            if m.state in txn.PREPARING:
+                self.b.spawn(self._complete(m.tid))
+
+    def _unload(self, pid: int) -> None:
+        self.loaded.pop(pid, None)
+        for tid in [t for t in self.txns if self.pid_of(t) == pid]:
+            del self.txns[tid]
+
+    def _lock(self, tid: str) -> asyncio.Lock:
+        lock = self.locks.get(tid)
+        if lock is None:
+            lock = self.locks[tid] = asyncio.Lock()
+        return lock
+
+    # -- writes -------------------------------------------------------------------------
+    async def _write(self, meta: TxnMeta) -> None:
+        """Append the state with acks=all; once committed it is the id's state. Raises
+        ProtocolError (NOT_COORDINATOR) when it cannot be known committed."""
+        p = self._led(meta.tid)
+        epoch = p.leader_epoch
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[ProtocolError | None] = loop.create_future()
+
+        def committed(_offset: int | None, err: ProtocolError | None) -> None:
+            if not fut.done():
+                fut.set_result(err)
+
+        def appended(offset: int | None, err: ProtocolError | None) -> None:
+            if err is not None or offset is None:
+                committed(None, err or ProtocolError(NOT_COORDINATOR, "not appended"))
+            else:
+                p.wait_committed(offset, loop.time() + APPEND_TIMEOUT_S, committed)
+
+        p.check_produce("all")
+        p.pending.append((dumps(meta.record()).decode(), None, False, appended))
+        self.b.schedule_append(p)
+        err = await fut
+        if err is not None or p.role != "leader" or p.leader_epoch != epoch:
+            self._unload(p.pid)  # what the log holds is replayed at the next request
+            why = err.code if err else "leadership moved"
+            raise ProtocolError(NOT_COORDINATOR, f"{meta.tid}: state not committed ({why})")
+        self.txns[meta.tid] = meta
+
+    async def _complete(self, tid: str) -> None:
+        """Write the markers of a prepared transaction, then Complete."""
+        if tid in self.completing:
+            return
+        self.completing.add(tid)
+        ended = self.completed[tid] = asyncio.Event()
+        try:
+            meta = self.txns.get(tid)
+            if meta is None or meta.state not in txn.PREPARING:
+                return
+            pid = self.pid_of(tid)
+            epoch = self.loaded.get(pid)
+            ok = await asyncio.gather(*(self._marker(meta, part, pid, epoch)
+                                        for part in meta.partitions))
+            if not all(ok):
+                return
+            async with self._lock(tid):
+                if self.txns.get(tid) == meta:
+                    await self._write(txn.complete(meta))
+        except ProtocolError as e:
+            log.info("txn %s: completion stopped: %s %s", tid, e.code, e)
+        finally:
+            self.completing.discard(tid)
+            ended.set()
+            if self.completed.get(tid) is ended:
+                del self.completed[tid]
+
+    async def _marker(self, meta: TxnMeta, part: int, pid: int, epoch: int | None) -> bool:
+        """One marker, retried until its partition's leader has it committed; False once
+        this broker no longer coordinates the id (the next coordinator writes it)."""
+        msg = {"type": "write_txn_marker", "partition": part, "producer_id": meta.producer_id,
+               "producer_epoch": meta.epoch, "commit": meta.state == txn.PREPARE_COMMIT}
+        while self.loaded.get(pid) == epoch and epoch is not None:
+            m = self.b.meta.partitions.get(part)
+            if m is not None and m.leader is not None:
+                try:
+                    resp = await self.b.peer(m.leader, "txn").call(msg, MARKER_TIMEOUT_S + 1)
+                    if resp.get("error") is None:
+                        return True
+                    log.debug("txn %s: marker to p%d: %s", meta.tid, part, resp.get("error"))
+                except RpcError:
+                    pass
+            await asyncio.sleep(RETRY_S)
+        return False
+
+    async def _producer_id(self) -> int:
+        """A producer id never handed out before, from the active controller."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 5.0
+        node = self.b.controller_known or self.b.controller_guess
+        while loop.time() < deadline:
+            try:
+                resp = await self.b.peer(node).call({"type": "init_producer_id"}, 2.0)
+                if resp.get("error") is None:
+                    return int(resp["producer_id"])
+                hint = resp.get("controller")
+                if resp["error"] == NOT_CONTROLLER and isinstance(hint, str) \
+                        and hint in self.cfg.peers:
+                    node = hint
+                    continue
+            except RpcError:
+                pass
+            voters = self.cfg.controller_quorum_voters
+            node = voters[(voters.index(node) + 1) % len(voters)] if node in voters else voters[0]
+            await asyncio.sleep(RETRY_S)
+        raise ProtocolError(NOT_COORDINATOR, "no producer id from the controller in time")
+
+    async def _apply(self, step: txn.Step) -> dict[str, Any]:
+        if step.write is not None:
+            await self._write(step.write)
+            if step.write.state in txn.PREPARING:
+                self.b.spawn(self._complete(step.write.tid))
+        if step.error is not None:
+            return {"error": step.error, "message": step.message}
+        return {}
+
+    async def _settled(self, tid: str) -> None:
+        """Let the id's previous transaction finish its markers before a request that needs
+        it over (Kafka answers CONCURRENT_TRANSACTIONS and the producer asks again; waiting
+        here saves the round trips). Bounded: after it the request is refused as usual."""
+        ended = self.completed.get(tid)
+        if ended is not None:
+            try:
+                await asyncio.wait_for(ended.wait(), MARKER_TIMEOUT_S)
+            except TimeoutError:
+                pass
+
+    # -- requests -----------------------------------------------------------------------
+    async def init(self, req: dict[str, Any]) -> dict[str, Any]:
+        tid, timeout_ms = req["transactional_id"], req["timeout_ms"]
+        if not 1 <= timeout_ms <= self.cfg.settings.txn_max_timeout_ms:
+            raise ProtocolError(INVALID_TRANSACTION_TIMEOUT, f"timeout {timeout_ms} ms outside "
+                                f"[1, {self.cfg.settings.txn_max_timeout_ms}]")
+        self._led(tid)
+        await self._settled(tid)
+        async with self._lock(tid):
+            self._led(tid)
+            cur = self.txns.get(tid)
+            new_id = await self._producer_id() if cur is None else None
+            step = txn.init(cur, tid, timeout_ms, new_id, self.b.clock.now_ms())
+            out = await self._apply(step)
+            if step.error is None and step.write is not None:
+                out.update(producer_id=step.write.producer_id, producer_epoch=step.write.epoch)
+            return out
+
+    async def add_partitions(self, req: dict[str, Any]) -> dict[str, Any]:
+        tid = req["transactional_id"]
+        parts = req["partitions"]
+        if not all(isinstance(x, int) and 0 <= x < self.cfg.topic.partitions for x in parts):
+            raise ProtocolError(INVALID_REQUEST, f"add_txn_partitions: partitions must be "
+                                f"of the topic's {self.cfg.topic.partitions}")
+        self._led(tid)
+        await self._settled(tid)
+        async with self._lock(tid):
+            self._led(tid)
+            step = txn.add_partitions(self.txns.get(tid), tid, req["producer_id"],
+                                      req["producer_epoch"], parts, self.b.clock.now_ms(),
+                                      self.cfg.settings.txn_epoch_fencing)
+            return await self._apply(step)
+
+    async def end(self, req: dict[str, Any]) -> dict[str, Any]:
+        tid = req["transactional_id"]
+        self._led(tid)
+        async with self._lock(tid):
+            self._led(tid)
+            step = txn.end(self.txns.get(tid), tid, req["producer_id"], req["producer_epoch"],
+                           bool(req["commit"]), self.cfg.settings.txn_epoch_fencing)
+            return await self._apply(step)
+
+    # -- time ---------------------------------------------------------------------------
+    def start(self) -> None:
+        if self.cfg.txn_pids and self._task is None:
+            self._task = asyncio.create_task(self._tick_loop())
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_S)
+            try:
+                self.tick()
+            except Exception:  # a bug must not stop transactions from timing out
+                log.exception("txn: tick failed")
+
+    def tick(self) -> None:
+        """Unload partitions no longer led, load those led anew (their prepared transactions
+        finish and their timeouts run without waiting for a request); abort transactions
+        past their timeout."""
+        for pid, epoch in list(self.loaded.items()):
+            p = self.b.partitions.get(pid)
+            if p is None or p.role != "leader" or p.leader_epoch != epoch:
+                log.info("txn: partition %d no longer led here", pid)
+                self._unload(pid)
+        for pid in self.cfg.txn_pids:
+            p = self.b.partitions.get(pid)
+            if p is not None and p.role == "leader" and self.loaded.get(pid) != p.leader_epoch:
+                try:
+                    self._load(pid, p)
+                except ProtocolError:
+                    pass  # its log is not all committed yet: the next tick tries again
+        for meta in txn.expired(self.txns.values(), self.b.clock.now_ms()):
+            if not self._lock(meta.tid).locked():
+                self.b.spawn(self._expire(meta))
+        for meta in list(self.txns.values()):  # a completion cut short (e.g. min ISR) resumes
+            if meta.state in txn.PREPARING and meta.tid not in self.completing:
+                self.b.spawn(self._complete(meta.tid))
+
+    async def _expire(self, aborting: TxnMeta) -> None:
+        async with self._lock(aborting.tid):
+            cur = self.txns.get(aborting.tid)
+            if cur is None or cur.state != txn.ONGOING or cur.epoch + 1 != aborting.epoch:
+                return
+            log.info("txn %s: timed out after %d ms: aborting", aborting.tid, cur.timeout_ms)
+            try:
+                await self._write(aborting)
+            except ProtocolError as e:
+                log.info("txn %s: timeout abort not written: %s", aborting.tid, e)
+                return
+        await self._complete(aborting.tid)

@@ -1,0 +1,83 @@
+"""The run-file checker's early Spark start (`prepare` while the workload runs): the check
+uses that session; a start that failed leaves the check to start one the ordinary way.
+
+Each case runs in its own interpreter, as a run does (one Spark JVM per process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from checkers.testing import HistoryBuilder
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = """
+import json, os, sys
+from pathlib import Path
+from checkers.suite import RunFileChecker
+from harness.spec import TestSpec
+
+run, java_home = Path(sys.argv[1]), sys.argv[2]
+spec = TestSpec(spark="cold", spark_master="local[1]")
+saved = os.environ.get("JAVA_HOME")
+if java_home:
+    os.environ["JAVA_HOME"] = java_home
+checker = RunFileChecker()
+checker.prepare(spec)
+checker._early[1].wait()  # the start has ended (failed, with no Java there)
+if saved is None:
+    os.environ.pop("JAVA_HOME", None)
+else:
+    os.environ["JAVA_HOME"] = saved
+results = checker.check(run, spec)
+from pyspark import SparkContext
+jvm = getattr(SparkContext._gateway, "proc", None)
+results["jvm_nice"] = sorted({os.getpriority(os.PRIO_PROCESS, int(t))
+                              for t in os.listdir(f"/proc/{jvm.pid}/task")}) if jvm else None
+print(json.dumps(results))
+checker.release()
+"""
+
+
+def folder(tmp_path: Path) -> Path:
+    b = HistoryBuilder()
+    b.send(0, 0, 10, 0)
+    b.send(1, 0, 11, 1)
+    b.poll(2, {0: [(0, 10), (1, 11)]})
+    return b.write(tmp_path / "run")
+
+
+def check(run: Path, java_home: str) -> dict[str, object]:
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(run), java_home],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
+    return out
+
+
+def test_the_check_uses_the_session_started_early(tmp_path: Path) -> None:
+    results = check(folder(tmp_path), "")
+    assert results["valid"] is True
+    assert results["stats"]["spark_early"] is True  # type: ignore[index]
+    # started at nice 10 beside the workload; the check itself runs at 0 where permitted
+    if os.geteuid() == 0:
+        assert results["jvm_nice"] == [0]
+
+
+def test_an_early_start_that_failed_falls_back_to_a_session_started_then(
+        tmp_path: Path) -> None:
+    if shutil.which("java") is None:
+        pytest.skip("no java on PATH for the fallback session")
+    results = check(folder(tmp_path), str(tmp_path / "no-java-here"))
+    assert results["valid"] is True, results
+    early = results["stats"]["spark_early"]  # type: ignore[index]
+    assert isinstance(early, str) and early.startswith("failed"), early
+    saved = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert saved["stats"]["spark_early"] == early

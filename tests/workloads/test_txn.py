@@ -1,0 +1,97 @@
+"""The txn workload: generator shapes (simulated), and our client's transactions on real brokers."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import core
+from harness import generator as g
+from harness.protocols import Run, RunPaths
+from harness.runfiles import Op
+from harness.spec import build_spec
+from workloads import txn
+
+
+def test_transactions_have_unique_values_two_sends_or_none_and_some_abort() -> None:
+    spec = build_spec({"keys": 4, "max_writes_per_key": 1000, "workload": "txn"})
+    h = g.simulate(g.clients(g.limit(600, txn.generator(spec))), concurrency=5, seed=4)
+    inv = [o for o in h if o.type == "invoke"]
+    txns = [o for o in inv if o.f == "txn"]
+    assert {o.f for o in inv} == {"txn", "assign"} and len(txns) > 400
+    sends = [m for o in txns for m in o.value if m[0] == "send"]
+    values = [m[2] for m in sends]
+    assert len(values) == len(set(values)) and all(0 <= m[1] < 4 for m in sends)
+    counts = {sum(m[0] == "send" for m in o.value) for o in txns}
+    assert 1 not in counts and 0 in counts and max(counts) >= 3
+    assert all(m == ["poll"] for o in txns for m in o.value if m[0] != "send")
+    aborts = sum(bool(o.extra.get("abort")) for o in txns)
+    assert 0.2 < aborts / len(txns) < 0.4
+
+
+def _poll_until(c: Any, run: Run, want: int, timeout_s: float = 20) -> dict[int, int]:
+    """Poll until `want` values were read; value -> offset."""
+    got: dict[int, int] = {}
+    deadline = time.monotonic() + timeout_s
+    while len(got) < want and time.monotonic() < deadline:
+        p = c.invoke(run, Op("invoke", 9, "poll", [["poll"]]))
+        assert p.type == "ok", p
+        for _k, recs in p.value[0][1].items():
+            got.update({v: o for o, v in recs})
+        time.sleep(0.05)
+    return got
+
+
+@pytest.mark.slow
+def test_committed_and_aborted_transactions_under_both_isolation_levels(tmp_path: Path) -> None:
+    from harness.control.local import LocalBackend
+    from systems.undertow.queue_client import QueueClient
+    from systems.undertow.txn_client import TxnClient
+
+    spec = build_spec({"keys": 2, "key_pool": 2, "node_count": 3, "workload": "txn",
+                       "results_dir": str(tmp_path)})
+    paths = RunPaths(tmp_path / "run")
+    for n in spec.nodes:
+        paths.node_dir(n).mkdir(parents=True)
+    run = Run(spec=spec, nodes=spec.nodes, paths=paths, log=logging.getLogger("t.txn"))
+    backend = LocalBackend()
+    try:
+        core.cluster_up(backend, run)
+
+        def client(isolation: str) -> TxnClient:
+            q = QueueClient(keys=2, timeout_s=10, retries=3, enable_idempotence=True,
+                            isolation=isolation)
+            return TxnClient(q).open(run, "n1")
+
+        w = client("read_committed")
+        ok = w.invoke(run, Op("invoke", 0, "txn", [["send", 0, 1], ["send", 1, 2]]))
+        assert ok.type == "ok" and [m[2][1] for m in ok.value] == [1, 2], ok
+        aborted = w.invoke(run, Op("invoke", 0, "txn", [["send", 0, 3], ["send", 1, 4]],
+                                   extra={"abort": True}))
+        assert aborted.type == "fail" and aborted.error == "aborted", aborted
+        last = w.invoke(run, Op("invoke", 0, "txn", [["send", 0, 5], ["send", 0, 6]]))
+        assert last.type == "ok", last
+        readers = {iso: client(iso) for iso in ("read_committed", "read_uncommitted")}
+        for r in readers.values():
+            assert r.invoke(run, Op("invoke", 9, "assign", [0, 1],
+                                    extra={"seek_to_beginning": True})).type == "ok"
+        assert set(_poll_until(readers["read_uncommitted"], run, 6)) == {1, 2, 3, 4, 5, 6}
+        committed = _poll_until(readers["read_committed"], run, 4)
+        assert set(committed) == {1, 2, 5, 6}
+        # a transaction's polls read at its isolation level, never its own open sends
+        mixed = readers["read_committed"].invoke(
+            run, Op("invoke", 9, "assign", [0], extra={"seek_to_beginning": True}))
+        assert mixed.type == "ok"
+        own = readers["read_committed"].invoke(
+            run, Op("invoke", 9, "txn", [["send", 0, 7], ["send", 0, 8], ["poll"]]))
+        assert own.type == "ok", own
+        polled = {v for _o, v in own.value[2][1].get("0", [])}
+        assert polled == {1, 5, 6}
+        for c in (w, *readers.values()):
+            c.close(run)
+    finally:
+        core.cluster_down(backend, run)

@@ -1,0 +1,101 @@
+"""The txn workload: transactions of sends and polls over integer keys, as Jepsen's Kafka test.
+
+Each `txn` operation is one transaction: one to MAX_MICRO_OPS micro-ops, sends
+(`["send", k, v]`) and polls (`["poll"]`) in a random order, committed, or
+aborted when the invoke carries `"abort": true` (probability ABORT_PROBABILITY).
+A transaction that sends sends at least two values: HISTORY.md allows cycles
+through operations that send two or more messages (Kafka orders no
+transaction's writes against other producers'), so a correct system stays valid.
+`assign` operations choose the keys a process's polls read, as in the queue
+workload, and the final reads are the queue workload's (`poll` operations at
+the consumers' isolation level). The client is the system's (`System.client`);
+the run-file checkers judge it (G1a, precommitted-read, cycles, ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from checkers.suite import RunFileChecker
+from harness import generator as g
+from harness.protocols import Checker
+from harness.spec import TestSpec
+from harness.test import Test
+from workloads import queue
+from workloads.keys import KeyRing
+
+TXN_WEIGHT, ASSIGN_WEIGHT = 9.0, 1.0
+MAX_MICRO_OPS = 4
+SEND_PROBABILITY = 0.6  # of each micro-op
+ABORT_PROBABILITY = 0.3
+ASSIGN_MAX_KEYS = 3
+SEEK_PROBABILITY = 0.02
+# final reads: empty polls of a key before giving it up. At read_committed a key's last
+# stable offset waits for a transaction that a failed client left open, until its abort
+# (at once if the client could reach the coordinator, else at the transaction timeout).
+FINAL_READ_PATIENCE = 200  # of 0.1 s pauses: 20 s
+
+
+@dataclass(frozen=True, slots=True)
+class TxnOps(g.Gen):
+    """The main phase: transactions and assigns over the rotating keys; values from a
+    counter, so each is sent once in the whole history. Pure: randomness from ctx.rng."""
+
+    ring: KeyRing
+    next_value: int = 0
+
+    def op(self, ctx: g.Context) -> g.Result:
+        if not ctx.free_threads():
+            return g.PENDING, self
+        rng = ctx.rng
+        nxt = self
+        if rng.random() < TXN_WEIGHT / (TXN_WEIGHT + ASSIGN_WEIGHT):
+            kinds = ["send" if rng.random() < SEND_PROBABILITY else "poll"
+                     for _ in range(rng.randint(1, MAX_MICRO_OPS))]
+            if kinds.count("send") == 1:
+                kinds.append("send")
+            ring, value = self.ring, self.next_value
+            micro: list[list[Any]] = []
+            for kind in kinds:
+                if kind == "poll":
+                    micro.append(["poll"])
+                    continue
+                key, ring = ring.send_key(rng)
+                micro.append(["send", key, value])
+                value += 1
+            abort = rng.random() < ABORT_PROBABILITY
+            inv = g.Invoke("txn", micro, {"abort": True} if abort else {})
+            nxt = replace(self, ring=ring, next_value=value)
+        else:
+            keys = self.ring.pick(rng, rng.randint(1, ASSIGN_MAX_KEYS))
+            seek = rng.random() < SEEK_PROBABILITY
+            inv = g.Invoke("assign", keys, {"seek_to_beginning": True} if seek else {})
+        out = g.OneOp(inv).op(ctx)
+        assert out is not None
+        return out[0], nxt
+
+
+def generator(spec: TestSpec) -> g.Gen:
+    return TxnOps(KeyRing.start(spec.keys, spec.partitions, spec.max_writes_per_key))
+
+
+class TxnWorkload:
+    """harness.protocols.Workload: transactions; the run-file checkers judge them."""
+
+    name = "txn"
+
+    def generator(self, test: Test) -> g.Gen:
+        return generator(test.spec)
+
+    def final_generator(self, test: Test, history: Path) -> g.Gen | None:
+        return queue.final_generator(test.spec, queue.read_targets(history),
+                                     patience=FINAL_READ_PATIENCE)
+
+    def checkers(self, test: Test) -> Sequence[Checker]:
+        return [RunFileChecker()]
+
+
+workload = TxnWorkload()
