@@ -1,8 +1,9 @@
 """The Spark side: a quiet session, and the fused per-key log job.
 
-All log checks of a key run in one `applyInArrow` call after a single
-shuffle by key (numpy inside, no Python loop over rows). The entries travel
-packed: a few rows per key holding each column's bytes. The answer is small:
+All log checks of a key run in one Python call (numpy inside, no Python loop
+over rows). The entries travel packed: a few rows per key holding each column's
+bytes; when one row holds a whole key, the job maps over the rows with no shuffle,
+else it runs `applyInArrow` after one shuffle by key. The answer is small:
 counts, a few examples, and the key's write-write / write-read edges.
 """
 
@@ -182,14 +183,22 @@ def unpack_group(group: Any, dtypes: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def log_checks_spark(spark: Any, t: Tables, *, local: bool) -> dict[str, Any]:
-    """Run the per-key job (one shuffle by key); return its answer as columns (OUT_COLUMNS)."""
+def log_checks_spark(spark: Any, t: Tables, *, local: bool,
+                     shuffle: bool | None = None) -> dict[str, Any]:
+    """Run the per-key job; return its answer as columns (OUT_COLUMNS).
+
+    When the input goes through a local Parquet file and every key fits in one packed
+    row (BLOB_ROWS entries), each row is a whole key: the job maps over the file's
+    splits with no shuffle at all. Otherwise (`shuffle`, or a key in several rows, or
+    input sent over the wire, which arrives as one partition) one shuffle by key."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     has_replicas, nodes = t.has_replicas, list(t.nodes)
     dtypes = {c: t.entries[c].dtype.str for c in ENTRY_COLUMNS}
     table = packed_entries(t)
+    if shuffle is None:
+        shuffle = not local or bool((table.column("part").to_numpy() != 0).any())
 
     def per_key(group: pa.Table) -> pa.Table:
         cols = unpack_group(group, dtypes)
@@ -202,6 +211,11 @@ def log_checks_spark(spark: Any, t: Tables, *, local: bool) -> dict[str, Any]:
                          "src": pa.array(out["src"], pa.binary()),
                          "dst": pa.array(out["dst"], pa.binary())})
 
+    def per_row(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for i in range(batch.num_rows):
+                yield from per_key(pa.Table.from_batches([batch.slice(i, 1)])).to_batches()
+
     tmp = None
     try:
         if local:
@@ -211,7 +225,9 @@ def log_checks_spark(spark: Any, t: Tables, *, local: bool) -> dict[str, Any]:
             df = spark.read.parquet(f"{tmp}/entries.parquet")
         else:
             df = spark.createDataFrame(table)
-        res = df.groupBy("key").applyInArrow(per_key, OUT_SCHEMA).toArrow()
+        job = (df.groupBy("key").applyInArrow(per_key, OUT_SCHEMA) if shuffle
+               else df.mapInArrow(per_row, OUT_SCHEMA))
+        res = job.toArrow()
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
