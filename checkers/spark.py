@@ -9,6 +9,7 @@ counts, a few examples, and the key's write-write / write-read edges.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shutil
@@ -275,6 +276,7 @@ class SessionStarter:
         self._cm = spark_session(master, remote)
         self._local = local
         self._nice = nice
+        self._tid: int | None = None
         self._spark: Any = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._start, name="spark-start", daemon=True)
@@ -285,7 +287,8 @@ class SessionStarter:
             # this thread only; the JVM it launches and that JVM's Python workers inherit it
             import threading
 
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self._nice)
+            self._tid = threading.get_native_id()
+            os.setpriority(os.PRIO_PROCESS, self._tid, self._nice)
         try:
             self._spark = self._cm.__enter__()
             # also on Spark Connect, where a new session's server-side workers start cold
@@ -302,9 +305,16 @@ class SessionStarter:
         self.wait()
         if self._error is not None:
             raise self._error
-        if self._nice:
-            renice_jvm(0)
+        self.unnice()
         return self._spark
+
+    def unnice(self) -> None:
+        """Back to nice 0 (the start under way and the JVM), where this user may do that."""
+        if self._nice:
+            if self._tid is not None and self._thread.is_alive():
+                with contextlib.suppress(OSError):
+                    os.setpriority(os.PRIO_PROCESS, self._tid, 0)
+            renice_jvm(0)
 
     def close(self) -> None:
         self.wait()
