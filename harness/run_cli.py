@@ -50,6 +50,7 @@ FIELDS: dict[str, str] = {
     "min_insync_replicas": "broker.min_insync_replicas",
     "unclean_leader_election": "broker.unclean_leader_election",
     "truncation": "broker.truncation", "flush": "broker.flush",
+    "txn_fencing": "broker.txn_epoch_fencing",
     "spark": "spark", "spark_master": "spark_master", "spark_remote": "spark_remote",
     "retries": "producer.retries", "delivery_timeout_ms": "producer.delivery_timeout_ms",
     "request_timeout_ms": "producer.request_timeout_ms",
@@ -184,6 +185,9 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
               show_default=True)
 @click.option("--flush", type=click.Choice(["page-cache", "every-message"]), default="page-cache",
               show_default=True)
+@click.option("--txn-fencing/--no-txn-fencing", default=True, show_default=True,
+              help="Transaction coordinators refuse a producer's older epochs (our broker; "
+                   "off only to show zombie producers).")
 @click.option("--spark", type=click.Choice(SPARK_CHOICES), default="auto", show_default=True,
               help="Which Spark checks the run: auto (the warm one of `undertow spark start` "
                    "when it is up, else cold), cold, or warm (exit 2 if none is up).")

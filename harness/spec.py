@@ -55,6 +55,8 @@ class BrokerSettings:
     flush: Flush = "page-cache"  # page-cache: Kafka's default, no fsync per message
     replica_lag_time_max_ms: int = 2000
     session_timeout_ms: int = 2000
+    # a transaction coordinator refuses a producer's older epochs (off: zombie producers)
+    txn_epoch_fencing: bool = True
 
     def to_kafka(self) -> dict[str, Any]:
         """The broker's config keys, as Kafka names them."""
@@ -66,6 +68,7 @@ class BrokerSettings:
             "flush.messages": 1 if self.flush == "every-message" else None,
             "replica.lag.time.max.ms": self.replica_lag_time_max_ms,
             "broker.session.timeout.ms": self.session_timeout_ms,
+            "transaction.epoch.fencing.enable": self.txn_epoch_fencing,
         }
 
 

@@ -19,7 +19,10 @@ operations.
 With `--sub-via subscribe` (Jepsen's :sub-via) the processes do not pick keys:
 each one's first operation is a `subscribe` to every key of the pool, which
 joins the run's one consumer group, whose rebalances hand the keys out among
-the members; now and then a process leaves and joins again (a new `subscribe`).
+the members; now and then a process leaves and joins again (a `subscribe` with
+`"rejoin": true`; a plain one keeps a membership the worker already holds, as
+Kafka's subscribe() to the same topics does, e.g. after its last process ended
+`info`).
 Before the final reads each process leaves the group (an empty `assign`), and
 one more empty `assign` with `"fetch_committed": true` asks the group's final
 committed offsets, which its completion carries as `"committed": {"key":
@@ -134,7 +137,8 @@ def generator(spec: TestSpec) -> g.Gen:
         gens.append(g.stagger(spec.crash_client_interval_s, g.repeat(g.op("crash"))))
     if spec.sub_via == "subscribe":
         every = list(range(ring.pool))
-        gens += [g.stagger(RESUBSCRIBE_INTERVAL_S, g.repeat(g.op("subscribe", every))),
+        gens += [g.stagger(RESUBSCRIBE_INTERVAL_S,
+                           g.repeat(g.op("subscribe", every, rejoin=True))),
                  SubscribeOps(ring)]
     else:
         gens.append(QueueOps(ring))

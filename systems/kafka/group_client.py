@@ -11,6 +11,9 @@ the poll's records were handed on (written to the history), and auto-commit
 commits what is stored; `off` never commits. librdkafka has no eager sticky
 assignor, so `sticky` is refused (systems/kafka/db.py's check).
 
+A client closed after an `info` hands its consumer to the worker's next process
+(its first `subscribe` takes it over, unless it asks to rejoin), as on our broker.
+
 A `crash` fetches a batch and dies before handing it on: with `auto`, after one
 commit interval, so the background commit covered the batch. librdkafka cannot
 be abandoned without closing it (its threads would keep the member alive), so
@@ -22,6 +25,7 @@ reads.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from typing import Any
 
@@ -52,13 +56,38 @@ def group_config(bootstrap: str, settings: ConsumerSettings, *,
     }
 
 
+class Spares:
+    """Consumers whose process ended `info`, waiting for the worker's next process."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.consumers: list[Consumer] = []
+
+    def put(self, c: Consumer) -> None:
+        with self.lock:
+            self.consumers.append(c)
+
+    def take(self) -> Consumer | None:
+        with self.lock:
+            return self.consumers.pop() if self.consumers else None
+
+    def close_all(self) -> None:
+        with self.lock:
+            consumers, self.consumers = self.consumers, []
+        for c in consumers:
+            with contextlib.suppress(KafkaException, RuntimeError):
+                c.close()
+
+
 class KafkaGroupClient:
     """harness.protocols.Client: the queue workload's ops on Kafka with `subscribe` and
     `crash`; sends, assigns and assigned polls go to a KafkaQueueClient."""
 
     def __init__(self, inner: KafkaQueueClient, *, partitions: int,
-                 settings: ConsumerSettings, logger: Any = None) -> None:
+                 settings: ConsumerSettings, logger: Any = None,
+                 spares: Spares | None = None) -> None:
         self.inner = inner
+        self.spares = spares if spares is not None else Spares()
         self.partitions = partitions
         self.settings = settings
         self.logger = logger
@@ -67,11 +96,16 @@ class KafkaGroupClient:
 
     def open(self, run: Any, node: str) -> KafkaGroupClient:
         return KafkaGroupClient(self.inner.open(run, node), partitions=self.partitions,
-                                settings=self.settings, logger=_rdkafka_logger(run))
+                                settings=self.settings, logger=_rdkafka_logger(run),
+                                spares=self.spares)
 
     def invoke(self, run: Any, op: Op) -> Op:
         self._processed()
         if op.f == "subscribe":
+            if self.consumer is None and not op.extra.get("rejoin"):
+                self.consumer = self.spares.take()  # a predecessor's membership, if one waits
+                if self.consumer is not None:
+                    return op.complete("ok")
             self._end()
             self.consumer = Consumer({**group_config(self.inner.bootstrap, self.settings,
                                                      timeout_s=self.inner.timeout_s),
@@ -80,6 +114,8 @@ class KafkaGroupClient:
             return op.complete("ok")
         if op.f == "assign":
             self._end()
+            if op.extra.get("fetch_committed") or not op.value:
+                self.spares.close_all()
             extra: dict[str, Any] = {}
             if op.extra.get("fetch_committed"):
                 try:
@@ -178,5 +214,10 @@ class KafkaGroupClient:
             self.consumer = None
 
     def close(self, run: Any) -> None:
-        self._end()
+        """After an `info` the worker's next process takes this consumer over (Kafka's
+        subscribe() of the same topics changes nothing): no rebalance for a send that timed
+        out."""
+        if self.consumer is not None:
+            self.spares.put(self.consumer)
+            self.consumer = None
         self.inner.close(run)

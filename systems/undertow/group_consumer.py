@@ -12,6 +12,11 @@ positions every interval from the background thread, whatever the worker is
 doing; `processed` commits the positions of the polls whose completions were
 handed on (marked at the worker's next operation); `off` never commits.
 
+A client closed after an `info` hands its membership to the worker's next
+process (its first `subscribe` takes it over, unless it asks to rejoin): a send
+that timed out is no reason for the group to rebalance twice, and under faults
+such churn kept an eager group from ever settling.
+
 A `crash` is the smallest honest client fault: the process fetches a batch as a
 poll would and dies while processing it, before handing it on; with `auto` it
 dies only after an auto-commit covered that batch (processing outlasted the
@@ -190,17 +195,41 @@ def committed_offsets(addrs: Mapping[str, str], partitions: int,
     return {str(p): o for (t, p), o in sorted(got.items()) if t == TOPIC}
 
 
+class Spares:
+    """Memberships whose process ended `info`, waiting for the worker's next process."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.sessions: list[GroupSession] = []
+
+    def put(self, s: GroupSession) -> None:
+        with self.lock:
+            self.sessions.append(s)
+
+    def take(self) -> GroupSession | None:
+        with self.lock:
+            return self.sessions.pop() if self.sessions else None
+
+    def leave_all(self, wait_s: float) -> None:
+        with self.lock:
+            sessions, self.sessions = self.sessions, []
+        for s in sessions:
+            s.close(leave=True, wait_s=wait_s)
+
+
 class GroupQueueClient:
     """harness.protocols.Client: the queue workload's ops on our broker with `subscribe` and
     `crash`; sends, assigns and assigned polls go to a QueueClient."""
 
     def __init__(self, inner: QueueClient, *, partitions: int, settings: ConsumerSettings,
-                 addrs: Mapping[str, str] | None = None, name: str = "") -> None:
+                 addrs: Mapping[str, str] | None = None, name: str = "",
+                 spares: Spares | None = None) -> None:
         self.inner = inner
         self.partitions = partitions
         self.settings = settings
         self.addrs = dict(addrs or {})
         self.name = name
+        self.spares = spares if spares is not None else Spares()
         self.session: GroupSession | None = None
         self._next_key = 0  # where a group poll starts among its keys (each gets its turn)
 
@@ -209,12 +238,17 @@ class GroupQueueClient:
         ordered = {node: addrs.pop(node)} if node in addrs else {}
         ordered.update(addrs)
         return GroupQueueClient(self.inner.open(run, node), partitions=self.partitions,
-                                settings=self.settings, addrs=ordered, name=f"{node}-{id(self)}")
+                                settings=self.settings, addrs=ordered, name=f"{node}-{id(self)}",
+                                spares=self.spares)
 
     def invoke(self, run: Run, op: Op) -> Op:
         if self.session is not None:
             self.session.mark_processed()  # the last op's completion was handed on
         if op.f == "subscribe":
+            if self.session is None and not op.extra.get("rejoin"):
+                self.session = self.spares.take()  # a predecessor's membership, if one waits
+                if self.session is not None:
+                    return op.complete("ok")
             self._end_session()
             self.session = GroupSession(self.addrs, self.partitions, self.settings,
                                         f"p{op.process}", self.inner.timeout_s)
@@ -222,8 +256,10 @@ class GroupQueueClient:
         if op.f == "assign":
             # before the group's final committed offsets are read, this member's last commit
             # and leave must be done
-            self._end_session(wait_s=LEAVE_WAIT_S if op.extra.get("fetch_committed") or
-                              not op.value else 0.0)
+            final = bool(op.extra.get("fetch_committed") or not op.value)
+            self._end_session(wait_s=LEAVE_WAIT_S if final else 0.0)
+            if final:
+                self.spares.leave_all(LEAVE_WAIT_S)
             extra: dict[str, Any] = {}
             if op.extra.get("fetch_committed"):
                 try:
@@ -301,5 +337,10 @@ class GroupQueueClient:
             self.session = None
 
     def close(self, run: Run) -> None:
-        self._end_session()
+        """After an `info` the worker's next process takes this membership over (Kafka's
+        subscribe() of the same topics changes nothing), so a send that timed out does not
+        cost the group two rebalances."""
+        if self.session is not None:
+            self.spares.put(self.session)
+            self.session = None
         self.inner.close(run)

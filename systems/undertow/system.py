@@ -70,7 +70,8 @@ class UndertowSystem:
                             max_poll_records=spec.max_poll_records,
                             isolation=spec.isolation.replace("-", "_") if txn else None)
         if txn:
-            return TxnClient(queue)
+            shared = spec.extra.get("shared_transactional_ids")
+            return TxnClient(queue, shared_ids=int(shared) if shared else None)
         if spec.sub_via == "subscribe" or spec.crash_client_interval_s is not None:
             return GroupQueueClient(queue, partitions=spec.partitions, settings=spec.consumer)
         return queue

@@ -33,9 +33,14 @@ class TxnClient:
     """harness.protocols.Client for `txn`, `poll` and `assign`; one per process."""
 
     def __init__(self, queue: QueueClient, *,
-                 transaction_timeout_ms: int = TRANSACTION_TIMEOUT_MS) -> None:
+                 transaction_timeout_ms: int = TRANSACTION_TIMEOUT_MS,
+                 shared_ids: int | None = None) -> None:
+        """shared_ids: clients take their transactional.id from this many, in turn, so
+        several live instances share one (zombie-producer); None: one id per client."""
         self.queue = queue
         self.timeout_ms = transaction_timeout_ms
+        self.shared_ids = shared_ids
+        self.opened = 0
         self.producer: TxnProducer | None = None
 
     def open(self, run: Run, node: str) -> TxnClient:
@@ -43,8 +48,11 @@ class TxnClient:
         out = TxnClient(q, transaction_timeout_ms=self.timeout_ms)
         # one transactional.id per client: a process that ended `info` never comes back, and
         # what it left open the coordinator aborts at the transaction timeout
-        out.producer = TxnProducer(q.conn, f"txn-{uuid.uuid4().hex[:12]}",
-                                   transaction_timeout_ms=self.timeout_ms)
+        tid = f"txn-{uuid.uuid4().hex[:12]}"
+        if self.shared_ids:
+            tid = f"txn-shared-{self.opened % self.shared_ids}"
+        self.opened += 1
+        out.producer = TxnProducer(q.conn, tid, transaction_timeout_ms=self.timeout_ms)
         return out
 
     def invoke(self, run: Run, op: Op) -> Op:
