@@ -1,13 +1,15 @@
 """The Spark side: a quiet session, and the fused per-key log job.
 
-All log checks of a key run in one `applyInArrow` call after a single
-shuffle by key (numpy inside, no Python loop over rows). The entries travel
-packed: a few rows per key holding each column's bytes. The answer is small:
+All log checks of a key run in one Python call (numpy inside, no Python loop
+over rows). The entries travel packed: a few rows per key holding each column's
+bytes; when one row holds a whole key, the job maps over the rows with no shuffle,
+else it runs `applyInArrow` after one shuffle by key. The answer is small:
 counts, a few examples, and the key's write-write / write-read edges.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shutil
@@ -182,14 +184,22 @@ def unpack_group(group: Any, dtypes: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def log_checks_spark(spark: Any, t: Tables, *, local: bool) -> dict[str, Any]:
-    """Run the per-key job (one shuffle by key); return its answer as columns (OUT_COLUMNS)."""
+def log_checks_spark(spark: Any, t: Tables, *, local: bool,
+                     shuffle: bool | None = None) -> dict[str, Any]:
+    """Run the per-key job; return its answer as columns (OUT_COLUMNS).
+
+    When the input goes through a local Parquet file and every key fits in one packed
+    row (BLOB_ROWS entries), each row is a whole key: the job maps over the file's
+    splits with no shuffle at all. Otherwise (`shuffle`, or a key in several rows, or
+    input sent over the wire, which arrives as one partition) one shuffle by key."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     has_replicas, nodes = t.has_replicas, list(t.nodes)
     dtypes = {c: t.entries[c].dtype.str for c in ENTRY_COLUMNS}
     table = packed_entries(t)
+    if shuffle is None:
+        shuffle = not local or bool((table.column("part").to_numpy() != 0).any())
 
     def per_key(group: pa.Table) -> pa.Table:
         cols = unpack_group(group, dtypes)
@@ -202,6 +212,11 @@ def log_checks_spark(spark: Any, t: Tables, *, local: bool) -> dict[str, Any]:
                          "src": pa.array(out["src"], pa.binary()),
                          "dst": pa.array(out["dst"], pa.binary())})
 
+    def per_row(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for i in range(batch.num_rows):
+                yield from per_key(pa.Table.from_batches([batch.slice(i, 1)])).to_batches()
+
     tmp = None
     try:
         if local:
@@ -211,7 +226,9 @@ def log_checks_spark(spark: Any, t: Tables, *, local: bool) -> dict[str, Any]:
             df = spark.read.parquet(f"{tmp}/entries.parquet")
         else:
             df = spark.createDataFrame(table)
-        res = df.groupBy("key").applyInArrow(per_key, OUT_SCHEMA).toArrow()
+        job = (df.groupBy("key").applyInArrow(per_key, OUT_SCHEMA) if shuffle
+               else df.mapInArrow(per_row, OUT_SCHEMA))
+        res = job.toArrow()
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -259,6 +276,7 @@ class SessionStarter:
         self._cm = spark_session(master, remote)
         self._local = local
         self._nice = nice
+        self._tid: int | None = None
         self._spark: Any = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._start, name="spark-start", daemon=True)
@@ -269,7 +287,8 @@ class SessionStarter:
             # this thread only; the JVM it launches and that JVM's Python workers inherit it
             import threading
 
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self._nice)
+            self._tid = threading.get_native_id()
+            os.setpriority(os.PRIO_PROCESS, self._tid, self._nice)
         try:
             self._spark = self._cm.__enter__()
             # also on Spark Connect, where a new session's server-side workers start cold
@@ -286,9 +305,16 @@ class SessionStarter:
         self.wait()
         if self._error is not None:
             raise self._error
-        if self._nice:
-            renice_jvm(0)
+        self.unnice()
         return self._spark
+
+    def unnice(self) -> None:
+        """Back to nice 0 (the start under way and the JVM), where this user may do that."""
+        if self._nice:
+            if self._tid is not None and self._thread.is_alive():
+                with contextlib.suppress(OSError):
+                    os.setpriority(os.PRIO_PROCESS, self._tid, 0)
+            renice_jvm(0)
 
     def close(self) -> None:
         self.wait()
