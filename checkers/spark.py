@@ -32,11 +32,13 @@ OUT_SCHEMA = "tag string, type string, n long, detail string, src binary, dst bi
 
 @contextmanager
 def spark_session(master: str = "local[*]", remote: str | None = None,
-                  driver_memory: str = "3g") -> Iterator[Any]:
+                  driver_memory: str = "3g", *, hush: bool = True) -> Iterator[Any]:
     """A Spark session that starts fast and keeps the JVM quiet; stopped on exit.
 
-    Safe in a background thread: the JVM's stderr goes to a log file by its own
-    launch, never by moving this process's fd 2 (the run writes there meanwhile)."""
+    The JVM's stderr goes to a log file by its own launch. `hush` also points this
+    process's fd 2 there while the session starts, for what Python itself prints
+    meanwhile (a fork from a thread can print a stray lock warning); not when other
+    threads write to stderr that must be seen (a run's workload)."""
     from pyspark.sql import SparkSession
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -61,13 +63,23 @@ def spark_session(master: str = "local[*]", remote: str | None = None,
                      "spark.driver.extraJavaOptions": java_opts,
                      "spark.executor.extraJavaOptions": java_opts,
                      "spark.local.dir": conf_dir})
+    jvm_log = os.open(Path(conf_dir) / "jvm.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    saved = os.dup(2) if hush else -1
     try:
+        if hush:
+            sys.stderr.flush()
+            os.dup2(jvm_log, 2)
         if not remote:
             _launch_jvm(opts, Path(conf_dir) / "jvm.log")
         spark = SparkSession.builder.config(map=dict(opts)).getOrCreate()
     except BaseException:
         shutil.rmtree(conf_dir, ignore_errors=True)
         raise
+    finally:
+        if hush:
+            os.dup2(saved, 2)
+            os.close(saved)
+        os.close(jvm_log)
     if remote and "session_id=" in remote:
         # a named session is shared (the warm server's): stop() leaves it open
         cast(Any, spark).release_session_on_close = False
@@ -146,8 +158,23 @@ def key_slices(t: Tables) -> Iterator[tuple[int, Any]]:
         yield int(keys[a]), order[a:b]
 
 
-def packed_entries(t: Tables) -> Any:
-    """The entries as a few rows per key: (key, part, one binary blob per column).
+def narrow_dtypes(t: Tables) -> dict[str, str]:
+    """Per entry column, the smallest integer type that holds all its values: the packed
+    bytes a job writes, reads and hands to Python shrink to a third or so."""
+    out = {}
+    for c in ENTRY_COLUMNS:
+        col = t.entries[c]
+        out[c] = col.dtype.str
+        if col.dtype.kind == "i" and len(col):
+            lo, hi = int(col.min()), int(col.max())
+            out[c] = next(np.dtype(d).str for d in (np.int8, np.int16, np.int32, np.int64)
+                          if np.iinfo(d).min <= lo and hi <= np.iinfo(d).max)
+    return out
+
+
+def packed_entries(t: Tables, dtypes: dict[str, str] | None = None) -> Any:
+    """The entries as a few rows per key: (key, part, one binary blob per column, of
+    `dtypes` when given).
 
     Spark then shuffles a few hundred rows of raw column bytes by key instead of
     tens of millions of 12-field rows; each group is unpacked into the same numpy
@@ -156,7 +183,8 @@ def packed_entries(t: Tables) -> Any:
 
     e = t.entries
     order = np.argsort(e["key"], kind="stable")
-    by_key = {c: e[c][order] for c in ENTRY_COLUMNS}  # one gather per column
+    by_key = {c: e[c][order].astype((dtypes or {}).get(c, e[c].dtype), copy=False)
+              for c in ENTRY_COLUMNS}  # one gather per column
     keys: list[int] = []
     parts: list[int] = []
     blobs: dict[str, list[bytes]] = {c: [] for c in ENTRY_COLUMNS}
@@ -174,13 +202,17 @@ def packed_entries(t: Tables) -> Any:
                         for c in ENTRY_COLUMNS}})
 
 
-def unpack_group(group: Any, dtypes: dict[str, Any]) -> dict[str, Any]:
-    """One key's packed rows back into its entry columns (parts in order)."""
+def unpack_group(group: Any, dtypes: dict[str, Any],
+                 packed: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One key's packed rows (of `packed` dtypes, else `dtypes`) back into its entry
+    columns of `dtypes` (parts in order)."""
     order = np.argsort(group.column("part").to_numpy(), kind="stable")
     out = {}
     for c in ENTRY_COLUMNS:
         chunks = group.column(f"b_{c}").to_pylist()
-        out[c] = np.frombuffer(b"".join(chunks[i] for i in order), dtype=dtypes[c])
+        col = np.frombuffer(b"".join(chunks[i] for i in order),
+                            dtype=(packed or dtypes)[c])
+        out[c] = col.astype(dtypes[c], copy=False)
     return out
 
 
@@ -197,12 +229,13 @@ def log_checks_spark(spark: Any, t: Tables, *, local: bool,
 
     has_replicas, nodes = t.has_replicas, list(t.nodes)
     dtypes = {c: t.entries[c].dtype.str for c in ENTRY_COLUMNS}
-    table = packed_entries(t)
+    packed = narrow_dtypes(t)
+    table = packed_entries(t, packed)
     if shuffle is None:
         shuffle = not local or bool((table.column("part").to_numpy() != 0).any())
 
     def per_key(group: pa.Table) -> pa.Table:
-        cols = unpack_group(group, dtypes)
+        cols = unpack_group(group, dtypes, packed)
         key = int(group.column("key")[0].as_py())
         out = out_frame(key, check_key(key, cols, has_replicas, nodes))
         return pa.table({"tag": pa.array(out["tag"], pa.string()),
@@ -270,10 +303,10 @@ class SessionStarter:
     the JVM starts while the driver parses the history, or while the workload runs."""
 
     def __init__(self, master: str, remote: str | None, *, local: bool = True,
-                 nice: int = 0) -> None:
+                 nice: int = 0, hush: bool = True) -> None:
         import threading
 
-        self._cm = spark_session(master, remote)
+        self._cm = spark_session(master, remote, hush=hush)
         self._local = local
         self._nice = nice
         self._tid: int | None = None

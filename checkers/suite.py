@@ -65,7 +65,7 @@ class RunFileChecker:
         # niced while the workload's time limit runs: it comes first (a nice JVM only gives
         # way when the machine is busy); from then on, and for the check, nice 0 again
         starter = SessionStarter(target.master, target.remote, local=target.shares_files,
-                                 nice=EARLY_NICE)
+                                 nice=EARLY_NICE, hush=False)  # the run's terminal stays
         self._early = (target, starter)
         self._unnice = threading.Timer(spec.time_limit_s, starter.unnice)
         self._unnice.daemon = True
