@@ -1,3 +1,3 @@
-"""PySpark and networkx checks over run files (shared/HISTORY.md).
+"""PySpark and scipy checks over run files (shared/HISTORY.md).
 
 Run files are read and results.json written only through `harness.runfiles`'s public names."""

@@ -1,12 +1,23 @@
 """G0 / G1c cycles: strongly connected components over millions of operations.
 
 scipy finds the components of each search stage on the whole graph
-(write-write + write-read, then + process, then + real-time); networkx sees
-only the components a stage finds new, to pick a shortest witness cycle.
-Real-time edges are never materialised pairwise: every `ok` operation points
-to a barrier node at its completion time, barriers form a chain in time, and
-each barrier points to the operations invoked right after it (a path A -> B
-through barriers exists exactly when A completed before B was invoked).
+(write-write + write-read, then + process, then + real-time); only the
+components a stage finds new are searched for a shortest witness cycle, with
+Dijkstra in C on that component's edges alone (`_shortest_cycle`), so many
+components, or a giant one, cost little. Real-time edges are never materialised
+pairwise: every `ok` operation points to a barrier node at its completion time,
+barriers form a chain in time, and each barrier points to the operations invoked
+right after it (a path A -> B through barriers exists exactly when A completed
+before B was invoked).
+
+Memory is proportional to the graph, never to the history's bytes or poll sizes:
+with n the operations that are graph nodes (those that must have happened), there
+are at most 2n nodes (one barrier per distinct completion time) and
+E = ww + wr + n (process) + 3n (real time) edges, where ww and wr are the log
+job's edges: wr at most one per record read, ww one per placed value while each
+offset holds one value (more only where an offset holds several). Arrays take
+about 40 bytes per edge and 40 per node (ids, kinds, labels, one stage's CSR at a
+time); a witness search adds O(edges of its component) for that component only.
 """
 
 from __future__ import annotations
@@ -14,10 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import networkx as nx
 import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
+from scipy.sparse import coo_matrix, csr_matrix
+from scipy.sparse.csgraph import connected_components, dijkstra
 
 from checkers.logcheck import EXAMPLES
 from checkers.tables import OK, Tables
@@ -114,12 +124,13 @@ def find_cycles(t: Tables, ww: tuple[Any, Any], wr: tuple[Any, Any]) -> list[Cyc
 
 def _classify(members: Any, n: int, s_all: Any, d_all: Any, k_all: Any, allowed: int,
               required: int, suffix: str, n_sends: Any, gop: Any, proc: Any) -> Cycle:
-    es, ed, ek = s_all, d_all, k_all  # the component's own edges of this stage
-    small = set(members[(members >= n) | (n_sends[np.minimum(members, n - 1)] <= 1)].tolist())
+    members = np.sort(members)  # graph nodes: local id = position here
+    les, led = np.searchsorted(members, s_all), np.searchsorted(members, d_all)
+    small = (members >= n) | (n_sends[np.minimum(members, n - 1)] <= 1)
     for nodes in (small, None):
         for data in (WW, WW | WR):
             kinds = data | (allowed & (PR | RT))
-            cyc = _shortest_cycle(es, ed, ek, kinds, required, nodes, n)
+            cyc = _shortest_cycle(members, les, led, k_all, kinds, required, nodes, n)
             if cyc is not None:
                 steps, used = cyc
                 name = ("G0" if all(u in (WW, PR, RT) for u in used) else "G1c") + suffix
@@ -132,49 +143,69 @@ def _classify(members: Any, n: int, s_all: Any, d_all: Any, k_all: Any, allowed:
     raise AssertionError("a strongly connected component without a cycle")
 
 
-def _shortest_cycle(es: Any, ed: Any, ek: Any, kinds: int, required: int,
-                    nodes: set[int] | None, n: int) -> tuple[list[int], list[int]] | None:
-    """Shortest cycle (counting operations, not barriers) using an edge of `required`."""
+def _shortest_cycle(members: Any, les: Any, led: Any, ek: Any, kinds: int, required: int,
+                    nodes: Any, n: int) -> tuple[list[int], list[int]] | None:
+    """Shortest cycle (counting operations, not barriers) using an edge of `required`,
+    over the component's edges (local ids) of `kinds` between `nodes` (a mask, or all).
+
+    Dijkstra in C (scipy) from the head of each of the first MAX_CANDIDATES candidate
+    edges back to its tail; each search is cut off at the best length found so far. An
+    edge into an operation weighs 1, into a barrier 1/(size + 2), so that barriers
+    never add up to a whole operation."""
+    size = len(members)
     m = (ek & kinds) != 0
     if nodes is not None:
-        m &= np.isin(es, list(nodes)) & np.isin(ed, list(nodes))
-    gr = nx.DiGraph()
-    for a, b, k in zip(es[m].tolist(), ed[m].tolist(), ek[m].tolist(), strict=True):
-        if gr.has_edge(a, b):
-            gr[a][b]["k"] |= k
-        else:
-            gr.add_edge(a, b, k=k, w=0 if b >= n else 1)
+        m &= nodes[les] & nodes[led]
+    key = les[m].astype(np.int64) * size + led[m]
+    order = np.argsort(key, kind="stable")
+    key, k = key[order], ek[m][order]
+    if not len(key):
+        return None
+    first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    key, k = key[first], np.bitwise_or.reduceat(k, first)  # one edge per pair, kinds OR'd
+    a, b = key // size, key % size
+    real = members < n
     if required == RT:  # entering the barrier chain is where a real-time edge starts
-        cands = [(a, b) for a, b, d in gr.edges(data=True) if a < n <= b]
+        cand = np.flatnonzero(real[a] & ~real[b])
     elif required:
-        cands = [(a, b) for a, b, d in gr.edges(data=True) if d["k"] & required]
+        cand = np.flatnonzero((k & required) != 0)
     else:
-        cands = list(gr.edges())
+        cand = np.arange(len(key))
+    if not len(cand):
+        return None
+    eps = 1.0 / (size + 2)
+    w = np.where(real[b], 1.0, eps)
+    graph = csr_matrix((w, (a, b)), shape=(size, size))
     best: list[int] | None = None
     best_len = 0
-    for a, b in sorted(cands)[:MAX_CANDIDATES]:
-        try:
-            length, route = nx.single_source_dijkstra(gr, b, a, weight="w")
-        except nx.NetworkXNoPath:
+    for c in cand[:MAX_CANDIDATES].tolist():  # keys ascending: by (tail, head), as before
+        ca, cb = int(a[c]), int(b[c])
+        limit = np.inf if best is None else float(best_len)
+        dist, pred = dijkstra(graph, indices=cb, return_predecessors=True, limit=limit)
+        if not np.isfinite(dist[ca]):
             continue
-        total = int(length) + int(gr[a][b]["w"])
+        total = int(dist[ca] + w[c])  # the barriers' part is below 1
         if best is None or total < best_len:
-            best, best_len = [a, *route], total
+            route = [ca]
+            while route[-1] != cb:
+                route.append(int(pred[route[-1]]))
+            best, best_len = [ca, *route[::-1]], total
     if best is None:
         return None
-    cyc = best[:-1]  # best starts and ends at a
-    real = [i for i, v in enumerate(cyc) if v < n]
+    cyc = best[:-1]  # best starts and ends at its candidate's tail
+    is_real = [bool(real[v]) for v in cyc]
+    at = [i for i, r in enumerate(is_real) if r]
     path: list[int] = []
     used: list[int] = []
-    for j, i in enumerate(real):
-        nxt = real[(j + 1) % len(real)]
+    for j, i in enumerate(at):
+        nxt = at[(j + 1) % len(at)]
         step = cyc[i:nxt + 1] if nxt > i else cyc[i:] + cyc[:nxt + 1]
-        path.append(cyc[i])
+        path.append(int(members[cyc[i]]))
         if len(step) > 2:  # through barriers
             used.append(RT)
         else:
-            k = gr[step[0]][step[1]]["k"] & kinds
-            used.append(next(x for x in (WW, WR, PR, RT) if k & x))
+            e = np.searchsorted(key, step[0] * size + step[1])
+            used.append(next(x for x in (WW, WR, PR, RT) if int(k[e]) & kinds & x))
     return path, used
 
 

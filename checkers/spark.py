@@ -1,13 +1,15 @@
 """The Spark side: a quiet session, and the fused per-key log job.
 
-All log checks of a key run in one `applyInArrow` call after a single
-shuffle by key (numpy inside, no Python loop over rows). The entries travel
-packed: a few rows per key holding each column's bytes. The answer is small:
+All log checks of a key run in one Python call (numpy inside, no Python loop
+over rows). The entries travel packed: a few rows per key holding each column's
+bytes; when one row holds a whole key, the job maps over the rows with no shuffle,
+else it runs `applyInArrow` after one shuffle by key. The answer is small:
 counts, a few examples, and the key's write-write / write-read edges.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shutil
@@ -30,11 +32,13 @@ OUT_SCHEMA = "tag string, type string, n long, detail string, src binary, dst bi
 
 @contextmanager
 def spark_session(master: str = "local[*]", remote: str | None = None,
-                  driver_memory: str = "3g") -> Iterator[Any]:
+                  driver_memory: str = "3g", *, hush: bool = True) -> Iterator[Any]:
     """A Spark session that starts fast and keeps the JVM quiet; stopped on exit.
 
-    Safe in a background thread: the JVM's stderr goes to a log file by its own
-    launch, never by moving this process's fd 2 (the run writes there meanwhile)."""
+    The JVM's stderr goes to a log file by its own launch. `hush` also points this
+    process's fd 2 there while the session starts, for what Python itself prints
+    meanwhile (a fork from a thread can print a stray lock warning); not when other
+    threads write to stderr that must be seen (a run's workload)."""
     from pyspark.sql import SparkSession
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -59,13 +63,23 @@ def spark_session(master: str = "local[*]", remote: str | None = None,
                      "spark.driver.extraJavaOptions": java_opts,
                      "spark.executor.extraJavaOptions": java_opts,
                      "spark.local.dir": conf_dir})
+    jvm_log = os.open(Path(conf_dir) / "jvm.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    saved = os.dup(2) if hush else -1
     try:
+        if hush:
+            sys.stderr.flush()
+            os.dup2(jvm_log, 2)
         if not remote:
             _launch_jvm(opts, Path(conf_dir) / "jvm.log")
         spark = SparkSession.builder.config(map=dict(opts)).getOrCreate()
     except BaseException:
         shutil.rmtree(conf_dir, ignore_errors=True)
         raise
+    finally:
+        if hush:
+            os.dup2(saved, 2)
+            os.close(saved)
+        os.close(jvm_log)
     if remote and "session_id=" in remote:
         # a named session is shared (the warm server's): stop() leaves it open
         cast(Any, spark).release_session_on_close = False
@@ -144,8 +158,23 @@ def key_slices(t: Tables) -> Iterator[tuple[int, Any]]:
         yield int(keys[a]), order[a:b]
 
 
-def packed_entries(t: Tables) -> Any:
-    """The entries as a few rows per key: (key, part, one binary blob per column).
+def narrow_dtypes(t: Tables) -> dict[str, str]:
+    """Per entry column, the smallest integer type that holds all its values: the packed
+    bytes a job writes, reads and hands to Python shrink to a third or so."""
+    out = {}
+    for c in ENTRY_COLUMNS:
+        col = t.entries[c]
+        out[c] = col.dtype.str
+        if col.dtype.kind == "i" and len(col):
+            lo, hi = int(col.min()), int(col.max())
+            out[c] = next(np.dtype(d).str for d in (np.int8, np.int16, np.int32, np.int64)
+                          if np.iinfo(d).min <= lo and hi <= np.iinfo(d).max)
+    return out
+
+
+def packed_entries(t: Tables, dtypes: dict[str, str] | None = None) -> Any:
+    """The entries as a few rows per key: (key, part, one binary blob per column, of
+    `dtypes` when given).
 
     Spark then shuffles a few hundred rows of raw column bytes by key instead of
     tens of millions of 12-field rows; each group is unpacked into the same numpy
@@ -154,7 +183,8 @@ def packed_entries(t: Tables) -> Any:
 
     e = t.entries
     order = np.argsort(e["key"], kind="stable")
-    by_key = {c: e[c][order] for c in ENTRY_COLUMNS}  # one gather per column
+    by_key = {c: e[c][order].astype((dtypes or {}).get(c, e[c].dtype), copy=False)
+              for c in ENTRY_COLUMNS}  # one gather per column
     keys: list[int] = []
     parts: list[int] = []
     blobs: dict[str, list[bytes]] = {c: [] for c in ENTRY_COLUMNS}
@@ -172,27 +202,40 @@ def packed_entries(t: Tables) -> Any:
                         for c in ENTRY_COLUMNS}})
 
 
-def unpack_group(group: Any, dtypes: dict[str, Any]) -> dict[str, Any]:
-    """One key's packed rows back into its entry columns (parts in order)."""
+def unpack_group(group: Any, dtypes: dict[str, Any],
+                 packed: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One key's packed rows (of `packed` dtypes, else `dtypes`) back into its entry
+    columns of `dtypes` (parts in order)."""
     order = np.argsort(group.column("part").to_numpy(), kind="stable")
     out = {}
     for c in ENTRY_COLUMNS:
         chunks = group.column(f"b_{c}").to_pylist()
-        out[c] = np.frombuffer(b"".join(chunks[i] for i in order), dtype=dtypes[c])
+        col = np.frombuffer(b"".join(chunks[i] for i in order),
+                            dtype=(packed or dtypes)[c])
+        out[c] = col.astype(dtypes[c], copy=False)
     return out
 
 
-def log_checks_spark(spark: Any, t: Tables, *, local: bool) -> dict[str, Any]:
-    """Run the per-key job (one shuffle by key); return its answer as columns (OUT_COLUMNS)."""
+def log_checks_spark(spark: Any, t: Tables, *, local: bool,
+                     shuffle: bool | None = None) -> dict[str, Any]:
+    """Run the per-key job; return its answer as columns (OUT_COLUMNS).
+
+    When the input goes through a local Parquet file and every key fits in one packed
+    row (BLOB_ROWS entries), each row is a whole key: the job maps over the file's
+    splits with no shuffle at all. Otherwise (`shuffle`, or a key in several rows, or
+    input sent over the wire, which arrives as one partition) one shuffle by key."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     has_replicas, nodes = t.has_replicas, list(t.nodes)
     dtypes = {c: t.entries[c].dtype.str for c in ENTRY_COLUMNS}
-    table = packed_entries(t)
+    packed = narrow_dtypes(t)
+    table = packed_entries(t, packed)
+    if shuffle is None:
+        shuffle = not local or bool((table.column("part").to_numpy() != 0).any())
 
     def per_key(group: pa.Table) -> pa.Table:
-        cols = unpack_group(group, dtypes)
+        cols = unpack_group(group, dtypes, packed)
         key = int(group.column("key")[0].as_py())
         out = out_frame(key, check_key(key, cols, has_replicas, nodes))
         return pa.table({"tag": pa.array(out["tag"], pa.string()),
@@ -201,6 +244,11 @@ def log_checks_spark(spark: Any, t: Tables, *, local: bool) -> dict[str, Any]:
                          "detail": pa.array(out["detail"], pa.string()),
                          "src": pa.array(out["src"], pa.binary()),
                          "dst": pa.array(out["dst"], pa.binary())})
+
+    def per_row(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for i in range(batch.num_rows):
+                yield from per_key(pa.Table.from_batches([batch.slice(i, 1)])).to_batches()
 
     tmp = None
     try:
@@ -211,7 +259,9 @@ def log_checks_spark(spark: Any, t: Tables, *, local: bool) -> dict[str, Any]:
             df = spark.read.parquet(f"{tmp}/entries.parquet")
         else:
             df = spark.createDataFrame(table)
-        res = df.groupBy("key").applyInArrow(per_key, OUT_SCHEMA).toArrow()
+        job = (df.groupBy("key").applyInArrow(per_key, OUT_SCHEMA) if shuffle
+               else df.mapInArrow(per_row, OUT_SCHEMA))
+        res = job.toArrow()
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -253,12 +303,13 @@ class SessionStarter:
     the JVM starts while the driver parses the history, or while the workload runs."""
 
     def __init__(self, master: str, remote: str | None, *, local: bool = True,
-                 nice: int = 0) -> None:
+                 nice: int = 0, hush: bool = True) -> None:
         import threading
 
-        self._cm = spark_session(master, remote)
+        self._cm = spark_session(master, remote, hush=hush)
         self._local = local
         self._nice = nice
+        self._tid: int | None = None
         self._spark: Any = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._start, name="spark-start", daemon=True)
@@ -269,7 +320,8 @@ class SessionStarter:
             # this thread only; the JVM it launches and that JVM's Python workers inherit it
             import threading
 
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self._nice)
+            self._tid = threading.get_native_id()
+            os.setpriority(os.PRIO_PROCESS, self._tid, self._nice)
         try:
             self._spark = self._cm.__enter__()
             # also on Spark Connect, where a new session's server-side workers start cold
@@ -281,12 +333,56 @@ class SessionStarter:
         self._thread.join()
 
     def get(self) -> Any:
+        """The session, once started; back at nice 0 where this user may do that (the
+        workload is over: now the check comes first)."""
         self.wait()
         if self._error is not None:
             raise self._error
+        self.unnice()
         return self._spark
+
+    def unnice(self) -> None:
+        """Back to nice 0 (the start under way and the JVM), where this user may do that."""
+        if self._nice:
+            if self._tid is not None and self._thread.is_alive():
+                with contextlib.suppress(OSError):
+                    os.setpriority(os.PRIO_PROCESS, self._tid, 0)
+            renice_jvm(0)
 
     def close(self) -> None:
         self.wait()
         if self._spark is not None:
             self._cm.__exit__(None, None, None)
+
+
+def renice_jvm(nice: int) -> None:
+    """Every thread of this process's Spark JVM and of what it forked (Python workers) to
+    `nice`; where the user may not lower it (no CAP_SYS_NICE), it stays as it was."""
+    from pyspark import SparkContext
+
+    proc = getattr(SparkContext._gateway, "proc", None)
+    if proc is None:
+        return
+    parent: dict[int, int] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                parent[int(d)] = int(Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1]
+                                     .split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    tree, todo = [], [int(proc.pid)]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo += [c for c, pp in parent.items() if pp == pid]
+    for pid in tree:
+        try:
+            tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                os.setpriority(os.PRIO_PROCESS, tid, nice)
+            except OSError:  # gone, or not permitted: leave it
+                continue

@@ -7,7 +7,8 @@ spec names, by checkers.spark_server's rule (the warm server when it is up).
 
 In a run, the Spark session starts (and runs one tiny job, see checkers.spark.warm_up)
 in the background while the workload runs (`prepare`), so the verdict does not wait
-for a JVM; at nice 10, so the workload keeps the CPU it needs. If that start failed, the
+for a JVM; at nice 10 until the time limit is up, so the workload keeps the CPU it needs
+(on a busy machine the start then mostly happens after it). If that start failed, the
 check starts a session the ordinary way.
 UNDERTOW_SPARK_EARLY=0 turns the early start off (the bench compares both).
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,6 +49,7 @@ class RunFileChecker:
     def __init__(self) -> None:
         self._early: tuple[SparkTarget, SessionStarter] | None = None
         self._early_error = ""
+        self._unnice: threading.Timer | None = None
 
     def prepare(self, spec: TestSpec) -> None:
         """Start the Spark session in the background (harness.protocols.Prepares)."""
@@ -59,14 +62,20 @@ class RunFileChecker:
             target = _target(spec)
         except SparkError:
             return  # check says so, in results.json
-        # niced: the workload runs meanwhile and comes first (a nice JVM and its Python
-        # workers only give way when the machine is busy, as it is during a run)
-        self._early = (target, SessionStarter(target.master, target.remote,
-                                              local=target.shares_files, nice=EARLY_NICE))
+        # niced while the workload's time limit runs: it comes first (a nice JVM only gives
+        # way when the machine is busy); from then on, and for the check, nice 0 again
+        starter = SessionStarter(target.master, target.remote, local=target.shares_files,
+                                 nice=EARLY_NICE, hush=False)  # the run's terminal stays
+        self._early = (target, starter)
+        self._unnice = threading.Timer(spec.time_limit_s, starter.unnice)
+        self._unnice.daemon = True
+        self._unnice.start()
 
     def release(self) -> None:
         """Stop the early session, if any (waits for a start under way); never raises."""
         early, self._early = self._early, None
+        if self._unnice is not None:
+            self._unnice.cancel()
         if early is not None:
             try:
                 early[1].close()

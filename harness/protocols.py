@@ -203,6 +203,11 @@ class HasLeaders(Protocol):
 
 
 @runtime_checkable
+class HasCoordinator(Protocol):
+    def coordinator(self, run: Run) -> str | None: ...  # the run's consumer group's, now
+
+
+@runtime_checkable
 class HasClock(Protocol):
     def shift_clock(self, run: Run, node: str, delta_ns: int) -> None: ...  # added to the offset
     def reset_clock(self, run: Run, node: str) -> None: ...

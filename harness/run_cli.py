@@ -19,9 +19,12 @@ import click
 
 from harness.runfiles import EXIT_USAGE
 from harness.spec import (
+    ASSIGNORS,
+    COMMITS,
     ISOLATIONS,
     POOL_MAX,
     SPARK_CHOICES,
+    SUB_VIA,
     SpecError,
     TestSpec,
     build_spec,
@@ -47,12 +50,16 @@ FIELDS: dict[str, str] = {
     "min_insync_replicas": "broker.min_insync_replicas",
     "unclean_leader_election": "broker.unclean_leader_election",
     "truncation": "broker.truncation", "flush": "broker.flush",
+    "txn_fencing": "broker.txn_epoch_fencing",
     "spark": "spark", "spark_master": "spark_master", "spark_remote": "spark_remote",
     "retries": "producer.retries", "delivery_timeout_ms": "producer.delivery_timeout_ms",
     "request_timeout_ms": "producer.request_timeout_ms",
     "idempotence": "producer.enable_idempotence", "max_in_flight": "producer.max_in_flight",
+    "sub_via": "sub_via", "crash_client_interval": "crash_client_interval_s",
+    "commit": "consumer.commit", "auto_commit_interval_ms": "consumer.auto_commit_interval_ms",
+    "group_session_timeout_ms": "consumer.session_timeout_ms", "assignor": "consumer.assignor",
 }
-TABLES = ("broker", "producer")
+TABLES = ("broker", "producer", "consumer")
 
 
 def _default(name: str) -> Any:
@@ -144,7 +151,8 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
 @click.option("--nemesis-interval", type=float, default=10.0, show_default=True,
               help="Seconds between faults, on average.")
 @click.option("--nemesis-targets", default="one,minority,majority", show_default=True,
-              help="Comma list: one, minority, majority, all, leader, followers, controller.")
+              help="Comma list: one, minority, majority, all, leader, followers, controller, "
+                   "coordinator (of the consumer group, with --sub-via subscribe).")
 @click.option("--nemesis-schedule", type=click.Choice(["stagger", "phases"]), default="stagger",
               show_default=True,
               help="stagger: faults throughout; phases: steady 20 %, faults, then everything "
@@ -177,6 +185,9 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
               show_default=True)
 @click.option("--flush", type=click.Choice(["page-cache", "every-message"]), default="page-cache",
               show_default=True)
+@click.option("--txn-fencing/--no-txn-fencing", default=True, show_default=True,
+              help="Transaction coordinators refuse a producer's older epochs (our broker; "
+                   "off only to show zombie producers).")
 @click.option("--spark", type=click.Choice(SPARK_CHOICES), default="auto", show_default=True,
               help="Which Spark checks the run: auto (the warm one of `undertow spark start` "
                    "when it is up, else cold), cold, or warm (exit 2 if none is up).")
@@ -196,6 +207,21 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
 @click.option("--max-in-flight", type=int,
               help="Producer: an operation's requests unanswered on one connection "
                    "(max.in.flight.requests.per.connection; default: the system's own).")
+@click.option("--sub-via", type=click.Choice(SUB_VIA), default="assign", show_default=True,
+              help="Consumers: assign (each process picks its keys) or subscribe (all join "
+                   "one consumer group, which rebalances the keys among them).")
+@click.option("--commit", type=click.Choice(COMMITS), default="auto", show_default=True,
+              help="Consumer group: auto (every --auto-commit-interval-ms), processed (a "
+                   "poll's positions once its records were handed on) or off.")
+@click.option("--auto-commit-interval-ms", type=int, default=1000, show_default=True,
+              help="Consumer group: how often auto-commit commits the positions.")
+@click.option("--group-session-timeout-ms", type=int, default=6000, show_default=True,
+              help="Consumer group: a member silent this long is removed.")
+@click.option("--assignor", type=click.Choice(ASSIGNORS), default="range", show_default=True,
+              help="Consumer group: how the group leader hands out keys.")
+@click.option("--crash-client-interval", type=float,
+              help="Seconds between client crashes, on average: the process is abandoned "
+                   "without closing (default: none).")
 @click.option("--seed", type=int, help="Seed of every random choice (default: random, printed).")
 @click.option("--scenario", help="A named scenario (`undertow scenarios` lists them).")
 @click.option("--config", type=click.Path(dir_okay=False), help="A TOML experiment file.")

@@ -19,7 +19,8 @@ Acks = Literal["0", "1", "all"]
 Truncation = Literal["hw", "leader-epoch"]
 Flush = Literal["page-cache", "every-message"]
 BACKENDS = ("local", "docker", "ssh")
-TARGETS = ("one", "minority", "majority", "all", "leader", "followers", "controller")
+TARGETS = ("one", "minority", "majority", "all", "leader", "followers", "controller",
+           "coordinator")
 SPARK_CHOICES = ("auto", "cold", "warm")  # checkers.spark_server says what each means
 SCHEDULES = ("stagger", "phases")  # nemesis/schedule.py says what each does
 # what a consumer reads: committed transactions only (stopping at the last stable offset),
@@ -32,6 +33,10 @@ ISOLATIONS = ("read-committed", "read-uncommitted")
 POOL_SENDS_PER_S = 500
 POOL_MAX = 256
 MAX_POLL_RECORDS = 100  # a poll's records at most, over all its keys (Kafka's max.poll.records)
+SUB_VIA = ("assign", "subscribe")  # how consumers get their keys (Jepsen's :sub-via)
+COMMITS = ("auto", "processed", "off")  # ConsumerSettings.commit
+ASSIGNORS = ("range", "roundrobin", "sticky")  # the group assignors both systems run
+GROUP_ID = "undertow-queue"  # the one consumer group of a --sub-via subscribe run
 
 
 class SpecError(ValueError):
@@ -50,6 +55,8 @@ class BrokerSettings:
     flush: Flush = "page-cache"  # page-cache: Kafka's default, no fsync per message
     replica_lag_time_max_ms: int = 2000
     session_timeout_ms: int = 2000
+    # a transaction coordinator refuses a producer's older epochs (off: zombie producers)
+    txn_epoch_fencing: bool = True
 
     def to_kafka(self) -> dict[str, Any]:
         """The broker's config keys, as Kafka names them."""
@@ -61,6 +68,7 @@ class BrokerSettings:
             "flush.messages": 1 if self.flush == "every-message" else None,
             "replica.lag.time.max.ms": self.replica_lag_time_max_ms,
             "broker.session.timeout.ms": self.session_timeout_ms,
+            "transaction.epoch.fencing.enable": self.txn_epoch_fencing,
         }
 
 
@@ -119,6 +127,36 @@ class ProducerSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class ConsumerSettings:
+    """The consumer group's settings with --sub-via subscribe (the `[consumer]` table).
+
+    `commit`: `auto` commits each consumer's position every `auto_commit_interval_ms` from
+    a background thread (Kafka's enable.auto.commit), whether or not the records before it
+    were handed on yet; `processed` commits a poll's positions only once its records were
+    handed on (written to the history); `off` never commits (a new owner starts at offset
+    0). `session_timeout_ms`: a member whose heartbeats stop this long is removed.
+    """
+
+    commit: str = "auto"
+    auto_commit_interval_ms: int = 1000
+    session_timeout_ms: int = 6000
+    assignor: str = "range"
+
+    def validate(self) -> None:
+        if self.commit not in COMMITS:
+            raise SpecError(f"--commit (consumer.commit): {self.commit!r} is not one of "
+                            f"{', '.join(COMMITS)}")
+        if self.assignor not in ASSIGNORS:
+            raise SpecError(f"--assignor (consumer.assignor): {self.assignor!r} is not one of "
+                            f"{', '.join(ASSIGNORS)}")
+        for option, value in (("--auto-commit-interval-ms", self.auto_commit_interval_ms),
+                              ("--session-timeout-ms", self.session_timeout_ms)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SpecError(f"{option} (consumer.{option[2:].replace('-', '_')}): "
+                                f"expected an integer >= 1, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
 class TestSpec:
     """Everything a run needs to know; only the CLI builds it from options."""
 
@@ -142,6 +180,10 @@ class TestSpec:
     isolation: str = "read-committed"  # the consumers' isolation.level (ISOLATIONS)
     broker: BrokerSettings = field(default_factory=BrokerSettings)
     producer: ProducerSettings = field(default_factory=ProducerSettings)
+    sub_via: str = "assign"  # assign: each process picks its keys; subscribe: one group
+    consumer: ConsumerSettings = field(default_factory=ConsumerSettings)
+    # a client process is crashed (abandoned, never closed) this often on average; None: never
+    crash_client_interval_s: float | None = None
     seed: int = 0
     scenario: str | None = None
     results_dir: str = "results"
@@ -210,6 +252,12 @@ class TestSpec:
             if t not in TARGETS:
                 raise SpecError(f"--nemesis-targets: {t!r} is not one of {', '.join(TARGETS)}")
         self.producer.validate()
+        if self.sub_via not in SUB_VIA:
+            raise SpecError(f"--sub-via: {self.sub_via!r} is not one of {', '.join(SUB_VIA)}")
+        self.consumer.validate()
+        if self.crash_client_interval_s is not None and not self.crash_client_interval_s > 0:
+            raise SpecError("--crash-client-interval: must be positive, got "
+                            f"{self.crash_client_interval_s!r}")
         if self.producer.enable_idempotence and self.broker.acks != "all":
             raise SpecError(f"--idempotence needs --acks all, not {self.broker.acks} "
                             "(as Kafka's producer)")
@@ -235,11 +283,12 @@ def _coerce(cls: type[Any], data: Mapping[str, Any], where: str) -> dict[str, An
 
 
 def build_spec(*layers: Mapping[str, Any], where: tuple[str, ...] = ()) -> TestSpec:
-    """Merge layers (later wins): each a flat mapping of TestSpec fields plus `broker` and
-    `producer` tables."""
+    """Merge layers (later wins): each a flat mapping of TestSpec fields plus `broker`,
+    `producer` and `consumer` tables."""
     merged: dict[str, Any] = {}
-    tables: dict[str, dict[str, Any]] = {"broker": {}, "producer": {}}
-    classes: dict[str, type[Any]] = {"broker": BrokerSettings, "producer": ProducerSettings}
+    tables: dict[str, dict[str, Any]] = {"broker": {}, "producer": {}, "consumer": {}}
+    classes: dict[str, type[Any]] = {"broker": BrokerSettings, "producer": ProducerSettings,
+                                     "consumer": ConsumerSettings}
     for i, layer in enumerate(layers):
         label = where[i] if i < len(where) else f"layer {i}"
         layer = dict(layer)
@@ -253,7 +302,8 @@ def build_spec(*layers: Mapping[str, Any], where: tuple[str, ...] = ()) -> TestS
         merged.update(_coerce(TestSpec, layer, label))
     try:
         spec = TestSpec(**merged, broker=BrokerSettings(**tables["broker"]),
-                        producer=ProducerSettings(**tables["producer"]))
+                        producer=ProducerSettings(**tables["producer"]),
+                        consumer=ConsumerSettings(**tables["consumer"]))
     except TypeError as e:  # pragma: no cover - _coerce already checked the names
         raise SpecError(str(e)) from e
     return spec.validate()
@@ -261,7 +311,7 @@ def build_spec(*layers: Mapping[str, Any], where: tuple[str, ...] = ()) -> TestS
 
 def load_toml(path: Path) -> dict[str, Any]:
     """A TOML experiment file: TestSpec keys at top level, broker settings under [broker],
-    the clients' producer settings under [producer]."""
+    the clients' producer settings under [producer], their group's under [consumer]."""
     try:
         return tomllib.loads(path.read_text())
     except FileNotFoundError as e:

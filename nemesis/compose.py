@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 
-from harness.protocols import FaultKind, HasLeaders, Nemesis, Run
+from harness.protocols import FaultKind, HasCoordinator, HasLeaders, Nemesis, Run
 from harness.runfiles import Op
 from nemesis.faults import NemesisError
 
@@ -61,8 +61,9 @@ class Composed:
         except Exception as e:
             log.exception("nemesis %s failed", op.f)
             return op.complete("info", error=f"{type(e).__name__}: {e}")
-        if isinstance(op.value, Mapping) and op.value.get("target") == "controller":
-            done = note_controller_change(run, done)
+        target = op.value.get("target") if isinstance(op.value, Mapping) else None
+        if target in ("controller", "coordinator"):
+            done = note_role_change(run, done, str(target))
         return done
 
     def teardown(self, run: Run) -> None:
@@ -77,31 +78,43 @@ class Composed:
             log.error("%d nemesis teardowns failed; first: %r", len(errors), errors[0])
 
 
-def note_controller_change(run: Run, done: Op, *, wait_s: float = 5.0) -> Op:
-    """A fault aimed at the active controller: write the controller it hit and the one the
-    quorum elected after it into the completion, so controller changes show in the history.
+def note_role_change(run: Run, done: Op, role: str, *, wait_s: float = 5.0) -> Op:
+    """A fault aimed at the active controller or the group coordinator (`role`): write the
+    node it hit and the one that took the role after it into the completion (`controller`
+    and `new_controller`, or `coordinator` and `new_coordinator`), so the moves show in the
+    history.
 
-    Waits (bounded by wait_s) for a different controller to appear; `new_controller` is
-    null when none did in that time (e.g. the quorum lost its majority).
+    Waits (bounded by wait_s) for a different node to take the role; the new one is null
+    when none did in that time (e.g. the quorum lost its majority).
     """
     value = dict(done.value) if isinstance(done.value, Mapping) else {}
     nodes = value.get("nodes") or []
-    if not isinstance(run.db, HasLeaders) or not nodes:
+    able = HasLeaders if role == "controller" else HasCoordinator
+    if not isinstance(run.db, able) or not nodes:
         return done
     old = str(nodes[0])
     new: str | None = None
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         try:
-            current = run.db.controller(run)
+            current = _holder(run, role)
         except Exception:
             current = None
         if current is not None and current != old:
             new = current
             break
         time.sleep(0.1)
-    value.update(controller=old, new_controller=new)
+    value.update({role: old, f"new_{role}": new})
     return done.with_(value=value)
+
+
+def _holder(run: Run, role: str) -> str | None:
+    db = run.db
+    if role == "controller" and isinstance(db, HasLeaders):
+        return db.controller(run)
+    if role == "coordinator" and isinstance(db, HasCoordinator):
+        return db.coordinator(run)
+    return None
 
 
 def compose(*parts: Nemesis) -> Composed:

@@ -13,7 +13,8 @@ from harness.net import complete_grudge
 from harness.protocols import Grudge as Grudge  # the one definition; nemesis builds them
 
 KINDS = ("one", "halves", "random-halves", "majorities-ring", "bridge", "leader",
-         "followers", "controller", "minority", "majority", "leader-answers")
+         "followers", "controller", "coordinator", "minority", "majority",
+         "leader-answers")
 
 
 class GrudgeError(ValueError):

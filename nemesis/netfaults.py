@@ -45,7 +45,7 @@ def grudge_for(kind: str, run: Run, rng: random.Random, value: dict[str, Any]) -
     key = resolve_key(run, value, rng, view)
     value["key"] = key
     roles = roles_of(run)
-    if kind in ("leader", "controller"):
+    if kind in ("leader", "controller", "coordinator"):
         isolated = resolve(kind, nodes, rng, view, key)
         if "as" in value:
             roles[str(value["as"])] = isolated

@@ -32,7 +32,8 @@ HEALS = fk.stops(fk.KINDS)
 
 # partition kind for each --nemesis-targets value
 PARTITION_KIND = {"one": "one", "minority": "random-halves", "majority": "random-halves",
-                  "leader": "leader", "followers": "followers", "controller": "controller"}
+                  "leader": "leader", "followers": "followers", "controller": "controller",
+                  "coordinator": "coordinator"}
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,11 @@
-"""Which nodes a fault hits: one, minority, majority, all, leader, followers, controller.
+"""Which nodes a fault hits: one, minority, majority, all, leader, followers, controller,
+coordinator.
 
 `one`..`all` are pure picks from the node list with the run's seeded random.
-`leader`, `followers` and `controller` are resolved at injection time from the
-cluster itself (HasLeaders, and the admin metadata where the DB offers it),
-because the leader of a key is only known while the test runs.
+`leader`, `followers`, `controller` and `coordinator` (of the run's consumer group)
+are resolved at injection time from the cluster itself (HasLeaders, HasCoordinator,
+and the admin metadata where the DB offers it), because the leader of a key is only
+known while the test runs.
 """
 
 from __future__ import annotations
@@ -13,10 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from harness.protocols import HasLeaders, Run
+from harness.protocols import HasCoordinator, HasLeaders, Run
 
 PURE_TARGETS = ("one", "minority", "majority", "all")
-DYNAMIC_TARGETS = ("leader", "followers", "controller")
+DYNAMIC_TARGETS = ("leader", "followers", "controller", "coordinator")
 TARGETS = PURE_TARGETS + DYNAMIC_TARGETS
 
 
@@ -38,6 +40,7 @@ class ClusterView(Protocol):
 
     def leader_of(self, key: int) -> str | None: ...
     def controller(self) -> str | None: ...
+    def coordinator(self) -> str | None: ...
     def replicas_of(self, key: int) -> tuple[str, ...] | None: ...
     def isr_of(self, key: int) -> tuple[str, ...] | None: ...
 
@@ -48,6 +51,7 @@ class StaticView:
 
     leaders: Mapping[int, str]
     controller_node: str | None = None
+    coordinator_node: str | None = None
     replicas: Mapping[int, tuple[str, ...]] | None = None
     isr: Mapping[int, tuple[str, ...]] | None = None
 
@@ -56,6 +60,9 @@ class StaticView:
 
     def controller(self) -> str | None:
         return self.controller_node
+
+    def coordinator(self) -> str | None:
+        return self.coordinator_node
 
     def replicas_of(self, key: int) -> tuple[str, ...] | None:
         return None if self.replicas is None else self.replicas.get(key)
@@ -87,6 +94,15 @@ class LiveView:
         md = self._metadata()
         c = md.get("controller") if md else None
         return str(c) if c else None
+
+    def coordinator(self) -> str | None:
+        db = self.run.db
+        if isinstance(db, HasCoordinator):
+            try:
+                return db.coordinator(self.run)
+            except Exception:  # a node down or slow: the caller falls back
+                return None
+        return None
 
     def replicas_of(self, key: int) -> tuple[str, ...] | None:
         part = self._partition(key)
@@ -145,8 +161,8 @@ def resolve(target: str, nodes: Sequence[str], rng: random.Random,
         raise TargetError(f"target {target!r} is not one of {', '.join(TARGETS)}")
     if view is None:
         raise TargetError(f"target {target!r} needs the live cluster (HasLeaders)")
-    if target == "controller":
-        c = view.controller()
+    if target in ("controller", "coordinator"):
+        c = view.controller() if target == "controller" else view.coordinator()
         return (c,) if c is not None and c in nodes else pick("one", nodes, rng)
     leader = view.leader_of(key)
     if target == "leader":

@@ -15,6 +15,20 @@ written at once, each takes at most `spec.max_writes_per_key` sends, and seeks t
 offset 0 are rare outside the final reads, which read every key sent to from the
 beginning; so no read re-reads a long log and the history stays linear in its
 operations.
+
+With `--sub-via subscribe` (Jepsen's :sub-via) the processes do not pick keys:
+each one's first operation is a `subscribe` to every key of the pool, which
+joins the run's one consumer group, whose rebalances hand the keys out among
+the members; now and then a process leaves and joins again (a `subscribe` with
+`"rejoin": true`; a plain one keeps a membership the worker already holds, as
+Kafka's subscribe() to the same topics does, e.g. after its last process ended
+`info`).
+Before the final reads each process leaves the group (an empty `assign`), and
+one more empty `assign` with `"fetch_committed": true` asks the group's final
+committed offsets, which its completion carries as `"committed": {"key":
+offset}` (read by checkers/groups.py). `--crash-client-interval` crashes a random
+process now and then (`crash`: abandoned without closing, as a consumer that
+dies while it processes what it last fetched).
 """
 
 from __future__ import annotations
@@ -29,7 +43,7 @@ import orjson
 from checkers.suite import RunFileChecker
 from harness import generator as g
 from harness.protocols import Checker
-from harness.runfiles import Op
+from harness.runfiles import Op, Process
 from harness.spec import TestSpec
 from harness.test import Test
 from workloads.keys import KeyRing
@@ -40,6 +54,9 @@ SEEK_PROBABILITY = 0.02
 ASSIGN_MAX_KEYS = 3
 EMPTY_POLLS_BEFORE_GIVING_UP = 20  # final reads: a key that stays short is lost, not late
 EMPTY_POLL_PAUSE_S = 0.1
+# --sub-via subscribe: a process leaves and rejoins the group this often, on average (all
+# processes together): each rejoin is a rebalance of the whole group
+RESUBSCRIBE_INTERVAL_S = 5.0
 
 
 # ---------------------------------------------------------------- generators
@@ -78,9 +95,54 @@ class QueueOps(g.Gen):
         return out[0], nxt
 
 
+@dataclass(frozen=True, slots=True)
+class SubscribeOps(g.Gen):
+    """The main phase with --sub-via subscribe: sends and polls as QueueOps, and each
+    process's first operation a `subscribe` to every key (a new process after an `info`
+    subscribes again)."""
+
+    ring: KeyRing
+    next_value: int = 0
+    subscribed: frozenset[Process] = frozenset()
+
+    def op(self, ctx: g.Context) -> g.Result:
+        free = ctx.free_threads()
+        if not free:
+            return g.PENDING, self
+        thread = free[0] if len(free) == 1 else free[ctx.rng.randrange(len(free))]
+        proc = ctx.processes[thread]
+        nxt = self
+        if proc not in self.subscribed:
+            o = Op(type="invoke", process=proc, f="subscribe", value=list(range(self.ring.pool)),
+                   time=ctx.time_ns)
+            return o, replace(self, subscribed=self.subscribed | {proc})
+        if ctx.rng.random() < SEND_WEIGHT / (SEND_WEIGHT + POLL_WEIGHT):
+            key, ring = self.ring.send_key(ctx.rng)
+            o = Op(type="invoke", process=proc, f="send", value=[["send", key, self.next_value]],
+                   time=ctx.time_ns)
+            nxt = replace(self, ring=ring, next_value=self.next_value + 1)
+        else:
+            o = Op(type="invoke", process=proc, f="poll", value=[["poll"]], time=ctx.time_ns)
+        return o, nxt
+
+
 def generator(spec: TestSpec) -> g.Gen:
-    """The main phase's client ops: sends, polls and assigns over `spec.keys` rotating keys."""
-    return QueueOps(KeyRing.start(spec.keys, spec.partitions, spec.max_writes_per_key))
+    """The main phase's client ops: sends, polls and assigns (or subscribes, with --sub-via
+    subscribe) over `spec.keys` rotating keys; crashes with --crash-client-interval."""
+    ring = KeyRing.start(spec.keys, spec.partitions, spec.max_writes_per_key)
+    # the timed ops come first: a tie in time goes to the first generator, and the
+    # main mix always has an op for now
+    gens: list[g.Gen] = []
+    if spec.crash_client_interval_s is not None:
+        gens.append(g.stagger(spec.crash_client_interval_s, g.repeat(g.op("crash"))))
+    if spec.sub_via == "subscribe":
+        every = list(range(ring.pool))
+        gens += [g.stagger(RESUBSCRIBE_INTERVAL_S,
+                           g.repeat(g.op("subscribe", every, rejoin=True))),
+                 SubscribeOps(ring)]
+    else:
+        gens.append(QueueOps(ring))
+    return gens[0] if len(gens) == 1 else g.any_of(*gens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,13 +158,14 @@ class FinalReads(g.Gen):
     """Reads each key from offset 0 (fresh assign + seek) until it reaches its target.
 
     targets: key -> highest acknowledged offset (-1: none; one ok poll suffices).
-    A key whose ok polls stay empty EMPTY_POLLS_BEFORE_GIVING_UP times is given up.
+    A key whose ok polls stay empty `patience` times is given up.
     """
 
     targets: Mapping[int, int]
     todo: tuple[int, ...]
     slots: Mapping[g.Thread, _Slot] = field(default_factory=dict)
     done: frozenset[int] = frozenset()
+    patience: int = EMPTY_POLLS_BEFORE_GIVING_UP
 
     def op(self, ctx: g.Context) -> g.Result:
         slots = dict(self.slots)
@@ -154,7 +217,7 @@ class FinalReads(g.Gen):
                     done = done | {slot.key}
                 elif event.type == "ok" and top is None:
                     nothing_acked = self.targets.get(slot.key, -1) < 0
-                    if nothing_acked or slot.empty + 1 >= EMPTY_POLLS_BEFORE_GIVING_UP:
+                    if nothing_acked or slot.empty + 1 >= self.patience:
                         done = done | {slot.key}
                     slot = replace(slot, empty=slot.empty + 1,
                                    not_before_ns=ctx.time_ns + int(EMPTY_POLL_PAUSE_S * 1e9))
@@ -174,10 +237,19 @@ def _max_offset(value: Any, key: int) -> int | None:
     return best
 
 
-def final_generator(spec: TestSpec, targets: Mapping[int, int]) -> g.Gen:
-    """Every key in targets read from the beginning up to its target, bounded in time."""
+def final_generator(spec: TestSpec, targets: Mapping[int, int],
+                    patience: int = EMPTY_POLLS_BEFORE_GIVING_UP) -> g.Gen:
+    """Every key in targets read from the beginning up to its target, bounded in time;
+    `patience`: empty polls of a key before it is given up. With --sub-via subscribe,
+    first every process leaves the group and the group's final committed offsets are
+    read (the module docstring says how)."""
     keys = tuple(sorted(targets))
-    return g.time_limit(spec.final_read_timeout_s, FinalReads(dict(targets), keys))
+    reads = g.time_limit(spec.final_read_timeout_s,
+                         FinalReads(dict(targets), keys, patience=patience))
+    if spec.sub_via != "subscribe":
+        return reads
+    return g.phases(g.each_thread(g.op("assign", [])),
+                    g.op("assign", [], fetch_committed=True), reads)
 
 
 def read_targets(history: Path) -> dict[int, int]:

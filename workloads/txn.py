@@ -33,6 +33,10 @@ SEND_PROBABILITY = 0.6  # of each micro-op
 ABORT_PROBABILITY = 0.3
 ASSIGN_MAX_KEYS = 3
 SEEK_PROBABILITY = 0.02
+# final reads: empty polls of a key before giving it up. At read_committed a key's last
+# stable offset waits for a transaction that a failed client left open, until its abort
+# (at once if the client could reach the coordinator, else at the transaction timeout).
+FINAL_READ_PATIENCE = 200  # of 0.1 s pauses: 20 s
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +91,8 @@ class TxnWorkload:
         return generator(test.spec)
 
     def final_generator(self, test: Test, history: Path) -> g.Gen | None:
-        return queue.final_generator(test.spec, queue.read_targets(history))
+        return queue.final_generator(test.spec, queue.read_targets(history),
+                                     patience=FINAL_READ_PATIENCE)
 
     def checkers(self, test: Test) -> Sequence[Checker]:
         return [RunFileChecker()]

@@ -222,6 +222,8 @@ class Partition:
             dones.append(done)
             if tag is not None:
                 producers.add(tag[0])
+            elif isinstance(value, str):
+                write()  # a transaction marker fences older epochs for the records after it
         write()
         self.maybe_advance_hw()
         return appended

@@ -53,6 +53,7 @@ class TxnCoordinator:
         self.txns: dict[str, TxnMeta] = {}
         self.locks: dict[str, asyncio.Lock] = {}
         self.completing: set[str] = set()
+        self.completed: dict[str, asyncio.Event] = {}  # set when a completion ends
         self._task: asyncio.Task[None] | None = None
 
     # -- where an id lives ------------------------------------------------------------
@@ -144,6 +145,7 @@ class TxnCoordinator:
         if tid in self.completing:
             return
         self.completing.add(tid)
+        ended = self.completed[tid] = asyncio.Event()
         try:
             meta = self.txns.get(tid)
             if meta is None or meta.state not in txn.PREPARING:
@@ -161,6 +163,9 @@ class TxnCoordinator:
             log.info("txn %s: completion stopped: %s %s", tid, e.code, e)
         finally:
             self.completing.discard(tid)
+            ended.set()
+            if self.completed.get(tid) is ended:
+                del self.completed[tid]
 
     async def _marker(self, meta: TxnMeta, part: int, pid: int, epoch: int | None) -> bool:
         """One marker, retried until its partition's leader has it committed; False once
@@ -211,6 +216,17 @@ class TxnCoordinator:
             return {"error": step.error, "message": step.message}
         return {}
 
+    async def _settled(self, tid: str) -> None:
+        """Let the id's previous transaction finish its markers before a request that needs
+        it over (Kafka answers CONCURRENT_TRANSACTIONS and the producer asks again; waiting
+        here saves the round trips). Bounded: after it the request is refused as usual."""
+        ended = self.completed.get(tid)
+        if ended is not None:
+            try:
+                await asyncio.wait_for(ended.wait(), MARKER_TIMEOUT_S)
+            except TimeoutError:
+                pass
+
     # -- requests -----------------------------------------------------------------------
     async def init(self, req: dict[str, Any]) -> dict[str, Any]:
         tid, timeout_ms = req["transactional_id"], req["timeout_ms"]
@@ -218,6 +234,7 @@ class TxnCoordinator:
             raise ProtocolError(INVALID_TRANSACTION_TIMEOUT, f"timeout {timeout_ms} ms outside "
                                 f"[1, {self.cfg.settings.txn_max_timeout_ms}]")
         self._led(tid)
+        await self._settled(tid)
         async with self._lock(tid):
             self._led(tid)
             cur = self.txns.get(tid)
@@ -235,6 +252,7 @@ class TxnCoordinator:
             raise ProtocolError(INVALID_REQUEST, f"add_txn_partitions: partitions must be "
                                 f"of the topic's {self.cfg.topic.partitions}")
         self._led(tid)
+        await self._settled(tid)
         async with self._lock(tid):
             self._led(tid)
             step = txn.add_partitions(self.txns.get(tid), tid, req["producer_id"],
@@ -283,6 +301,9 @@ class TxnCoordinator:
         for meta in txn.expired(self.txns.values(), self.b.clock.now_ms()):
             if not self._lock(meta.tid).locked():
                 self.b.spawn(self._expire(meta))
+        for meta in list(self.txns.values()):  # a completion cut short (e.g. min ISR) resumes
+            if meta.state in txn.PREPARING and meta.tid not in self.completing:
+                self.b.spawn(self._complete(meta.tid))
 
     async def _expire(self, aborting: TxnMeta) -> None:
         async with self._lock(aborting.tid):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from checkers.groups import Held
 from harness.report import svg
 from harness.report.scan import Scan
 from harness.runfiles.walk import KINDS, KeyLog
@@ -204,6 +205,51 @@ def timeline(scan: Scan, concurrency: int | None) -> tuple[str, str]:
                            f'width="{(z - a) * px_per_col:.1f}" height="{row_h - 2}" '
                            f'fill="{colours[v]}"/>')
     out.append(svg.legend(fr, [(k, svg.KIND_COLOURS[k]) for k in KINDS]))
+    out.append("</svg>")
+    return "".join(out), note
+
+
+def group_lanes(scan: Scan, held: list[Held], concurrency: int | None) -> tuple[str, str]:
+    """A lane per worker thread (as the timeline's rows): the stretches over which its
+    process held an assignment of the consumer group, coloured by generation and labelled
+    with the keys where they fit; each stretch's tooltip says process, generation, keys."""
+    if not held:
+        return "", "no poll reported an assignment"
+    rows = sorted({h.process % concurrency if concurrency else h.process for h in held})
+    note = (f"rows are worker threads (process mod {concurrency})" if concurrency
+            else "rows are processes")
+    shown = rows[:TIMELINE_ROWS]
+    if len(shown) < len(rows):
+        note += f"; the first {len(shown)} of {len(rows)} rows are shown"
+    row_h = 14
+    end = max(scan.end_ns, 1)
+    fr = svg.Frame(0.0, _s(end), 0.0, 1.0, height=22 + len(shown) * row_h + 34,
+                   lanes=_lanes(scan))
+    out = svg.open_svg(fr, "group generation and assigned keys per process over time")
+    out += svg.fault_bands(fr, _fault_rows(scan))
+    out += svg.axes(fr, "time (s)", "", y_ticks=False)
+    px_per_s = (fr.width - fr.left - fr.right) / _s(end)
+    index = {r: i for i, r in enumerate(shown)}
+    for r, i in index.items():
+        out.append(f'<text x="{fr.left - 4}" y="{fr.top + i * row_h + 10}" class="tick" '
+                   f'text-anchor="end">{svg.esc(r)}</text>')
+    for h in held:
+        row = index.get(h.process % concurrency if concurrency else h.process)
+        if row is None:
+            continue
+        x = fr.left + _s(h.start_ns) * px_per_s
+        w = max(1.0, _s(h.end_ns - h.start_ns) * px_per_s)
+        y = fr.top + row * row_h + 1
+        colour = svg.PALETTE[(h.generation or 0) % len(svg.PALETTE)]
+        keys = ",".join(map(str, h.keys))
+        gen = "?" if h.generation is None else str(h.generation)
+        out.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{row_h - 2}" '
+                   f'fill="{colour}" fill-opacity="0.75"><title>process {h.process}, '
+                   f'generation {gen}, keys {svg.esc(keys)}</title></rect>')
+        label = f"g{gen}: {keys}"
+        if w > 6 * len(label):
+            out.append(f'<text x="{x + 2:.1f}" y="{y + 10}" class="tick">'
+                       f'{svg.esc(label)}</text>')
     out.append("</svg>")
     return "".join(out), note
 

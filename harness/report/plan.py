@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 DYNAMIC = {"leader": "the leader of {key}", "followers": "the followers of {key}",
-           "controller": "the controller"}
+           "controller": "the controller", "coordinator": "the group coordinator"}
 
 
 @dataclass(frozen=True, slots=True)

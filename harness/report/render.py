@@ -18,6 +18,7 @@ import jinja2
 import numpy as np
 from markupsafe import Markup
 
+from checkers.groups import group_delivery, membership
 from harness.report import figures, sections
 from harness.report.faults import run_kinds
 from harness.report.liveness import liveness_section
@@ -64,6 +65,9 @@ def report_context(run: RunFiles) -> dict[str, Any]:
                   len(s.keys[k].offset), sorted(lost.get(k, set())), sorted(div.get(k, set())))
                  for k in order[: figures.MAX_KEYS]]
     timeline_svg, timeline_note = figures.timeline(s, _concurrency(test))
+    group = group_delivery(run.ops)
+    lanes_svg, lanes_note = figures.group_lanes(s, membership(run.ops), _concurrency(test)) \
+        if group is not None else ("", "")
     replica_keys, replica_key_count = sections.replica_divergence(run.replicas, focus)
     anomalies = sections.anomalies(run.results, s, run.ops)
     linked = {i for a in anomalies for ex in a.examples
@@ -89,6 +93,9 @@ def report_context(run: RunFiles) -> dict[str, Any]:
         "nodes": s.nodes,
         "faults": s.faults,
         "liveness": liveness_section(run.results, run.ops, run.test),
+        "group": group,
+        "group_lanes_svg": Markup(lanes_svg),
+        "group_lanes_note": lanes_note,
         "latency_svg": Markup(figures.latency_scatter(s)),
         "quantiles_svg": Markup(figures.latency_quantiles(s)),
         "throughput_svg": Markup(figures.throughput(s)),

@@ -30,6 +30,9 @@ class PartitionView:
     isr: tuple[str, ...]
 
 
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
 class KafkaAdmin:
     """One AdminClient over the cluster (librdkafka handles are thread-safe)."""
 
@@ -73,6 +76,17 @@ class KafkaAdmin:
         except KafkaException:
             return None
         return view.leader if view is not None else None
+
+    def coordinator(self) -> str | None:
+        """The consumer groups' coordinator: the leader of the one partition of
+        __consumer_offsets (config.py makes one); None before any group used it."""
+        try:
+            md = self.client.list_topics(OFFSETS_TOPIC, timeout=self.timeout_s)
+        except KafkaException:
+            return None
+        t = md.topics.get(OFFSETS_TOPIC)
+        p = t.partitions.get(0) if t is not None and t.error is None else None
+        return self._name(p.leader) if p is not None and p.leader >= 0 else None
 
     def create_topic(self, partitions: int, replication_factor: int,
                      min_insync_replicas: int, *, topic: str | None = None) -> None:

@@ -90,6 +90,9 @@ def check_settings(b: BrokerSettings) -> None:
         raise SpecError("--truncation hw: Kafka truncates by leader epoch (KIP-101) since 0.11 "
                         "and has no switch back to high-watermark truncation; use "
                         "--truncation leader-epoch with --system kafka")
+    if not b.txn_epoch_fencing:
+        raise SpecError("--no-txn-fencing: Kafka's transaction coordinator always fences "
+                        "older producer epochs; only our broker can turn that off")
     if b.session_timeout_ms <= HEARTBEAT_MS:
         raise SpecError(f"session_timeout_ms {b.session_timeout_ms}: Kafka needs it above the "
                         f"broker heartbeat interval ({HEARTBEAT_MS} ms)")

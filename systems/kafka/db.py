@@ -129,6 +129,9 @@ class KafkaViews:
     def controller(self, run: Any) -> str | None:
         return active_controller(self.quorum_states(), self.names())
 
+    def coordinator(self, run: Any) -> str | None:
+        return self.admin.coordinator() if self.admin is not None else None
+
     def metadata(self) -> dict[str, Any] | None:
         """Leaders, replicas and ISR per key, in the shape nemesis.targets reads."""
         if self.admin is None:

@@ -19,11 +19,12 @@ from typing import Any
 from harness.control.local import free_port
 from harness.image import NodeImage
 from harness.protocols import DB, Client, LocalHost, NodeHost, ShellHost
-from harness.spec import TestSpec
+from harness.spec import SpecError, TestSpec
 from harness.test import Test
 from systems.kafka import config, jars
 from systems.kafka.client import KafkaQueueClient
 from systems.kafka.db import VERSION_ENV_KEY, KafkaLocalDB, check_spec, controller_voters
+from systems.kafka.group_client import KafkaGroupClient
 from systems.kafka.remote import CONTROLLER_PORT, KafkaRemoteDB
 from systems.kafka.scenarios import SCENARIOS
 
@@ -40,6 +41,9 @@ class KafkaSystem:
 
     def check(self, spec: TestSpec) -> None:
         check_spec(spec)
+        if spec.sub_via == "subscribe" and spec.consumer.assignor == "sticky":
+            raise SpecError("--assignor sticky: librdkafka has no eager sticky assignor "
+                            "(range or roundrobin)")
 
     def direct_links(self) -> bool:
         return True
@@ -66,13 +70,16 @@ class KafkaSystem:
 
     def client(self, test: Test) -> Client:
         spec = test.spec
-        return KafkaQueueClient(keys=spec.keys, acks=spec.broker.acks,
-                                timeout_s=spec.producer.delivery_timeout_s,
-                                retries=spec.producer.retries,
-                                request_timeout_s=spec.producer.request_timeout_s,
-                                idempotence=spec.producer.enable_idempotence,
-                                max_in_flight=spec.producer.max_in_flight,
-                                max_poll_records=spec.max_poll_records)
+        inner = KafkaQueueClient(keys=spec.keys, acks=spec.broker.acks,
+                                 timeout_s=spec.producer.delivery_timeout_s,
+                                 retries=spec.producer.retries,
+                                 request_timeout_s=spec.producer.request_timeout_s,
+                                 idempotence=spec.producer.enable_idempotence,
+                                 max_in_flight=spec.producer.max_in_flight,
+                                 max_poll_records=spec.max_poll_records)
+        if spec.sub_via == "subscribe" or spec.crash_client_interval_s is not None:
+            return KafkaGroupClient(inner, partitions=spec.partitions, settings=spec.consumer)
+        return inner
 
     def describe(self, spec: TestSpec) -> Mapping[str, Any]:
         """Until the broker runs: the version asked for (the running broker's own version

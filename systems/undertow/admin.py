@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.spec import TestSpec
-from systems.undertow.client import admin_metadata
+from systems.undertow.client import admin_metadata, admin_request
 
 TOPIC = "queue"
+OFFSETS_PARTITIONS = 3  # of the internal offsets topic, when the run's consumers subscribe
 READY_POLL_S = 0.05
 
 
@@ -60,6 +61,8 @@ def node_config(spec: TestSpec, node: str, listen: str, peers: Mapping[str, str]
         raise ValueError(f"node_config: peers {sorted(peers)} must include the node {node!r}")
     settings = spec.broker.to_kafka()
     settings.setdefault("flush.ms", None)
+    if spec.sub_via == "subscribe":  # consumer groups on (the workload's one group)
+        settings["offsets.topic.num.partitions"] = OFFSETS_PARTITIONS
     if spec.workload == "txn":  # transactions need their coordinators' internal topic
         settings["transaction.state.log.num.partitions"] = TXN_STATE_PARTITIONS
     settings.update(spec.extra.get("broker_settings", {}) or {})
@@ -208,6 +211,19 @@ def leader_from(meta: Mapping[str, Any] | None, key: int) -> str | None:
     p = (meta.get("partitions") or {}).get(str(key)) or {}
     leader = p.get("leader")
     return str(leader) if leader else None
+
+
+def coordinator(addrs: Iterable[tuple[str, str]], group: str) -> str | None:
+    """The group's coordinator (its offsets partition's leader) as the most current node
+    sees it (answer_rank), or None when no node can say (groups off, no leader)."""
+    def ask(addr: str) -> dict[str, Any]:
+        meta = metadata(addr)
+        found = admin_request(addr, {"type": "find_coordinator", "group": group}, timeout_s=1.0)
+        return {**meta, "coordinator": found.get("node")}
+
+    best = first_answer(addrs, ask)
+    c = best.get("coordinator") if isinstance(best, Mapping) else None
+    return str(c) if c else None
 
 
 def controller_from(meta: Mapping[str, Any] | None) -> str | None:

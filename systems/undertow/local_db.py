@@ -18,6 +18,7 @@ from typing import Any
 
 from harness.control.processes import NodeProcesses
 from harness.protocols import LocalHost, Run
+from harness.spec import GROUP_ID
 from systems.undertow import admin as brokerdb
 from systems.undertow.client import admin_dump
 
@@ -150,6 +151,9 @@ class LocalBrokerDB:
 
     def controller(self, run: Run | None) -> str | None:
         return brokerdb.controller_from(self.metadata())
+
+    def coordinator(self, run: Run | None) -> str | None:
+        return brokerdb.coordinator(self.admin_addrs(), GROUP_ID)
 
     # -- HasClock --------------------------------------------------------------
 

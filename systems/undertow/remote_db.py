@@ -21,6 +21,7 @@ from harness.control.shell import NodeError
 from harness.control.shell import check_exec as _check
 from harness.control.shellproc import ShellProcess
 from harness.protocols import Exec, Run, ShellHost
+from harness.spec import GROUP_ID
 from systems.undertow import admin as db
 from systems.undertow.client import admin_dump
 
@@ -134,6 +135,9 @@ class RemoteBroker:
 
     def controller(self, run: Run) -> str | None:
         return db.controller_from(self.metadata(run))
+
+    def coordinator(self, run: Run | None) -> str | None:
+        return db.coordinator(sorted(self.addrs.items()), GROUP_ID)
 
     def wait_ready(self, run: Run, timeout_s: float = 60.0) -> None:
         """Every node answers and sees a leader for every partition; raise naming the laggards."""

@@ -96,6 +96,31 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         nemesis=("lost-answers",), node_count=3, time_limit_s=60.0, nemesis_interval_s=8.0,
         fixed_by=("--idempotence",)),
     _scenario(
+        "read-uncommitted",
+        "Transactions read uncommitted: consumers read every record below the high "
+        "watermark, aborted transactions' too, so a poll returns values whose transaction "
+        "failed (aborted reads); read_committed skips them.",
+        ("G1a",),
+        {"replication_factor": 3, "acks": "all", "min_insync_replicas": 2,
+         "unclean_leader_election": False, "truncation": "leader-epoch"},
+        workload="txn", isolation="read-uncommitted", extra={},
+        nemesis=("kill", "partition"), node_count=3, time_limit_s=60.0,
+        nemesis_interval_s=10.0, fixed_by=("--isolation", "read-committed")),
+    _scenario(
+        "zombie-producer",
+        "Zombie producers: pairs of live producer instances share each transactional.id, as a "
+        "restarted instance does with the one it replaces while that one still runs. With "
+        "epoch fencing off at the coordinator the older instance is not refused: both write "
+        "into one transaction, and one instance's commit or abort decides the other's sends.",
+        ("G1a",),
+        {"replication_factor": 3, "acks": "all", "min_insync_replicas": 2,
+         "unclean_leader_election": False, "truncation": "leader-epoch",
+         "txn_epoch_fencing": False},
+        workload="txn", isolation="read-committed",
+        extra={"shared_transactional_ids": 5},
+        nemesis=("pause", "partition"), node_count=3, time_limit_s=60.0,
+        nemesis_interval_s=10.0, fixed_by=("--txn-fencing",)),
+    _scenario(
         "safe",
         "Safe settings (RF 3, acks all, min ISR 2, leader-epoch truncation, clean election) "
         "under kills, pauses and partitions mixed: nothing may be found.",

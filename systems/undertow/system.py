@@ -17,6 +17,7 @@ from harness.protocols import DB, Client, LocalHost, NodeHost, ShellHost
 from harness.spec import SpecError, TestSpec
 from harness.test import Test
 from systems.undertow import admin
+from systems.undertow.group_consumer import GroupQueueClient
 from systems.undertow.local_db import LocalBrokerDB
 from systems.undertow.queue_client import QueueClient
 from systems.undertow.remote_db import BROKER_PORT, RemoteBroker
@@ -38,6 +39,10 @@ class UndertowSystem:
         if spec.workload not in WORKLOADS:
             raise SpecError(f"--workload {spec.workload}: the undertow system speaks "
                             f"{', '.join(WORKLOADS)}")
+        if spec.workload != "queue" and (spec.sub_via != "assign"
+                                         or spec.crash_client_interval_s is not None):
+            raise SpecError("--sub-via subscribe and --crash-client-interval: only the queue "
+                            f"workload has them, not {spec.workload}")
         if spec.workload == "txn" and spec.broker.acks != "all":
             raise SpecError(f"--workload txn needs --acks all, not {spec.broker.acks} "
                             "(a transactional producer is idempotent)")
@@ -64,7 +69,12 @@ class UndertowSystem:
                             max_in_flight=spec.producer.max_in_flight or 1,
                             max_poll_records=spec.max_poll_records,
                             isolation=spec.isolation.replace("-", "_") if txn else None)
-        return TxnClient(queue) if txn else queue
+        if txn:
+            shared = spec.extra.get("shared_transactional_ids")
+            return TxnClient(queue, shared_ids=int(shared) if shared else None)
+        if spec.sub_via == "subscribe" or spec.crash_client_interval_s is not None:
+            return GroupQueueClient(queue, partitions=spec.partitions, settings=spec.consumer)
+        return queue
 
     def describe(self, spec: TestSpec) -> Mapping[str, Any]:
         return {"name": self.name, "version": _version(),

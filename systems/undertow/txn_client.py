@@ -33,9 +33,14 @@ class TxnClient:
     """harness.protocols.Client for `txn`, `poll` and `assign`; one per process."""
 
     def __init__(self, queue: QueueClient, *,
-                 transaction_timeout_ms: int = TRANSACTION_TIMEOUT_MS) -> None:
+                 transaction_timeout_ms: int = TRANSACTION_TIMEOUT_MS,
+                 shared_ids: int | None = None) -> None:
+        """shared_ids: clients take their transactional.id from this many, in turn, so
+        several live instances share one (zombie-producer); None: one id per client."""
         self.queue = queue
         self.timeout_ms = transaction_timeout_ms
+        self.shared_ids = shared_ids
+        self.opened = 0
         self.producer: TxnProducer | None = None
 
     def open(self, run: Run, node: str) -> TxnClient:
@@ -43,8 +48,11 @@ class TxnClient:
         out = TxnClient(q, transaction_timeout_ms=self.timeout_ms)
         # one transactional.id per client: a process that ended `info` never comes back, and
         # what it left open the coordinator aborts at the transaction timeout
-        out.producer = TxnProducer(q.conn, f"txn-{uuid.uuid4().hex[:12]}",
-                                   transaction_timeout_ms=self.timeout_ms)
+        tid = f"txn-{uuid.uuid4().hex[:12]}"
+        if self.shared_ids:
+            tid = f"txn-shared-{self.opened % self.shared_ids}"
+        self.opened += 1
+        out.producer = TxnProducer(q.conn, tid, transaction_timeout_ms=self.timeout_ms)
         return out
 
     def invoke(self, run: Run, op: Op) -> Op:
@@ -61,7 +69,7 @@ class TxnClient:
             p.begin()
             p.add_partitions({int(m[1]) for m in micro if m[0] == "send"})
         except ClientError as e:
-            p.abandon()
+            self._abort_now()
             return op.complete("fail", error=f"{e.code}: {e}")
         error: ClientError | None = None
         i = 0
@@ -83,14 +91,27 @@ class TxnClient:
             i = j
         done.extend(m for m in micro[i:])  # what an error left undone, as invoked
         if error is not None:
-            p.abandon()  # never committed: the next transaction's init aborts it
+            self._abort_now()  # never committed
             return op.complete("fail", done, error=f"{error.code}: {error}")
         outcome = p.end(commit=not op.extra.get("abort"))
         if outcome is Outcome.COMMITTED:
             return op.complete("ok", done)
+        if not p.ready:
+            self._abort_now()
         if outcome is Outcome.ABORTED:
             return op.complete("fail", done, error="aborted")
         return op.complete("info", done, error="commit outcome unknown")
+
+    def _abort_now(self) -> None:
+        """Initialise again at once, which aborts what this producer left open (a commit
+        already prepared still completes): its partitions' last stable offsets move on now,
+        not at the transaction timeout. Best effort: the next transaction tries again."""
+        assert self.producer is not None
+        self.producer.abandon()
+        try:
+            self.producer.init()
+        except ClientError:
+            pass
 
     def close(self, run: Run) -> None:
         self.queue.close(run)

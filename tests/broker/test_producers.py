@@ -95,3 +95,28 @@ def test_one_batch_with_several_records_of_a_producer(tmp_path: Path) -> None:
     assert got == [(0, 0, None), (1, 1, None), (2, 1, None),
                    (3, None, OUT_OF_ORDER_SEQUENCE_NUMBER), (4, 2, None)]
     assert p.log.values == [10, 11, 12]
+
+
+def test_a_marker_fences_an_older_epoch_queued_behind_it_in_one_batch(tmp_path: Path) -> None:
+    """An abort marker at a bumped epoch, then a late produce of the old epoch in the same
+    batch: the produce is refused, never appended after the marker as a new transaction."""
+    from broker.config import Settings
+    from broker.metadata import PartitionMeta
+    from broker.partition import Done, Partition
+    from broker.protocol import INVALID_PRODUCER_EPOCH
+    from broker.txnindex import marker_value
+
+    p = Partition(node="n1", pid=0, log=PartitionLog(tmp_path), settings=Settings())
+    p.become_leader(PartitionMeta(0, ("n1",), "n1", 1, 1, ("n1",)), now_ms=0)
+    got: list[tuple[int, int | None, str | None]] = []
+
+    def done(i: int) -> Done:
+        return lambda offset, err: got.append((i, offset, err.code if err else None))
+
+    p.pending.append((10, (4, 0, 0), True, done(0)))
+    assert p.append_pending() == 1
+    p.pending.append((marker_value(4, 1, commit=False), None, False, done(1)))
+    p.pending.append((11, (4, 0, 1), True, done(2)))
+    assert p.append_pending() == 1
+    assert got == [(0, 0, None), (1, 1, None), (2, None, INVALID_PRODUCER_EPOCH)]
+    assert p.log.txn_index.open == {} and p.log.txn_index.aborted == [(1, 4, 0)]

@@ -110,10 +110,15 @@ def test_a_coordinator_killed_mid_commit_leaves_the_transaction_whole(
     c.start_all()
     c.wait_ready(20)
     reader = BrokerClient(c.addrs, timeout_s=15)
-    p, cl = producer(c, "f", timeout_ms=3000)
+    # an id whose coordinator is not the (single) controller, so killing it fails over
+    for i in range(50):
+        p, cl = producer(c, f"f{i}", timeout_ms=3000)
+        coordinator = p._find(10**12)
+        if coordinator != c.controller:
+            break
+        cl.close()
     try:
         p.begin()
-        coordinator = p._find(10**12)
         keys = list(range(8))
         p.add_partitions(keys)
         for k in keys:

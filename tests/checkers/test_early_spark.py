@@ -6,6 +6,7 @@ Each case runs in its own interpreter, as a run does (one Spark JVM per process)
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -35,7 +36,12 @@ if saved is None:
     os.environ.pop("JAVA_HOME", None)
 else:
     os.environ["JAVA_HOME"] = saved
-print(json.dumps(checker.check(run, spec)))
+results = checker.check(run, spec)
+from pyspark import SparkContext
+jvm = getattr(SparkContext._gateway, "proc", None)
+results["jvm_nice"] = sorted({os.getpriority(os.PRIO_PROCESS, int(t))
+                              for t in os.listdir(f"/proc/{jvm.pid}/task")}) if jvm else None
+print(json.dumps(results))
 checker.release()
 """
 
@@ -60,6 +66,9 @@ def test_the_check_uses_the_session_started_early(tmp_path: Path) -> None:
     results = check(folder(tmp_path), "")
     assert results["valid"] is True
     assert results["stats"]["spark_early"] is True  # type: ignore[index]
+    # started at nice 10 beside the workload; the check itself runs at 0 where permitted
+    if os.geteuid() == 0:
+        assert results["jvm_nice"] == [0]
 
 
 def test_an_early_start_that_failed_falls_back_to_a_session_started_then(

@@ -97,6 +97,9 @@ def test_isolating_the_active_controller_fails_over(tmp_path: Path) -> None:
                 assert client.produce(k, 100 + k, acks="all") is not None
         finally:
             client.close()
+        # cut off for several election timeouts (1-2 s each), the old controller keeps asking
+        # for pre-votes; it must rejoin at the new epoch, not depose the new controller
+        time.sleep(6)
         net.heal(run)
         wait_for(f"{old} follows {new}", lambda: admin_metadata(
             db.nodes[old].listen, timeout_s=1)["quorum"]["leader"] == new)

@@ -55,6 +55,8 @@ def test_server_properties_follow_the_spec() -> None:
 def test_hw_truncation_is_refused() -> None:
     with pytest.raises(SpecError, match="--truncation hw"):
         _props(BrokerSettings(truncation="hw"))
+    with pytest.raises(SpecError, match="--no-txn-fencing"):
+        _props(BrokerSettings(txn_epoch_fencing=False))
 
 
 def test_producer_idempotent_only_with_acks_all() -> None:

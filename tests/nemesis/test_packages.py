@@ -70,7 +70,8 @@ def test_unknown_faults_are_named() -> None:
 def test_scenarios_are_exactly_the_known_bugs_and_build() -> None:
     assert set(SCENARIOS) == {"kip101-loss", "kip101-divergence", "isr-shrink-2013",
                               "unclean-election", "last-replica-standing", "safe",
-                              "retries-without-idempotence",
+                              "retries-without-idempotence", "read-uncommitted",
+                              "zombie-producer",
                               "kafka-safe", "kafka-unclean-election", "kafka-acks-1"}
     known = known_faults()
     for name, s in SCENARIOS.items():
@@ -104,9 +105,11 @@ def test_known_bug_scenarios_keep_one_controller_voter_and_safe_a_quorum() -> No
     from harness.spec import build_spec
     from systems.undertow.admin import controller_voters
 
+    ordinary_faults = {"read-uncommitted", "zombie-producer"}  # no sequence: any faults
     for name, sc in SCENARIOS.items():
         voters = controller_voters(build_spec(sc.settings))
-        assert voters == (["n1", "n2", "n3"] if sc.safe else ["n1"]), name
+        quorum = sc.safe or name in ordinary_faults
+        assert voters == (["n1", "n2", "n3"] if quorum else ["n1"]), name
 
 
 @pytest.mark.parametrize("nemesis", [("kill", "pause", "partition"), ("kip101-loss",),
@@ -180,5 +183,14 @@ def test_each_known_bug_names_the_options_that_fix_it_and_they_build_a_fixed_spe
             assert fixed.producer.enable_idempotence and not unsafe.producer.enable_idempotence
             assert fixed.producer.retries == unsafe.producer.retries
             assert (unsafe.producer.retries or 0) > 0
+            continue
+        if name == "read-uncommitted":  # the consumers' setting, not the broker's
+            assert (unsafe.workload, unsafe.isolation) == ("txn", "read-uncommitted")
+            assert (fixed.workload, fixed.isolation) == ("txn", "read-committed")
+            assert fixed.broker == unsafe.broker
+            continue
+        if name == "zombie-producer":  # the coordinator's fencing, shared ids either way
+            assert fixed.broker.txn_epoch_fencing and not unsafe.broker.txn_epoch_fencing
+            assert fixed.extra == unsafe.extra and unsafe.extra["shared_transactional_ids"]
             continue
         assert fixed.broker != unsafe.broker, name

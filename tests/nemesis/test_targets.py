@@ -23,7 +23,7 @@ def test_pure_targets_pick_the_right_count_deterministically(target: str, count:
 
 
 def test_dynamic_targets_ask_the_cluster() -> None:
-    view = StaticView(leaders={0: "n2", 1: "n4"}, controller_node="n1",
+    view = StaticView(leaders={0: "n2", 1: "n4"}, controller_node="n1", coordinator_node="n5",
                       replicas={0: ("n2", "n3", "n4"), 1: ("n4", "n5", "n1")})
     rng = random.Random(0)
     assert resolve("leader", NODES, rng, view, key=0) == ("n2",)
@@ -31,6 +31,8 @@ def test_dynamic_targets_ask_the_cluster() -> None:
     assert resolve("followers", NODES, rng, view, key=0) == ("n3", "n4")
     assert resolve("followers", NODES, rng, view, key=1) == ("n1", "n5")
     assert resolve("controller", NODES, rng, view) == ("n1",)
+    assert resolve("coordinator", NODES, rng, view) == ("n5",)
+    assert len(resolve("coordinator", NODES, rng, StaticView(leaders={}))) == 1  # no group
 
 
 def test_no_leader_falls_back_to_one_node_and_bad_names_fail() -> None:

@@ -207,3 +207,30 @@ def test_recovery_uses_the_harness_measurement_and_shows_the_phases(make_run: An
 def test_no_heal_no_recovery_table(make_run: Any) -> None:
     html = render_run(make_run("quiet", _liveness_history()[4:6])).read_text()
     assert "nothing to recover from" in html and 'id="liveness-table"' not in html
+
+
+def test_group_delivery_and_membership_lanes(make_run: Any) -> None:
+    ops = [
+        {"time": 1, "type": "invoke", "process": 0, "f": "subscribe", "value": [0, 1]},
+        {"time": 2, "type": "ok", "process": 0, "f": "subscribe", "value": [0, 1]},
+        {"time": 3, "type": "invoke", "process": 1, "f": "send", "value": [["send", 0, 7],
+                                                                            ["send", 0, 8]]},
+        {"time": 4, "type": "ok", "process": 1, "f": "send", "value": [["send", 0, [0, 7]],
+                                                                        ["send", 0, [1, 8]]]},
+        {"time": 5, "type": "invoke", "process": 0, "f": "poll", "value": [["poll"]]},
+        {"time": 9, "type": "ok", "process": 0, "f": "poll", "value": [["poll", {"0": [[0, 7]]}]],
+         "generation": 3, "assignment": [0, 1]},
+        {"time": 10, "type": "invoke", "process": 0, "f": "assign", "value": [],
+         "fetch_committed": True},
+        {"time": 11, "type": "ok", "process": 0, "f": "assign", "value": [],
+         "fetch_committed": True, "committed": {"0": 2}},
+    ]
+    html = render_run(make_run("g", ops)).read_text()
+    assert 'id="group-delivery"' in html and 'href="#group-delivery"' in html
+    at = html.index('id="group-table"')
+    table = html[at:html.index("</table>", at)]
+    assert re.sub(r"<[^>]+>", " ", table).split()[-5:] == ["0", "2", "2", "1", "1"]
+    assert "committed past 1 offset(s) that no member ever returned" in html
+    assert "process 0, generation 3, keys 0,1" in html  # the lane's stretch
+    plain = [o for o in ops if o["f"] == "send"]
+    assert 'id="group-delivery"' not in render_run(make_run("a", plain)).read_text()

@@ -1,6 +1,10 @@
 """A sans-IO Raft node shaped like KRaft: epochs, votes with the log-up-to-date rule, followers
 that FETCH from the leader (the fetch offset acknowledges), a high watermark from a majority of
-fetch offsets that only advances over an entry of the leader's own epoch, snapshots.
+fetch offsets that only advances over an entry of the leader's own epoch, snapshots, and
+KIP-996's pre-vote: a voter whose election timer expires first asks whether it could win, without
+raising its epoch, and voters that still hear from a leader say no. A voter cut off from the
+quorum therefore cannot inflate its epoch and, on rejoining, depose a healthy leader; it learns
+the leader from the refusals instead.
 
 No sockets, no clock, no asyncio: every event (tick, receive, propose) takes `now_ms` and returns
 a Ready of effects. The host must, in order: apply `persist` to durable storage, send `messages`,
@@ -131,6 +135,7 @@ class RaftNode:
         self._election_deadline_ms = 0
         self._next_fetch_ms = now_ms
         self._votes: set[str] = set()
+        self._prevotes: set[str] | None = None  # None: not asking for pre-votes
         # leader state
         self._acked: dict[str, int] = {}
         self._last_fetch_ms: dict[str, int] = {}
@@ -191,7 +196,7 @@ class RaftNode:
             if now >= self._next_fetch_ms:
                 self._send_fetch()
         elif now >= self._election_deadline_ms:
-            self._start_election()
+            self._start_prevote()
         elif self.leader is not None and now >= self._next_fetch_ms:
             self._send_fetch()
         return self._ready()
@@ -276,6 +281,7 @@ class RaftNode:
         self.leader = leader
         self.role = Role.FOLLOWER if self.is_voter else Role.OBSERVER
         self._votes.clear()
+        self._prevotes = None
         self._persist_quorum()
         if leader is not None or was_active:
             # a higher epoch alone (a candidate's vote request) does not restart our timer, so
@@ -283,7 +289,26 @@ class RaftNode:
             self._reset_election_timer()
         self._next_fetch_ms = self._now_ms
 
+    def _start_prevote(self) -> None:
+        """Election timeout: forget the leader and ask whether a majority would vote for us."""
+        if self.leader is not None or self.role is Role.CANDIDATE:
+            self.role, self.leader = Role.FOLLOWER, None
+            self._persist_quorum()
+        self._prevotes = {self.id}
+        self._reset_election_timer()
+        req = VoteRequest(self.epoch + 1, self.id, self.log.last_epoch, self.log.end_offset,
+                          pre_vote=True)
+        for v in self.voters:
+            if v != self.id:
+                self._send(v, req)
+        self._maybe_pass_prevote()
+
+    def _maybe_pass_prevote(self) -> None:
+        if self._prevotes is not None and len(self._prevotes) > len(self.voters) // 2:
+            self._start_election()
+
     def _start_election(self) -> None:
+        self._prevotes = None
         self.epoch += 1
         self.voted_for, self.leader = self.id, None
         self.role = Role.CANDIDATE
@@ -301,6 +326,14 @@ class RaftNode:
             self._become_leader()
 
     def _on_vote_request(self, src: str, m: VoteRequest) -> None:
+        if m.pre_vote:  # answered from our state, which it changes only to catch up on epochs
+            if m.epoch - 1 > self.epoch:
+                # the asker's own epoch is later than ours: an election we missed really
+                # happened (a pre-vote passed for it), so join that epoch, as Raft does
+                self._become_follower(m.epoch - 1, None)
+            granted = self._prevote_grantable(m)
+            self._send(src, VoteResponse(self.epoch, granted, self.leader, pre_vote=True))
+            return
         if m.epoch > self.epoch:
             self._become_follower(m.epoch, None)
         granted = self._grantable(m)
@@ -321,7 +354,33 @@ class RaftNode:
         up_to_date = (m.last_epoch, m.log_end) >= (self.log.last_epoch, self.log.end_offset)
         return up_to_date or self.unsafe_skip_log_up_to_date_check
 
+    def _prevote_grantable(self, m: VoteRequest) -> bool:
+        if not self.is_voter or m.candidate not in self.voters or m.epoch <= self.epoch:
+            return False
+        if self.role is Role.LEADER:
+            return False
+        if self.leader is not None and self._now_ms < self._election_deadline_ms:
+            return False  # our leader was heard from within the election timeout
+        up_to_date = (m.last_epoch, m.log_end) >= (self.log.last_epoch, self.log.end_offset)
+        return up_to_date or self.unsafe_skip_log_up_to_date_check
+
+    def _on_prevote_response(self, src: str, m: VoteResponse) -> None:
+        if m.epoch > self.epoch:  # a refusal from a later epoch, naming its leader if known
+            self._become_follower(m.epoch, m.leader if m.leader in self.voters else None)
+        elif (m.epoch == self.epoch and src == m.leader and self.leader is None
+              and self.role is Role.FOLLOWER and src in self.voters):
+            # the leader itself refused: it is alive, follow it. (A leader merely named by
+            # another voter is the one we just timed out on: voters would keep handing a dead
+            # leader back to each other.)
+            self._become_follower(m.epoch, src)
+        elif self._prevotes is not None and m.granted and src in self.voters:
+            self._prevotes.add(src)
+            self._maybe_pass_prevote()
+
     def _on_vote_response(self, src: str, m: VoteResponse) -> None:
+        if m.pre_vote:
+            self._on_prevote_response(src, m)
+            return
         if m.epoch > self.epoch:
             self._become_follower(m.epoch, m.leader)
             return
@@ -331,6 +390,7 @@ class RaftNode:
             self._maybe_win()
 
     def _become_leader(self) -> None:
+        self._prevotes = None
         self.role, self.leader = Role.LEADER, self.id
         self._persist_quorum()
         others = [v for v in self.voters if v != self.id]

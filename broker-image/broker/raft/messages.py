@@ -39,10 +39,13 @@ class Snapshot:
 
 @dataclass(frozen=True)
 class VoteRequest:
+    """`pre_vote` (KIP-996): would you vote for me at `epoch`? Nobody's state changes."""
+
     epoch: int
     candidate: str
     last_epoch: int
     log_end: int
+    pre_vote: bool = False
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,7 @@ class VoteResponse:
     epoch: int
     granted: bool
     leader: str | None = None
+    pre_vote: bool = False
 
 
 @dataclass(frozen=True)
@@ -173,6 +177,13 @@ def _str(d: dict[str, Any], key: str, where: str, *, optional: bool = False) -> 
     return v
 
 
+def _bool(d: dict[str, Any], key: str, where: str, *, default: bool | None = None) -> bool:
+    v = d.get(key, default)
+    if not isinstance(v, bool):
+        raise MessageError(f"{where}: field {key!r} must be a boolean, got {v!r}")
+    return v
+
+
 def _dict(v: object, where: str) -> dict[str, Any]:
     if not isinstance(v, dict):
         raise MessageError(f"{where}: expected an object, got {v!r}")
@@ -206,12 +217,12 @@ def from_dict(d: object) -> Message:
     w = f"raft message {kind!r}"
     if kind == "Vote":
         return VoteRequest(_int(m, "epoch", w), _str(m, "candidate", w),
-                           _int(m, "last_epoch", w), _int(m, "log_end", w))
+                           _int(m, "last_epoch", w), _int(m, "log_end", w),
+                           _bool(m, "pre_vote", w, default=False))
     if kind == "VoteResponse":
-        granted = m.get("granted")
-        if not isinstance(granted, bool):
-            raise MessageError(f"{w}: field 'granted' must be a boolean")
-        return VoteResponse(_int(m, "epoch", w), granted, _str(m, "leader", w, optional=True))
+        return VoteResponse(_int(m, "epoch", w), _bool(m, "granted", w),
+                            _str(m, "leader", w, optional=True),
+                            _bool(m, "pre_vote", w, default=False))
     if kind == "BeginQuorumEpoch":
         return BeginQuorumEpoch(_int(m, "epoch", w), _str(m, "leader", w))
     if kind == "Fetch":

@@ -1,0 +1,162 @@
+"""Group-level delivery: did the consumer group as a whole read everything it committed past?
+
+With `subscribe`, a rebalance may make one member skip or re-read records, and the
+checkers allow `poll-skip` and `nonmonotonic-poll` then (HISTORY.md). What must still
+hold, for at-least-once delivery, is that the group as a whole handed on every record
+below the position it finally committed: a member that commits records before it
+hands them on, then dies, leaves offsets that no member ever returns. This module
+states that per key, from history.jsonl alone. It is a report section, not an
+anomaly type: the contract names no such anomaly, and `--commit auto` makes it
+possible by design.
+
+Read from the history:
+- *subscribed polls*: polls (any completion) of a process between its `subscribe` and
+  its next `assign`; what they returned is what the group read;
+- the *final committed positions*: the `committed` map ({"key": offset}) of the last
+  completion that carries one (the queue workload's final reads ask the group after
+  every member left);
+- the *known offsets* of a key: offsets any poll returned (the final reads included)
+  and offsets of sends that did not fail. An offset nobody saw is not listed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class KeyDelivery:
+    key: int
+    committed: int             # the group's final committed position
+    known_below: int           # known offsets below it
+    read_below: int            # of those, read by some subscribed poll
+    missing: tuple[int, ...]   # known offsets below it that no member returned
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDelivery:
+    committed_index: int | None  # the history line of the final committed positions
+    keys: tuple[KeyDelivery, ...]
+
+    @property
+    def complete(self) -> bool:
+        return self.committed_index is not None and not any(k.missing for k in self.keys)
+
+    @property
+    def missing(self) -> int:
+        return sum(len(k.missing) for k in self.keys)
+
+
+def _records(value: Any) -> Iterable[tuple[int, int]]:
+    """(key, offset) of every record a poll micro-op returned."""
+    for micro in value or ():
+        if isinstance(micro, list) and len(micro) > 1 and micro[0] == "poll" \
+                and isinstance(micro[1], Mapping):
+            for k, rs in micro[1].items():
+                for r in rs:
+                    yield int(k), int(r[0])
+
+
+def _sent(value: Any) -> Iterable[tuple[int, int]]:
+    for micro in value or ():
+        if isinstance(micro, list) and len(micro) == 3 and micro[0] == "send" \
+                and isinstance(micro[2], list) and micro[2][0] is not None:
+            yield int(micro[1]), int(micro[2][0])
+
+
+def group_delivery(ops: Iterable[Mapping[str, Any]]) -> GroupDelivery | None:
+    """Per key, what the group read below its final committed position; None when the
+    history holds no `subscribe`."""
+    subscribed: set[Any] = set()
+    any_subscribe = False
+    group_read: dict[int, set[int]] = {}
+    known: dict[int, set[int]] = {}
+    committed: Mapping[str, Any] | None = None
+    committed_index: int | None = None
+    for o in ops:
+        p, f, typ = o.get("process"), o.get("f"), o.get("type")
+        if p == "nemesis":
+            continue
+        if typ == "invoke":
+            if f == "subscribe":
+                subscribed.add(p)
+                any_subscribe = True
+            elif f == "assign":
+                subscribed.discard(p)
+            continue
+        c = o.get("committed")
+        if isinstance(c, Mapping):
+            committed, committed_index = c, o.get("index")
+        value = o.get("value")
+        if typ != "fail":
+            for k, off in _sent(value):
+                known.setdefault(k, set()).add(off)
+        for k, off in _records(value):
+            known.setdefault(k, set()).add(off)
+            if p in subscribed:
+                group_read.setdefault(k, set()).add(off)
+    if not any_subscribe:
+        return None
+    rows = []
+    for ks, pos in sorted((committed or {}).items(), key=lambda kv: int(kv[0])):
+        k, pos = int(ks), int(pos)
+        if pos <= 0:
+            continue  # nothing below it to have read
+        below = {x for x in known.get(k, ()) if x < pos}
+        read = below & group_read.get(k, set())
+        rows.append(KeyDelivery(k, pos, len(below), len(read), tuple(sorted(below - read))))
+    return GroupDelivery(committed_index if committed is not None else None, tuple(rows))
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A stretch of time over which one process held one assignment of the group."""
+
+    process: int
+    start_ns: int
+    end_ns: int
+    generation: int | None  # None where the system does not say (librdkafka)
+    keys: tuple[int, ...]
+
+
+def membership(ops: Iterable[Mapping[str, Any]]) -> list[Held]:
+    """Each subscribed process's group generation and assigned keys over time, from the
+    `generation` and `assignment` its polls' completions carry: a stretch starts at the
+    first poll that reports it and lasts until the process reports another, leaves the
+    group (an `assign`), or its last operation."""
+    out: list[Held] = []
+    open_: dict[Any, tuple[int, int | None, tuple[int, ...], int]] = {}  # start, gen, keys, last
+
+    def close(p: Any, end: int) -> None:
+        cur = open_.pop(p, None)
+        if cur is not None and isinstance(p, int):
+            out.append(Held(p, cur[0], max(end, cur[3]), cur[1], cur[2]))
+
+    for o in ops:
+        p, t = o.get("process"), int(o.get("time") or 0)
+        if p == "nemesis":
+            continue
+        if o.get("type") == "invoke":
+            if o.get("f") in ("assign", "subscribe"):
+                close(p, t)
+            continue
+        if "assignment" not in o:
+            if p in open_:
+                start, gen, keys, _ = open_[p]
+                open_[p] = (start, gen, keys, t)
+            continue
+        gen = o.get("generation")
+        gen = int(gen) if isinstance(gen, int) and gen >= 0 else None
+        keys = tuple(int(k) for k in o.get("assignment") or ())
+        cur = open_.get(p)
+        if cur is not None and (cur[1], cur[2]) == (gen, keys):
+            open_[p] = (cur[0], gen, keys, t)
+            continue
+        close(p, t)
+        if keys:
+            open_[p] = (t, gen, keys, t)
+    for p in list(open_):
+        close(p, open_[p][3])
+    return sorted(out, key=lambda h: (h.process, h.start_ns))

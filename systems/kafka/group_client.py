@@ -1,0 +1,223 @@
+"""The queue workload's consumer group on Kafka: `subscribe`, group polls, `crash`.
+
+A `subscribe` makes a confluent-kafka consumer in the run's group (harness.spec.GROUP_ID)
+subscribed to the topic: librdkafka joins, heartbeats and rebalances in its own
+threads, and each newly assigned key starts at the group's committed offset, else 0.
+Commit modes (harness.spec.ConsumerSettings): `auto` stores each record's offset
+as poll hands it over and commits the stored offsets every interval
+(enable.auto.commit with enable.auto.offset.store, librdkafka's default);
+`processed` stores a poll's offsets only at the process's next operation, once
+the poll's records were handed on (written to the history), and auto-commit
+commits what is stored; `off` never commits. librdkafka has no eager sticky
+assignor, so `sticky` is refused (systems/kafka/db.py's check).
+
+A client closed after an `info` hands its consumer to the worker's next process
+(its first `subscribe` takes it over, unless it asks to rejoin), as on our broker.
+
+A `crash` fetches a batch and dies before handing it on: with `auto`, after one
+commit interval, so the background commit covered the batch. librdkafka cannot
+be abandoned without closing it (its threads would keep the member alive), so
+the crashed consumer is closed: it commits what it stored and leaves at once
+rather than timing out, which changes when the group rebalances, not what it
+reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from harness.runfiles import Op
+from harness.spec import GROUP_ID, ConsumerSettings
+from systems.kafka import config
+from systems.kafka.client import POLL_WAIT_S, KafkaQueueClient, _rdkafka_logger
+
+CRASH_FETCH_S = 2.0  # a crash waits this long at most for a batch to die holding
+
+
+def group_config(bootstrap: str, settings: ConsumerSettings, *,
+                 timeout_s: float) -> dict[str, Any]:
+    """librdkafka settings of a member of the run's group."""
+    return {
+        **config.consumer_config(bootstrap, timeout_s=timeout_s),
+        "group.id": GROUP_ID,
+        "enable.auto.commit": settings.commit != "off",
+        "auto.commit.interval.ms": settings.auto_commit_interval_ms,
+        "enable.auto.offset.store": settings.commit == "auto",
+        "auto.offset.reset": "earliest",
+        "session.timeout.ms": settings.session_timeout_ms,
+        "heartbeat.interval.ms": max(100, min(3000, settings.session_timeout_ms // 3)),
+        "partition.assignment.strategy": settings.assignor,
+        "enable.partition.eof": False,
+    }
+
+
+class Spares:
+    """Consumers whose process ended `info`, waiting for the worker's next process."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.consumers: list[Consumer] = []
+
+    def put(self, c: Consumer) -> None:
+        with self.lock:
+            self.consumers.append(c)
+
+    def take(self) -> Consumer | None:
+        with self.lock:
+            return self.consumers.pop() if self.consumers else None
+
+    def close_all(self) -> None:
+        with self.lock:
+            consumers, self.consumers = self.consumers, []
+        for c in consumers:
+            with contextlib.suppress(KafkaException, RuntimeError):
+                c.close()
+
+
+class KafkaGroupClient:
+    """harness.protocols.Client: the queue workload's ops on Kafka with `subscribe` and
+    `crash`; sends, assigns and assigned polls go to a KafkaQueueClient."""
+
+    def __init__(self, inner: KafkaQueueClient, *, partitions: int,
+                 settings: ConsumerSettings, logger: Any = None,
+                 spares: Spares | None = None) -> None:
+        self.inner = inner
+        self.spares = spares if spares is not None else Spares()
+        self.partitions = partitions
+        self.settings = settings
+        self.logger = logger
+        self.consumer: Consumer | None = None
+        self.handed: list[TopicPartition] = []  # the last poll's next offsets, to store
+
+    def open(self, run: Any, node: str) -> KafkaGroupClient:
+        return KafkaGroupClient(self.inner.open(run, node), partitions=self.partitions,
+                                settings=self.settings, logger=_rdkafka_logger(run),
+                                spares=self.spares)
+
+    def invoke(self, run: Any, op: Op) -> Op:
+        self._processed()
+        if op.f == "subscribe":
+            if self.consumer is None and not op.extra.get("rejoin"):
+                self.consumer = self.spares.take()  # a predecessor's membership, if one waits
+                if self.consumer is not None:
+                    return op.complete("ok")
+            self._end()
+            self.consumer = Consumer({**group_config(self.inner.bootstrap, self.settings,
+                                                     timeout_s=self.inner.timeout_s),
+                                      "logger": self.logger})
+            self.consumer.subscribe([self.inner.topic])
+            return op.complete("ok")
+        if op.f == "assign":
+            self._end()
+            if op.extra.get("fetch_committed") or not op.value:
+                self.spares.close_all()
+            extra: dict[str, Any] = {}
+            if op.extra.get("fetch_committed"):
+                try:
+                    extra["committed"] = self.committed()
+                except KafkaException as e:
+                    return op.complete("fail", error=f"committed offsets: {e}")
+            done: Op = self.inner.invoke(run, op)
+            return done.with_(extra={**done.extra, **extra}) if extra else done
+        if op.f == "poll" and self.consumer is not None:
+            return self._poll(op)
+        if op.f == "crash":
+            self._crash()
+            return op.complete("info", error="crashed: the consumer died before handing on "
+                                             "its last batch")
+        out: Op = self.inner.invoke(run, op)
+        return out
+
+    def _processed(self) -> None:
+        """The last poll's records were handed on: `processed` stores their offsets now."""
+        if self.handed and self.consumer is not None and self.settings.commit == "processed":
+            with contextlib.suppress(KafkaException):  # a key revoked meanwhile
+                self.consumer.store_offsets(offsets=self.handed)
+        self.handed = []
+
+    def _fetch(self) -> tuple[dict[str, list[list[int]]], str | None]:
+        assert self.consumer is not None
+        read: dict[str, list[list[int]]] = {}
+        error: str | None = None
+        try:
+            first = self.consumer.poll(POLL_WAIT_S)
+            msgs: list[Message] = [] if first is None else [first]
+            if msgs and self.inner.max_poll_records > 1:
+                msgs += self.consumer.consume(self.inner.max_poll_records - 1, timeout=0)
+        except KafkaException as e:
+            return read, str(e)
+        for m in msgs:
+            err = m.error()
+            if err is not None:
+                if err.code() != KafkaError._PARTITION_EOF:
+                    error = f"{err.name()}: {err.str()}"
+                continue
+            key, offset, value = m.partition(), m.offset(), m.value()
+            if key is None or offset is None or value is None:
+                continue
+            read.setdefault(str(key), []).append([offset, int(value)])
+        return read, error
+
+    def _poll(self, op: Op) -> Op:
+        assert self.consumer is not None
+        read, error = self._fetch()
+        self.handed = [TopicPartition(self.inner.topic, int(k), rs[-1][0] + 1)
+                       for k, rs in read.items()]
+        try:
+            assignment = sorted(tp.partition for tp in self.consumer.assignment())
+        except KafkaException:
+            assignment = []
+        if error is not None:
+            return op.complete("fail", [["poll", read]] if read else [["poll"]], error=error,
+                               assignment=assignment)
+        return op.complete("ok", [["poll", read]], assignment=assignment)
+
+    def _crash(self) -> None:
+        if self.consumer is not None:
+            deadline = time.monotonic() + CRASH_FETCH_S
+            read: dict[str, list[list[int]]] = {}
+            while not read and time.monotonic() < deadline:
+                read, _ = self._fetch()
+            if read and self.settings.commit == "auto":
+                # processing outlasts the interval: the background commit covers the batch
+                end = time.monotonic() + 2 * self.settings.auto_commit_interval_ms / 1000
+                while time.monotonic() < end:
+                    self.consumer.poll(0.05)  # serves librdkafka's callbacks, reads nothing
+                    # (a record polled here is one more never handed on)
+            self.consumer.close()
+            self.consumer = None
+        self.inner.close(None)
+
+    def committed(self) -> dict[str, int]:
+        """The group's committed offset of every key that has one."""
+        c = Consumer({**config.consumer_config(self.inner.bootstrap,
+                                               timeout_s=self.inner.timeout_s),
+                      "group.id": GROUP_ID, "logger": self.logger})
+        try:
+            tps = c.committed([TopicPartition(self.inner.topic, k)
+                               for k in range(self.partitions)],
+                              timeout=max(10.0, self.inner.timeout_s * 3))
+        finally:
+            c.close()
+        return {str(tp.partition): int(tp.offset) for tp in tps if tp.offset >= 0}
+
+    def _end(self) -> None:
+        """Leave the group: close commits what is stored (Kafka's own close)."""
+        if self.consumer is not None:
+            with contextlib.suppress(KafkaException, RuntimeError):
+                self.consumer.close()
+            self.consumer = None
+
+    def close(self, run: Any) -> None:
+        """After an `info` the worker's next process takes this consumer over (Kafka's
+        subscribe() of the same topics changes nothing): no rebalance for a send that timed
+        out."""
+        if self.consumer is not None:
+            self.spares.put(self.consumer)
+            self.consumer = None
+        self.inner.close(run)

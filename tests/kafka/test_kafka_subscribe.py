@@ -1,0 +1,41 @@
+"""`undertow run --system kafka --sub-via subscribe`: the consumers share the keys through
+one consumer group of real Kafka."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from harness import core
+from harness.spec import SpecError, build_spec
+from harness.test import assemble
+from systems.kafka import jars
+
+
+def test_an_assignor_librdkafka_lacks_is_refused() -> None:
+    spec = build_spec({"system": "kafka", "sub_via": "subscribe",
+                       "consumer": {"assignor": "sticky"}})
+    with pytest.raises(SpecError, match="--assignor sticky"):
+        assemble(spec)
+
+
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_a_short_subscribe_run_is_valid(tmp_path: Path, kafka_jars: jars.KafkaJars) -> None:
+    spec = build_spec({"name": "kafka-subscribe", "system": "kafka", "sub_via": "subscribe",
+                       "nemesis": ("kill",), "nemesis_interval_s": 6.0, "time_limit_s": 20.0,
+                       "seed": 11, "keys": 4, "key_pool": 12, "concurrency": 6,
+                       "results_dir": str(tmp_path)})
+    outcome = core.run(spec)
+    assert outcome.valid is True, outcome.summary()
+    ops = [json.loads(x) for x in (outcome.run_dir / "history.jsonl").read_text().splitlines()]
+    fs = Counter((o["f"], o["type"]) for o in ops)
+    assert fs["subscribe", "ok"] >= 6
+    readers = {o["process"] for o in ops if o["f"] == "poll" and o["type"] == "ok"
+               and "assignment" in o and o["value"][0][1]}
+    assert len(readers) >= 3  # the group spread the keys over several members
+    final = [o for o in ops if o["type"] == "ok" and o.get("fetch_committed")]
+    assert len(final) == 1 and final[0]["committed"]
