@@ -22,6 +22,7 @@ what it left open, as librdkafka requires after a fatal or abortable error.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -103,8 +104,9 @@ class KafkaTxnClient:
 
     def _drop(self) -> None:
         if self.producer is not None:
-            self.producer.purge()
-            self.producer.flush(0)
+            with contextlib.suppress(KafkaException):  # raised again by a fatal producer
+                self.producer.purge()
+                self.producer.flush(0)
             self.producer = None
         self.ready = False
 
