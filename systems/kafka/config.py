@@ -184,10 +184,13 @@ def producer_config(bootstrap: str, acks: str, *, timeout_s: float, retries: int
     }
 
 
-def consumer_config(bootstrap: str, *, timeout_s: float) -> dict[str, Any]:
-    """librdkafka consumer settings: manual assign, no commits, read_committed is moot here."""
+def consumer_config(bootstrap: str, *, timeout_s: float,
+                    isolation: str = "read_committed") -> dict[str, Any]:
+    """librdkafka consumer settings: manual assign, no commits; isolation.level matters only
+    to the txn workload (librdkafka's default, read_committed, for the others)."""
     return {
         "bootstrap.servers": bootstrap,
+        "isolation.level": isolation,
         "group.id": "undertow-unused",  # librdkafka wants one; nothing is ever committed
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,

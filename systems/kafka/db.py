@@ -27,6 +27,7 @@ from systems.kafka.local import LocalKafka
 
 FAULTS = ("kill", "pause", "partition")
 BACKENDS = ("local", "docker", "ssh")
+WORKLOADS = ("queue", "txn")
 VERSION_ENV_KEY = "kafka_version"  # spec.extra key: the release to run (default: newest 4.x)
 _VERSION_LINE = re.compile(r"Kafka version: (\S+)")
 # JVMs restarted together (a final heal after a majority was killed) take tens of seconds
@@ -58,8 +59,16 @@ def check_spec(spec: TestSpec) -> None:
     if needs_namespaces(spec) and (why := netns.supported()) is not None:
         raise SpecError(f"--nemesis partition: unsupported for Kafka here ({why}; each node "
                         "needs its own network namespace); kill and pause still work")
-    if spec.workload != "queue":
-        raise SpecError(f"--workload {spec.workload}: Kafka runs the queue workload")
+    if spec.workload not in WORKLOADS:
+        raise SpecError(f"--workload {spec.workload}: Kafka runs the "
+                        f"{', '.join(WORKLOADS)} workloads")
+    if spec.workload == "txn":
+        if spec.broker.acks != "all":
+            raise SpecError(f"--workload txn needs --acks all, not {spec.broker.acks} "
+                            "(a transactional producer is idempotent)")
+        if spec.sub_via != "assign" or spec.crash_client_interval_s is not None:
+            raise SpecError("--sub-via subscribe and --crash-client-interval: only the queue "
+                            "workload has them, not txn")
     version = spec.extra.get(VERSION_ENV_KEY)
     if version is not None:
         jars.parse_version(str(version))

@@ -1,4 +1,5 @@
-"""Scenarios on real Kafka: the safe settings, and two ways Kafka loses acknowledged writes.
+"""Scenarios on real Kafka: the safe settings, two ways Kafka loses acknowledged writes, and
+aborted reads at read_uncommitted.
 
 The unsafe ones run 4 nodes, n1 a dedicated KRaft controller (`controller_voters`
 1) and n2..n4 brokers, so the sequences below can stop every replica of a
@@ -91,4 +92,15 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         fixed_by=("--acks", "all", "--min-insync-replicas", "2"),
         nemesis=("kafka-acks-1",), node_count=4, keys=16, nemesis_interval_s=10.0,
         extra={"controller_voters": 1}),
+    _scenario(
+        "kafka-read-uncommitted",
+        "Kafka transactions read uncommitted: consumers read every record below the high "
+        "watermark, aborted transactions' too, so a poll returns values whose transaction "
+        "failed (aborted reads); read_committed skips them.",
+        ("G1a",),
+        {"replication_factor": 3, "acks": "all", "min_insync_replicas": 2,
+         "unclean_leader_election": False},
+        fixed_by=("--isolation", "read-committed"),
+        workload="txn", isolation="read-uncommitted", nemesis=("kill", "pause"), node_count=3,
+        time_limit_s=60.0, nemesis_interval_s=10.0),
 )}

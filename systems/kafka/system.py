@@ -27,6 +27,7 @@ from systems.kafka.db import VERSION_ENV_KEY, KafkaLocalDB, check_spec, controll
 from systems.kafka.group_client import KafkaGroupClient
 from systems.kafka.remote import CONTROLLER_PORT, KafkaRemoteDB
 from systems.kafka.scenarios import SCENARIOS
+from systems.kafka.txn_client import KafkaTxnClient
 
 CLIENT_PORT = 9092
 JRE_PACKAGES = ("openjdk-17-jre-headless",)  # Debian's, debootstrapped into the node image
@@ -77,6 +78,8 @@ class KafkaSystem:
                                  idempotence=spec.producer.enable_idempotence,
                                  max_in_flight=spec.producer.max_in_flight,
                                  max_poll_records=spec.max_poll_records)
+        if spec.workload == "txn":
+            return KafkaTxnClient(inner, isolation=spec.isolation.replace("-", "_"))
         if spec.sub_via == "subscribe" or spec.crash_client_interval_s is not None:
             return KafkaGroupClient(inner, partitions=spec.partitions, settings=spec.consumer)
         return inner

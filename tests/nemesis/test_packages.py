@@ -72,7 +72,8 @@ def test_scenarios_are_exactly_the_known_bugs_and_build() -> None:
                               "unclean-election", "last-replica-standing", "safe",
                               "retries-without-idempotence", "read-uncommitted",
                               "zombie-producer",
-                              "kafka-safe", "kafka-unclean-election", "kafka-acks-1"}
+                              "kafka-safe", "kafka-unclean-election", "kafka-acks-1",
+                              "kafka-read-uncommitted"}
     known = known_faults()
     for name, s in SCENARIOS.items():
         spec = build_spec(s.settings)
@@ -105,7 +106,8 @@ def test_known_bug_scenarios_keep_one_controller_voter_and_safe_a_quorum() -> No
     from harness.spec import build_spec
     from systems.undertow.admin import controller_voters
 
-    ordinary_faults = {"read-uncommitted", "zombie-producer"}  # no sequence: any faults
+    # no sequence: any faults
+    ordinary_faults = {"read-uncommitted", "zombie-producer", "kafka-read-uncommitted"}
     for name, sc in SCENARIOS.items():
         voters = controller_voters(build_spec(sc.settings))
         quorum = sc.safe or name in ordinary_faults
@@ -184,7 +186,8 @@ def test_each_known_bug_names_the_options_that_fix_it_and_they_build_a_fixed_spe
             assert fixed.producer.retries == unsafe.producer.retries
             assert (unsafe.producer.retries or 0) > 0
             continue
-        if name == "read-uncommitted":  # the consumers' setting, not the broker's
+        # the consumers' setting, not the broker's
+        if name in ("read-uncommitted", "kafka-read-uncommitted"):
             assert (unsafe.workload, unsafe.isolation) == ("txn", "read-uncommitted")
             assert (fixed.workload, fixed.isolation) == ("txn", "read-committed")
             assert fixed.broker == unsafe.broker

@@ -1,0 +1,214 @@
+"""The txn workload's client on Apache Kafka: confluent-kafka's transactional producer.
+
+One client per process, as systems/undertow/txn_client.py on our broker, with the
+same micro-op shapes (HISTORY.md). Each process has a transactional.id of its own
+and initialises it once; each `txn` operation is one transaction: runs of
+consecutive sends are produced and flushed (each send's offset from its delivery
+report), each poll reads the assigned keys through the queue client's consumer
+at the run's isolation.level. Then commit, or abort when the invoke says
+`"abort": true`. Completions:
+- commit_transaction returned: `ok`;
+- certainly not committed: `fail`. Only a commit can commit a transaction, so one
+  whose commit was never attempted is not committed (whatever it left open the next
+  init_transactions, or the coordinator at the transaction timeout, aborts); nor is
+  one whose commit failed and whose abort_transaction then succeeded (the
+  coordinator refuses to abort what it is committing);
+- a commit with any other ending: `info`.
+After anything but a clean commit or abort the producer is replaced by a new one
+with the same transactional.id, whose init_transactions fences the old and aborts
+what it left open, as librdkafka requires after a fatal or abortable error.
+`poll` and `assign` operations (the final reads) are the queue client's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
+
+from harness.runfiles import Op
+from systems.kafka import config
+from systems.kafka.client import KafkaQueueClient, _rdkafka_logger
+
+TRANSACTION_TIMEOUT_MS = 10_000  # as our broker's txn client: what a lost client holds open
+COMMIT_TRIES = 3  # a retriable commit error: commit_transaction may be called again
+
+
+def _text(e: KafkaException | KafkaError | BufferError) -> str:
+    """`NAME: description`, as the queue client's errors read in the history."""
+    err = e.args[0] if isinstance(e, KafkaException) else e
+    if isinstance(err, KafkaError):
+        return f"{err.name()}: {err.str()}"
+    return f"_QUEUE_FULL: {err}" if isinstance(e, BufferError) else str(err)
+
+
+def _retriable(e: KafkaException) -> bool:
+    err = e.args[0]
+    return isinstance(err, KafkaError) and bool(err.retriable())
+
+
+class KafkaTxnClient:
+    """harness.protocols.Client for `txn`, `poll` and `assign` on Kafka; one per process."""
+
+    def __init__(self, queue: KafkaQueueClient, *, isolation: str = "read_committed",
+                 transaction_timeout_ms: int = TRANSACTION_TIMEOUT_MS) -> None:
+        """isolation: the consumers' isolation.level (read_committed, read_uncommitted)."""
+        self.queue = queue
+        self.isolation = isolation
+        self.timeout_ms = transaction_timeout_ms
+        self.tid = ""
+        self.producer_config: dict[str, Any] = {}
+        self.producer: Producer | None = None
+        self.ready = False  # init_transactions done, no transaction left open
+
+    def open(self, run: Any, node: str) -> KafkaTxnClient:
+        q = self.queue.open(run, node)
+        assert q.consumer is not None
+        q.consumer.close()  # the queue client's, at librdkafka's default isolation
+        q.consumer = Consumer({**config.consumer_config(q.bootstrap, timeout_s=q.timeout_s,
+                                                        isolation=self.isolation),
+                               "logger": _rdkafka_logger(run)})
+        out = KafkaTxnClient(q, isolation=self.isolation, transaction_timeout_ms=self.timeout_ms)
+        out.tid = f"txn-{uuid.uuid4().hex[:12]}"
+        # the delivery timeout bounds each send; a transaction outlives its sends
+        out.producer_config = {**q.producer_config, "enable.idempotence": True,
+                               "transactional.id": out.tid,
+                               "transaction.timeout.ms": max(self.timeout_ms,
+                                                             int(q.timeout_s * 1000) + 1000)}
+        return out
+
+    def invoke(self, run: Any, op: Op) -> Op:
+        if op.f == "txn":
+            return self._txn(op)
+        done: Op = self.queue.invoke(run, op)
+        return done
+
+    # -- the producer --------------------------------------------------------------------
+
+    @property
+    def _wait_s(self) -> float:
+        return self.queue.timeout_s + 2.0
+
+    def _init(self) -> Producer:
+        """The producer, initialised; a new one (fencing the old) after a failure."""
+        if self.producer is not None and self.ready:
+            return self.producer
+        self._drop()
+        self.producer = Producer(self.producer_config)
+        self.producer.init_transactions(self._wait_s)
+        self.ready = True
+        return self.producer
+
+    def _drop(self) -> None:
+        if self.producer is not None:
+            with contextlib.suppress(KafkaException):  # raised again by a fatal producer
+                self.producer.purge()
+                self.producer.flush(0)
+            self.producer = None
+        self.ready = False
+
+    def _abort(self, p: Producer) -> bool:
+        """abort_transaction; True when the coordinator aborted it."""
+        try:
+            p.abort_transaction(self._wait_s)
+            return True
+        except KafkaException:
+            self.ready = False
+            return False
+
+    # -- one transaction -----------------------------------------------------------------
+
+    def _send_all(self, p: Producer, items: list[tuple[int, int]]
+                  ) -> tuple[list[Message | None], str | None]:
+        """Produce a run of sends and wait for their delivery reports: each one's message
+        (None without a report) and the first error."""
+        reports: dict[int, tuple[KafkaError | None, Message]] = {}
+        error: str | None = None
+
+        def report(i: int) -> Callable[[KafkaError | None, Message], None]:
+            return lambda err, msg: reports.__setitem__(i, (err, msg))
+
+        for i, (key, value) in enumerate(items):
+            try:
+                p.produce(self.queue.topic, value=str(value).encode(), partition=key,
+                          on_delivery=report(i))
+            except (KafkaException, BufferError) as e:
+                error = _text(e)
+                break
+        p.flush(self._wait_s)
+        out: list[Message | None] = []
+        for i in range(len(items)):
+            err, msg = reports.get(i, (None, None))
+            if msg is None or err is not None:
+                if error is None:
+                    error = _text(err) if err is not None else "_MSG_TIMED_OUT: no delivery report"
+                out.append(None)
+            else:
+                out.append(msg)
+        return out, error
+
+    def _poll(self) -> tuple[list[Any], str | None]:
+        """One poll micro-op through the queue client's consumer, and its error."""
+        done = self.queue.invoke(None, Op("invoke", 0, "poll", [["poll"]]))
+        micro = list(done.value[0])
+        return (micro if len(micro) > 1 and micro[1] else ["poll"]), done.error
+
+    def _txn(self, op: Op) -> Op:
+        try:
+            p = self._init()
+            p.begin_transaction()
+        except KafkaException as e:
+            self.ready = False
+            return op.complete("fail", error=_text(e))
+        micro = [list(m) for m in op.value]
+        done: list[list[Any]] = []
+        error: str | None = None
+        i = 0
+        while i < len(micro) and error is None:
+            if micro[i][0] == "poll":
+                read, error = self._poll()
+                done.append(read)
+                i += 1
+                continue
+            j = i
+            while j < len(micro) and micro[j][0] == "send":
+                j += 1
+            items = [(int(m[1]), int(m[2])) for m in micro[i:j]]
+            msgs, error = self._send_all(p, items)
+            for (k, v), m in zip(items, msgs, strict=True):
+                offset = None if m is None else m.offset()
+                done.append(["send", k, v] if offset is None or offset < 0 else
+                            ["send", k, [offset, v]])
+            i = j
+        done.extend(micro[i:])  # what an error left undone, as invoked
+        if error is not None or op.extra.get("abort"):
+            # never committed, whether or not the abort goes through
+            if not self._abort(p):
+                self._drop()
+            return op.complete("fail", done, error=error or "aborted")
+        return self._commit(p, op, done)
+
+    def _commit(self, p: Producer, op: Op, done: list[list[Any]]) -> Op:
+        last = ""
+        for _ in range(COMMIT_TRIES):
+            try:
+                p.commit_transaction(self._wait_s)
+                return op.complete("ok", done)
+            except KafkaException as e:
+                last = _text(e)
+                err = e.args[0]
+                if isinstance(err, KafkaError) and err.txn_requires_abort():
+                    if self._abort(p):
+                        return op.complete("fail", done, error=f"aborted after {last}")
+                    break
+                if not _retriable(e):
+                    break
+        self._drop()
+        return op.complete("info", done, error=f"commit outcome unknown: {last}")
+
+    def close(self, run: Any) -> None:
+        self._drop()
+        self.queue.close(run)

@@ -1,0 +1,52 @@
+"""`undertow run --system kafka --workload txn`: transactions through confluent-kafka's
+transactional producer, on a real 3-node Kafka."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import core
+from harness.spec import SpecError, build_spec
+from harness.test import assemble
+from systems.kafka import jars
+from systems.kafka.txn_client import KafkaTxnClient
+
+
+def _spec(**over: Any) -> Any:
+    broker = over.pop("broker", {})
+    return build_spec({"name": "kafka-txn", "system": "kafka", "workload": "txn",
+                       "nemesis": ("kill", "pause"), **over, "broker": broker})
+
+
+def test_txn_needs_acks_all() -> None:
+    with pytest.raises(SpecError, match="--workload txn needs --acks all"):
+        assemble(_spec(broker={"acks": "1", "min_insync_replicas": 1}))
+
+
+def test_the_txn_client_reads_at_the_spec_isolation() -> None:
+    test = assemble(_spec(isolation="read-uncommitted"))
+    client = test.system.client(test)
+    assert isinstance(client, KafkaTxnClient) and client.isolation == "read_uncommitted"
+
+
+def _txns(run_dir: Path) -> Counter[str]:
+    ops = [json.loads(x) for x in (run_dir / "history.jsonl").read_text().splitlines()]
+    return Counter(o["type"] for o in ops if o["f"] == "txn" and o["type"] != "invoke")
+
+
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_a_short_txn_run_is_valid_with_commits_and_aborts(
+        tmp_path: Path, kafka_jars: jars.KafkaJars) -> None:
+    outcome = core.run(_spec(time_limit_s=20.0, nemesis_interval_s=6.0, seed=3, keys=4,
+                             results_dir=str(tmp_path)))
+    assert outcome.valid is True, outcome.summary()
+    done = _txns(outcome.run_dir)
+    assert done["ok"] > 10 and done["fail"] > 3, done  # committed, and aborted at the coin
+    results = json.loads((outcome.run_dir / "results.json").read_text())
+    assert "G1a" not in results["anomaly_types"]
