@@ -15,32 +15,34 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .group import Append, Effect, Group, Reply, coordinator_partition
-from .protocol import INVALID_REQUEST, LEADER_NOT_AVAILABLE, ProtocolError, dumps, loads
+from .internal import NOT_COORDINATOR, InternalPartitions
+from .protocol import INVALID_REQUEST, ProtocolError
 
 if TYPE_CHECKING:
     from .broker import Broker
     from .partition import Partition
 
 log = logging.getLogger("broker.groups")
-NOT_COORDINATOR = "NOT_COORDINATOR"
 GROUPS_OFF = "GROUPS_OFF"
 INVALID_SESSION_TIMEOUT = "INVALID_SESSION_TIMEOUT"
-TICK_S = 0.05
-APPEND_TIMEOUT_S = 10.0
 
 
-class Coordinator:
+class Coordinator(InternalPartitions):
+    topic = "offsets"
+    tick_s = 0.05
+
     def __init__(self, broker: Broker) -> None:
-        self.b = broker
-        self.cfg = broker.cfg
-        self.loaded: dict[int, int] = {}  # offsets partition -> leader epoch it was loaded at
+        super().__init__(broker, log)
         self.groups: dict[str, Group] = {}
         self.waiting: dict[tuple[str, str, str], asyncio.Future[dict[str, Any]]] = {}
-        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def pids(self) -> Sequence[int]:
+        return self.cfg.offsets_pids
 
     # -- where a group lives -------------------------------------------------------
     def pid_of(self, group_id: str) -> int:
@@ -52,23 +54,13 @@ class Coordinator:
 
     def find(self, group_id: str) -> dict[str, Any]:
         """Any broker answers: the leader of the group's partition, as its metadata says."""
-        pid = self.pid_of(group_id)
-        m = self.b.meta.partitions.get(pid)
-        if m is None or m.leader is None:
-            raise ProtocolError(LEADER_NOT_AVAILABLE, f"offsets partition {pid} has no leader")
-        return {"node": m.leader, "partition": pid}
+        return self.find_leader(self.pid_of(group_id))
 
     def group(self, group_id: str) -> Group:
         """The group, if this broker coordinates it; a partition led anew is replayed first."""
         if not group_id:
             raise ProtocolError(INVALID_REQUEST, "group id must not be empty")
-        pid = self.pid_of(group_id)
-        p = self.b.partitions.get(pid)
-        if p is None or p.role != "leader":
-            raise ProtocolError(NOT_COORDINATOR, f"{self.cfg.node_id} does not coordinate "
-                                f"group {group_id!r} (offsets partition {pid})")
-        if self.loaded.get(pid) != p.leader_epoch:
-            self._load(pid, p)
+        self.led(self.pid_of(group_id), f"group {group_id!r}")
         g = self.groups.get(group_id)
         if g is None:
             g = self.groups[group_id] = Group(group_id)
@@ -76,8 +68,7 @@ class Coordinator:
 
     def _load(self, pid: int, p: Partition) -> None:
         self._unload(pid)
-        records = [rec for r in p.log.read(0, p.log.leo) if isinstance(r.value, str)
-                   for rec in [loads(r.value.encode())] if isinstance(rec, dict)]
+        records = self.records(p)
         now = self.b.clock.now_ms()
         for gid in sorted({str(r.get("group")) for r in records}):
             self.groups[gid] = Group.replay(gid, records, now)
@@ -123,7 +114,7 @@ class Coordinator:
             if not done.done():
                 done.set_result(False)
 
-        def committed(offset: int | None, err: ProtocolError | None) -> None:
+        def committed(err: ProtocolError | None) -> None:
             if err is not None:
                 failed(f"group record not committed: {err.code}")
                 return
@@ -134,23 +125,13 @@ class Coordinator:
             if not done.done():
                 done.set_result(True)
 
-        def appended(offset: int | None, err: ProtocolError | None) -> None:
-            if err is not None or offset is None or p is None:
-                failed(f"group record not appended: {err.code if err else 'no offset'}")
-                return
-            deadline = asyncio.get_running_loop().time() + APPEND_TIMEOUT_S
-            p.wait_committed(offset, deadline, committed)
-
         if p is None or p.role != "leader":
             failed("no longer the leader of the offsets partition")
             return done
         try:
-            p.check_produce("all")
+            self.append_committed(p, app.record, committed)
         except ProtocolError as e:
             failed(f"{e.code}: {e}")
-            return done
-        p.pending.append((dumps(app.record).decode(), None, False, appended))
-        self.b.schedule_append(p)
         return done
 
     # -- requests -----------------------------------------------------------------------
@@ -238,25 +219,9 @@ class Coordinator:
         return {"offsets": [[t, p, got[(t, p)]] for t, p in wanted if (t, p) in got]}
 
     # -- time ---------------------------------------------------------------------------
-    def start(self) -> None:
-        if self.cfg.offsets_pids and self._task is None:
-            self._task = asyncio.create_task(self._tick_loop())
-
-    async def _tick_loop(self) -> None:
-        while True:
-            await asyncio.sleep(TICK_S)
-            try:
-                self.tick()
-            except Exception:  # a bug must not stop the sessions from expiring
-                log.exception("groups: tick failed")
-
     def tick(self) -> None:
         """Unload partitions no longer led; expire sessions and missed rebalance deadlines."""
-        for pid, epoch in list(self.loaded.items()):
-            p = self.b.partitions.get(pid)
-            if p is None or p.role != "leader" or p.leader_epoch != epoch:
-                log.info("groups: offsets partition %d no longer led here", pid)
-                self._unload(pid)
+        self.drop_unled()
         now = self.b.clock.now_ms()
         for gid, g in list(self.groups.items()):
             self.run(gid, g.tick(now))

@@ -11,7 +11,8 @@ from .broker import Broker
 from .clock import Clock
 from .config import NodeConfig, split_addr
 from .controller import Controller, not_controller
-from .coordinator import NOT_COORDINATOR, Coordinator
+from .coordinator import Coordinator
+from .internal import NOT_COORDINATOR
 from .log import Record
 from .protocol import (
     DISABLED,

@@ -16,17 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import txn
-from .protocol import (
-    INVALID_REQUEST,
-    LEADER_NOT_AVAILABLE,
-    NOT_CONTROLLER,
-    ProtocolError,
-    dumps,
-    loads,
-)
+from .internal import NOT_COORDINATOR, InternalPartitions
+from .protocol import INVALID_REQUEST, NOT_CONTROLLER, ProtocolError
 from .rpc import RpcError
 from .txn import TxnMeta
 
@@ -35,26 +30,27 @@ if TYPE_CHECKING:
     from .partition import Partition
 
 log = logging.getLogger("broker.txn")
-NOT_COORDINATOR = "NOT_COORDINATOR"
 COORDINATOR_LOAD_IN_PROGRESS = "COORDINATOR_LOAD_IN_PROGRESS"
 TXNS_OFF = "TRANSACTIONS_OFF"
 INVALID_TRANSACTION_TIMEOUT = "INVALID_TRANSACTION_TIMEOUT"
-TICK_S = 0.1
-APPEND_TIMEOUT_S = 10.0
 MARKER_TIMEOUT_S = 5.0
 RETRY_S = 0.05
 
 
-class TxnCoordinator:
+class TxnCoordinator(InternalPartitions):
+    topic = "transaction"
+    tick_s = 0.1
+
     def __init__(self, broker: Broker) -> None:
-        self.b = broker
-        self.cfg = broker.cfg
-        self.loaded: dict[int, int] = {}  # txn partition -> leader epoch it was loaded at
+        super().__init__(broker, log)
         self.txns: dict[str, TxnMeta] = {}
         self.locks: dict[str, asyncio.Lock] = {}
         self.completing: set[str] = set()
         self.completed: dict[str, asyncio.Event] = {}  # set when a completion ends
-        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def pids(self) -> Sequence[int]:
+        return self.cfg.txn_pids
 
     # -- where an id lives ------------------------------------------------------------
     def pid_of(self, tid: str) -> int:
@@ -67,30 +63,18 @@ class TxnCoordinator:
         return pids[txn.coordinator_partition(tid, len(pids))]
 
     def find(self, tid: str) -> dict[str, Any]:
-        pid = self.pid_of(tid)
-        m = self.b.meta.partitions.get(pid)
-        if m is None or m.leader is None:
-            raise ProtocolError(LEADER_NOT_AVAILABLE, f"transaction partition {pid} has no leader")
-        return {"node": m.leader, "partition": pid}
+        return self.find_leader(self.pid_of(tid))
 
     def _led(self, tid: str) -> Partition:
         """The id's partition, if this broker coordinates it (loaded: replayed)."""
-        pid = self.pid_of(tid)
-        p = self.b.partitions.get(pid)
-        if p is None or p.role != "leader":
-            raise ProtocolError(NOT_COORDINATOR, f"{self.cfg.node_id} does not coordinate "
-                                f"{tid!r} (transaction partition {pid})")
-        if self.loaded.get(pid) != p.leader_epoch:
-            self._load(pid, p)
-        return p
+        return self.led(self.pid_of(tid), repr(tid))
 
     def _load(self, pid: int, p: Partition) -> None:
         self._unload(pid)
         if p.log.hw < p.log.leo:
             raise ProtocolError(COORDINATOR_LOAD_IN_PROGRESS, f"transaction partition {pid}: "
                                 f"hw {p.log.hw} < leo {p.log.leo}")
-        records = [rec for r in p.log.read(0, p.log.leo) if isinstance(r.value, str)
-                   for rec in [loads(r.value.encode())] if isinstance(rec, dict)]
+        records = self.records(p)
         metas = txn.replay(records, self.b.clock.now_ms())
         self.txns.update(metas)
         self.loaded[pid] = p.leader_epoch
@@ -120,19 +104,11 @@ class TxnCoordinator:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[ProtocolError | None] = loop.create_future()
 
-        def committed(_offset: int | None, err: ProtocolError | None) -> None:
+        def committed(err: ProtocolError | None) -> None:
             if not fut.done():
                 fut.set_result(err)
 
-        def appended(offset: int | None, err: ProtocolError | None) -> None:
-            if err is not None or offset is None:
-                committed(None, err or ProtocolError(NOT_COORDINATOR, "not appended"))
-            else:
-                p.wait_committed(offset, loop.time() + APPEND_TIMEOUT_S, committed)
-
-        p.check_produce("all")
-        p.pending.append((dumps(meta.record()).decode(), None, False, appended))
-        self.b.schedule_append(p)
+        self.append_committed(p, meta.record(), committed)
         err = await fut
         if err is not None or p.role != "leader" or p.leader_epoch != epoch:
             self._unload(p.pid)  # what the log holds is replayed at the next request
@@ -270,27 +246,11 @@ class TxnCoordinator:
             return await self._apply(step)
 
     # -- time ---------------------------------------------------------------------------
-    def start(self) -> None:
-        if self.cfg.txn_pids and self._task is None:
-            self._task = asyncio.create_task(self._tick_loop())
-
-    async def _tick_loop(self) -> None:
-        while True:
-            await asyncio.sleep(TICK_S)
-            try:
-                self.tick()
-            except Exception:  # a bug must not stop transactions from timing out
-                log.exception("txn: tick failed")
-
     def tick(self) -> None:
         """Unload partitions no longer led, load those led anew (their prepared transactions
         finish and their timeouts run without waiting for a request); abort transactions
         past their timeout."""
-        for pid, epoch in list(self.loaded.items()):
-            p = self.b.partitions.get(pid)
-            if p is None or p.role != "leader" or p.leader_epoch != epoch:
-                log.info("txn: partition %d no longer led here", pid)
-                self._unload(pid)
+        self.drop_unled()
         for pid in self.cfg.txn_pids:
             p = self.b.partitions.get(pid)
             if p is not None and p.role == "leader" and self.loaded.get(pid) != p.leader_epoch:
