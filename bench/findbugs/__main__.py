@@ -36,16 +36,20 @@ def one_run(name: str, seed: int, time_limit_s: float | None, results_dir: Path,
            "--results-dir", str(results_dir), *(SCENARIOS[name].fixed_by if control else ())]
     if time_limit_s is not None:
         cmd += ["--time-limit", str(time_limit_s)]
+    run_dir = results_dir / name / "latest"
+    before = run_dir.resolve() if run_dir.exists() else None
     t0 = time.monotonic()
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=False,
                           env={**os.environ, "UNDERTOW_PROXY_LOOP":
                                os.environ.get("UNDERTOW_PROXY_LOOP", "asyncio")})
     wall_s = time.monotonic() - t0
-    run_dir = results_dir / name / "latest"
     row: dict[str, Any] = {"scenario": _label(name, control), "seed": seed,
                            "wall_s": round(wall_s, 1), "exit": done.returncode}
     try:
         run_dir = run_dir.resolve(strict=True)
+        if run_dir == before:  # no new run folder: the run failed before making one
+            raise OSError(f"no new run folder under {results_dir / name} (exit "
+                          f"{done.returncode})")
         results = json.loads((run_dir / "results.json").read_text())
     except (OSError, ValueError) as e:
         row.update(valid="error", found=[], error=f"{e}; {done.stdout[-300:]}{done.stderr[-300:]}")
