@@ -8,6 +8,7 @@ a reader never sees a missing or half-made link.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import platform
@@ -104,5 +105,7 @@ def create_run(spec: TestSpec, *, now_s: float | None = None) -> StoredRun:
 
 
 def write_test_json(paths: RunPaths, spec: TestSpec, **more: Any) -> None:
-    """test.json: the spec plus seed, nodes, versions and whatever else is given."""
-    spec.save(paths.test_json, nodes=list(spec.nodes), versions=versions(), **more)
+    """test.json: the spec plus seed, nodes, versions and whatever else is given. Its name is
+    the run's (derived from workload and faults unless given), as the folder's is."""
+    named = dataclasses.replace(spec, name=test_name(spec))
+    named.save(paths.test_json, nodes=list(spec.nodes), versions=versions(), **more)

@@ -14,10 +14,10 @@ the run-file checkers judge it (G1a, precommitted-read, cycles, ...).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from checkers.suite import RunFileChecker
 from harness import generator as g
@@ -37,6 +37,37 @@ SEEK_PROBABILITY = 0.02
 # stable offset waits for a transaction that a failed client left open, until its abort
 # (at once if the client could reach the coordinator, else at the transaction timeout).
 FINAL_READ_PATIENCE = 200  # of 0.1 s pauses: 20 s
+
+E = TypeVar("E")
+
+
+def run_micro_ops(micro: Sequence[Sequence[Any]], poll: Callable[[], tuple[list[Any], E | None]],
+                  send_run: Callable[[list[tuple[int, int]]], tuple[list[int | None], E | None]]
+                  ) -> tuple[list[list[Any]], E | None]:
+    """Carry out a transaction's micro-ops in order, for any system's client: each poll
+    alone (`poll()` gives the completed poll micro-op), each run of consecutive sends as
+    one batch that a producer pipelines (`send_run(items)` gives each send's offset, None
+    when not acknowledged). Stops at the first error. Returns the completed micro-ops (what
+    an error left undone stays as invoked) and that error."""
+    done: list[list[Any]] = []
+    error: E | None = None
+    i = 0
+    while i < len(micro) and error is None:
+        if micro[i][0] == "poll":
+            read, error = poll()
+            done.append(read)
+            i += 1
+            continue
+        j = i
+        while j < len(micro) and micro[j][0] == "send":
+            j += 1
+        items = [(int(m[1]), int(m[2])) for m in micro[i:j]]
+        offsets, error = send_run(items)
+        for (k, v), offset in zip(items, offsets, strict=True):
+            done.append(["send", k, v] if offset is None else ["send", k, [offset, v]])
+        i = j
+    done.extend(list(m) for m in micro[i:])
+    return done, error
 
 
 @dataclass(frozen=True, slots=True)

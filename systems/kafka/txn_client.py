@@ -32,6 +32,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from harness.runfiles import Op
 from systems.kafka import config
 from systems.kafka.client import KafkaQueueClient, _rdkafka_logger
+from workloads.txn import run_micro_ops
 
 TRANSACTION_TIMEOUT_MS = 10_000  # as our broker's txn client: what a lost client holds open
 COMMIT_TRIES = 3  # a retriable commit error: commit_transaction may be called again
@@ -163,27 +164,11 @@ class KafkaTxnClient:
         except KafkaException as e:
             self.ready = False
             return op.complete("fail", error=_text(e))
-        micro = [list(m) for m in op.value]
-        done: list[list[Any]] = []
-        error: str | None = None
-        i = 0
-        while i < len(micro) and error is None:
-            if micro[i][0] == "poll":
-                read, error = self._poll()
-                done.append(read)
-                i += 1
-                continue
-            j = i
-            while j < len(micro) and micro[j][0] == "send":
-                j += 1
-            items = [(int(m[1]), int(m[2])) for m in micro[i:j]]
+        def send_run(items: list[tuple[int, int]]) -> tuple[list[int | None], str | None]:
             msgs, error = self._send_all(p, items)
-            for (k, v), m in zip(items, msgs, strict=True):
-                offset = None if m is None else m.offset()
-                done.append(["send", k, v] if offset is None or offset < 0 else
-                            ["send", k, [offset, v]])
-            i = j
-        done.extend(micro[i:])  # what an error left undone, as invoked
+            return [_offset(m) for m in msgs], error
+
+        done, error = run_micro_ops(op.value, self._poll, send_run)
         if error is not None or op.extra.get("abort"):
             # never committed, whether or not the abort goes through
             if not self._abort(p):
@@ -212,3 +197,9 @@ class KafkaTxnClient:
     def close(self, run: Any) -> None:
         self._drop()
         self.queue.close(run)
+
+
+def _offset(m: Message | None) -> int | None:
+    """A delivered message's offset; None when it was not acknowledged."""
+    offset = None if m is None else m.offset()
+    return offset if offset is not None and offset >= 0 else None

@@ -25,6 +25,7 @@ from systems.undertow.client import ClientError
 from systems.undertow.pipeline import produce_many
 from systems.undertow.queue_client import QueueClient
 from systems.undertow.txn_producer import Outcome, TxnProducer
+from workloads.txn import run_micro_ops
 
 TRANSACTION_TIMEOUT_MS = 10_000
 
@@ -63,7 +64,6 @@ class TxnClient:
     def _txn(self, op: Op) -> Op:
         assert self.producer is not None, "open() first"
         p = self.producer
-        done: list[list[Any]] = []
         micro = [list(m) for m in op.value]
         try:
             p.begin()
@@ -71,25 +71,7 @@ class TxnClient:
         except ClientError as e:
             self._abort_now()
             return op.complete("fail", error=f"{e.code}: {e}")
-        error: ClientError | None = None
-        i = 0
-        while i < len(micro) and error is None:
-            if micro[i][0] == "poll":
-                read, error = self.queue.poll_assigned()
-                done.append(["poll", read] if read else ["poll"])
-                i += 1
-                continue
-            j = i
-            while j < len(micro) and micro[j][0] == "send":
-                j += 1
-            items = [(int(m[1]), int(m[2])) for m in micro[i:j]]
-            results = produce_many(self.queue.conn, items, "all")
-            for (k, v), r in zip(items, results, strict=True):
-                done.append(["send", k, v] if isinstance(r, ClientError) else ["send", k, [r, v]])
-                if isinstance(r, ClientError) and error is None:
-                    error = r
-            i = j
-        done.extend(m for m in micro[i:])  # what an error left undone, as invoked
+        done, error = run_micro_ops(micro, self._poll, self._send_run)
         if error is not None:
             self._abort_now()  # never committed
             return op.complete("fail", done, error=f"{error.code}: {error}")
@@ -101,6 +83,17 @@ class TxnClient:
         if outcome is Outcome.ABORTED:
             return op.complete("fail", done, error="aborted")
         return op.complete("info", done, error="commit outcome unknown")
+
+    def _poll(self) -> tuple[list[Any], ClientError | None]:
+        read, error = self.queue.poll_assigned()
+        return (["poll", read] if read else ["poll"]), error
+
+    def _send_run(self, items: list[tuple[int, int]]
+                  ) -> tuple[list[int | None], ClientError | None]:
+        results = produce_many(self.queue.conn, items, "all")
+        errors = [r for r in results if isinstance(r, ClientError)]
+        return ([None if isinstance(r, ClientError) else r for r in results],
+                errors[0] if errors else None)
 
     def _abort_now(self) -> None:
         """Initialise again at once, which aborts what this producer left open (a commit

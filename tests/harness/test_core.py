@@ -103,6 +103,7 @@ def test_short_run_end_to_end(tmp_path: Path) -> None:
         assert (run / f).stat().st_size > 0, f
     test = json.loads((run / "test.json").read_text())
     assert test["seed"] == 11 and test["nodes"] == ["n1", "n2", "n3"]
+    assert test["name"] == run.parent.name  # the derived name, not the spec's default
     rows = [json.loads(x) for x in (run / "history.jsonl").read_text().splitlines()]
     assert any(r["f"] == "kill" for r in rows) and any(r["f"] == "start" for r in rows)
     assert sum(1 for r in rows if r["f"] == "send" and r["type"] == "ok") > 50
