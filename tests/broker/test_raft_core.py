@@ -274,3 +274,11 @@ def test_a_cut_off_voter_rejoins_without_deposing_the_leader() -> None:
     c.advance(1000)
     assert c.leader() is leader and leader.epoch == epoch
     assert cut.leader == leader.id and cut.epoch == epoch
+
+
+def test_an_observer_that_finds_no_leader_keeps_its_timer_ahead() -> None:
+    """A timer left in the past would make the host call tick() in a busy loop."""
+    o = make("o")
+    for now in range(0, 5000, 7):  # no answers: no leader is ever found
+        o.tick(now)
+        assert o.next_timer_ms() > now, (now, o.next_timer_ms())

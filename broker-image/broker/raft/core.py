@@ -190,8 +190,10 @@ class RaftNode:
             if now >= self._quorum_check_due_ms():
                 self._resign()
         elif self.role is Role.OBSERVER:
-            if self.leader is not None and now >= self._election_deadline_ms:
-                self.leader = None  # fetch timeout: rediscover the leader
+            if now >= self._election_deadline_ms:
+                # fetch timeout: rediscover the leader. The timer restarts even when no leader
+                # was known, or next_timer_ms() would stay in the past and the host would spin.
+                self.leader = None
                 self._reset_election_timer()
             if now >= self._next_fetch_ms:
                 self._send_fetch()

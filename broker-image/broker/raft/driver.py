@@ -160,8 +160,10 @@ class RaftDriver:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(wait_ms / 1000):
                         item = await self._inbox.get()
-            elif not self._inbox.empty():
-                item = self._inbox.get_nowait()
+            else:
+                await asyncio.sleep(0)  # never starve the loop, whatever the node's timer says
+                if not self._inbox.empty():
+                    item = self._inbox.get_nowait()
             now = self.clock_ms()
             try:
                 if item is None:
