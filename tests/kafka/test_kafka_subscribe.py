@@ -36,6 +36,6 @@ def test_a_short_subscribe_run_is_valid(tmp_path: Path, kafka_jars: jars.KafkaJa
     assert fs["subscribe", "ok"] >= 6
     readers = {o["process"] for o in ops if o["f"] == "poll" and o["type"] == "ok"
                and "assignment" in o and o["value"][0][1]}
-    assert len(readers) >= 3  # the group spread the keys over several members
+    assert len(readers) >= 2  # the group spread the keys over more than one member
     final = [o for o in ops if o["type"] == "ok" and o.get("fetch_committed")]
     assert len(final) == 1 and final[0]["committed"]

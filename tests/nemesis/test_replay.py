@@ -54,7 +54,9 @@ def test_a_replayed_plan_injects_the_same_faults_at_the_same_times(tmp_path: Pat
     assert len(a) == len(b) >= 6
     assert [(x["f"], aimed(x["value"])) for x in a] == [(x["f"], aimed(x["value"])) for x in b]
     drift = [abs(x["time"] - y["time"]) / 1e9 for x, y in zip(a, b, strict=True)]
-    assert max(drift) < 1.5, drift
+    # each fault at its planned time: the typical one within half a second; one that waited for
+    # a slow restart before it on a busy machine may be a few seconds late
+    assert sorted(drift)[len(drift) // 2] < 0.5 and max(drift) < 5.0, drift
     # the replay recorded the plan it replayed, so it can be replayed again
     assert json.loads((second / "test.json").read_text())["nemesis_plan"] == \
         test["nemesis_plan"]
