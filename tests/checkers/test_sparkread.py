@@ -6,6 +6,7 @@ keys cross the ranges' edges.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -123,3 +124,26 @@ def test_who_reads(tmp_path: Path) -> None:
     assert not wants_spark_read(tmp_path, "auto")  # small: the driver reads faster
     assert not wants_spark_read(tmp_path / "missing", "spark")
     assert p.exists()
+
+
+@needs_examples
+def test_cli_spark_reader_verdict_and_input_error(tmp_path: Path) -> None:
+    """`undertow check --reader spark`: the example's verdict, and a bad line named as the
+    driver names it (exit 2 for the worst)."""
+    from tests.checkers.test_cli_spark import undertow
+
+    shutil.copytree(EXAMPLES / "truncated", tmp_path / "truncated")
+    (tmp_path / "truncated" / "results.json").unlink()
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    write(bad, BAD[0][1])
+    r = undertow("--reader", "spark", str(tmp_path / "truncated"), str(bad))
+    assert r.returncode == 2, r.stdout + r.stderr
+    with pytest.raises(HistoryError) as strict:
+        scan_history(bad / "history.jsonl")
+    assert r.stderr.strip() == f"{bad}: error: {strict.value}"
+    got = orjson.loads((tmp_path / "truncated" / "results.json").read_bytes())
+    want = orjson.loads((EXAMPLES / "truncated" / "results.json").read_bytes())
+    for field in FIELDS:
+        assert got[field] == want[field], field
+    assert got["stats"]["reader"] == "spark"
