@@ -1,12 +1,14 @@
 """`python -m bench.compare --old DIR`: this checkout against another, side by side in one run.
 
 The machine is shared and noisy, so the two are measured alternately, round by
-round (old, new, old, new, ...), each with its own venv and code:
+round (old, new, new, old, ...), each with its own venv and code:
 - `python -m bench.harness --system S` (history writer, 3-node start to ready, client
   ops/s);
 - with `--history`, `undertow check` of the same recorded run folder (a copy each
   time: check writes results.json), wall time; `--history` names it (a folder the
-  harness wrote, e.g. results/queue-kill-partition/latest).
+  harness wrote, e.g. results/queue-kill-partition/latest);
+- with `--bench txn` instead, `python -m bench.txn --rounds 1` (committed transactions
+  per second, acknowledged records per second with idempotence on and off).
 Prints a table of medians (and every value) and writes bench/out/compare.json.
 """
 
@@ -36,6 +38,20 @@ def _harness(checkout: Path, seconds: float, system: str, starts: int) -> dict[s
     return {k: float(res[k]) for k in ("writer_ops_per_s", "start_to_ready_s", "ops_per_s")}
 
 
+TXN_FIGURES = ("txns_per_s", "idempotent_records_per_s", "plain_records_per_s")
+
+
+def _txn(checkout: Path, seconds: float, producers: int) -> dict[str, float]:
+    py = checkout / ".venv" / "bin" / "python"
+    with tempfile.TemporaryDirectory(prefix="bench-compare-") as d:
+        out = Path(d) / "txn.json"
+        subprocess.run([str(py), "-m", "bench.txn", "--seconds", str(seconds), "--rounds", "1",
+                        "--producers", str(producers), "--out", str(out)],
+                       cwd=checkout, check=True, capture_output=True, timeout=900)
+        res = json.loads(out.read_text())["summary"]
+    return {k: float(res[k]) for k in TXN_FIGURES}
+
+
 def _check(checkout: Path, history: Path) -> dict[str, float]:
     undertow = checkout / ".venv" / "bin" / "undertow"
     with tempfile.TemporaryDirectory(prefix="bench-compare-") as d:
@@ -59,18 +75,28 @@ def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.compare", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--old", type=Path, required=True, help="the other checkout (with .venv)")
+    ap.add_argument("--bench", choices=("harness", "txn"), default="harness",
+                    help="what to measure (default: bench.harness, and check with --history)")
+    ap.add_argument("--producers", type=int, default=8, help="bench.txn --producers")
     ap.add_argument("--history", type=Path, default=None,
                     help="a recorded run folder to check (none: no check figure)")
     ap.add_argument("--system", default="undertow", help="bench.harness --system")
     ap.add_argument("--starts", type=int, default=3, help="bench.harness --starts")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--seconds", type=float, default=8.0, help="bench.harness --seconds")
+    ap.add_argument("--seconds", type=float, default=8.0,
+                    help="bench.harness --seconds, or bench.txn --seconds")
     args = ap.parse_args()
+    if args.bench == "txn" and args.history is not None:
+        ap.error("--history goes with --bench harness")
     sides = {"old": args.old.resolve(), "new": HERE}
     rows: dict[str, list[dict[str, float]]] = {k: [] for k in sides}
     for r in range(args.rounds):
-        for side, checkout in sides.items():
-            row = _harness(checkout, args.seconds, args.system, args.starts)
+        for side in ("old", "new") if r % 2 == 0 else ("new", "old"):  # neither always first
+            checkout = sides[side]
+            if args.bench == "txn":
+                row = _txn(checkout, args.seconds, args.producers)
+            else:
+                row = _harness(checkout, args.seconds, args.system, args.starts)
             if args.history is not None:
                 row.update(_check(checkout, args.history.resolve()))
             row["load_1m"] = os.getloadavg()[0]
@@ -79,14 +105,16 @@ def main() -> None:
                   flush=True)
     med = {side: {k: statistics.median(x[k] for x in rs) for k in rs[0]}
            for side, rs in rows.items()}
-    print(f"\n{'figure':<20} {'old (median)':>14} {'new (median)':>14} {'new/old':>8}")
-    for k in ("writer_ops_per_s", "start_to_ready_s", "ops_per_s", "check_s", "load_1m"):
+    print(f"\n{'figure':<24} {'old (median)':>14} {'new (median)':>14} {'new/old':>8}")
+    for k in ("writer_ops_per_s", "start_to_ready_s", "ops_per_s", "check_s", *TXN_FIGURES,
+              "load_1m"):
         if k not in med["old"]:
             continue
         o, n = med["old"][k], med["new"][k]
-        print(f"{k:<20} {o:>14,.2f} {n:>14,.2f} {n / o if o else float('nan'):>8.2f}")
+        print(f"{k:<24} {o:>14,.2f} {n:>14,.2f} {n / o if o else float('nan'):>8.2f}")
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "compare.json").write_text(json.dumps({"old": str(sides["old"]), "system": args.system,
+    (OUT / "compare.json").write_text(json.dumps({"old": str(sides["old"]), "bench": args.bench,
+                                                  "system": args.system,
                                                   "rounds": rows, "median": med},
                                                  indent=1) + "\n")
 
