@@ -160,8 +160,9 @@ def main() -> None:
                                    memory="3g") as c:
                 these.append(measured(run_dir, size, f"cluster of {n} one-core workers",
                                       c.url, "spark", tuple(p.pid for p in c.procs)))
+        first = these[0]["verdict"]
         for row in these:
-            row["same_verdict"] = row.pop("verdict") == these[0]["verdict"]
+            row["same_verdict"] = row.pop("verdict") == first
             print(orjson.dumps(row).decode(), flush=True)
         if not args.no_floor:
             fl = floor(run_dir)
