@@ -7,6 +7,7 @@ round (old, new, old, new, ...), each with its own venv and code:
 - with `--history`, `undertow check` of the same recorded run folder (a copy each
   time: check writes results.json), wall time; `--history` names it (a folder the
   harness wrote, e.g. results/queue-kill-partition/latest).
+cpu_servers and cpu_harness are CPU ms per client op (where both sides record them).
 Prints a table of medians (and every value) and writes bench/out/compare.json.
 """
 
@@ -33,7 +34,12 @@ def _harness(checkout: Path, seconds: float, system: str, starts: int) -> dict[s
                    cwd=checkout, check=True, capture_output=True, timeout=900)
     name = "harness.json" if system == "undertow" else f"harness-{system}.json"
     res = json.loads((checkout / "bench" / "out" / name).read_text())
-    return {k: float(res[k]) for k in ("writer_ops_per_s", "start_to_ready_s", "ops_per_s")}
+    row = {k: float(res[k]) for k in ("writer_ops_per_s", "start_to_ready_s", "ops_per_s")}
+    # CPU ms per op moves less with the machine's load than ops/s (older checkouts lack it)
+    cpu = res.get("cpu", {})
+    row |= {f"cpu_{k}": float(cpu[f"{k}_ms_per_op"]) for k in ("servers", "harness")
+            if f"{k}_ms_per_op" in cpu}
+    return row
 
 
 def _check(checkout: Path, history: Path) -> dict[str, float]:
@@ -80,8 +86,9 @@ def main() -> None:
     med = {side: {k: statistics.median(x[k] for x in rs) for k in rs[0]}
            for side, rs in rows.items()}
     print(f"\n{'figure':<20} {'old (median)':>14} {'new (median)':>14} {'new/old':>8}")
-    for k in ("writer_ops_per_s", "start_to_ready_s", "ops_per_s", "check_s", "load_1m"):
-        if k not in med["old"]:
+    for k in ("writer_ops_per_s", "start_to_ready_s", "ops_per_s", "cpu_servers",
+              "cpu_harness", "check_s", "load_1m"):
+        if k not in med["old"] or k not in med["new"]:
             continue
         o, n = med["old"][k], med["new"][k]
         print(f"{k:<20} {o:>14,.2f} {n:>14,.2f} {n / o if o else float('nan'):>8.2f}")

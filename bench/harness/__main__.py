@@ -1,5 +1,6 @@
-"""Harness figures: client ops/s on a 3-node local cluster (concurrency 20, no faults),
-the history writer alone, and 3-node cluster start to ready.
+"""Harness figures: client ops/s on a 3-node local cluster (concurrency 20, no faults)
+with the CPU time each op costs (servers, harness; bench/harness/cpu.py), the history
+writer alone, and 3-node cluster start to ready.
 
     python -m bench.harness [--system undertow|kafka] [--seconds 10] [--writer-ops 300000]
                             [--starts 3]
@@ -19,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.harness import cpu
 from harness import core
 from harness import generator as g
 from harness.interpreter import Interpreter, client_node
@@ -86,9 +88,9 @@ def throughput(tmp: Path, seconds: float, system: str) -> dict[str, Any]:
         hw = HistoryWriter(run.paths.history)
         interp = Interpreter(run, hw, concurrency=20, nemesis=None, seed=1,
                              open_client=lambda t: client.open(run, client_node(run.nodes, t)))
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), cpu.sample()
         interp.run(g.time_limit(seconds, g.clients(test.workload.generator(test))))
-        elapsed = time.perf_counter() - t0
+        elapsed, cpu1 = time.perf_counter() - t0, cpu.sample()
         interp.close()
         hw.close()
         counts = dict(interp.stats.counts)
@@ -96,7 +98,8 @@ def throughput(tmp: Path, seconds: float, system: str) -> dict[str, Any]:
         core.cluster_down(backend, run)
     done = sum(counts.values())
     return {"ops_per_s": done / elapsed, "counts": counts, "seconds": elapsed,
-            "latency_ms": latencies(run.paths.history)}
+            "latency_ms": latencies(run.paths.history),
+            "cpu": cpu.per_op(cpu0, cpu1, ops=done, seconds=elapsed)}
 
 
 def latencies(history: Path) -> dict[str, dict[str, float]]:
@@ -133,6 +136,7 @@ def main() -> None:
         res["ops_per_s"] = tp["ops_per_s"]
         res["ops_counts"] = tp["counts"]
         res["latency_ms"] = tp["latency_ms"]
+        res["cpu"] = tp["cpu"]
         res["load_after"] = load()
     out = OUT / ("harness.json" if args.system == "undertow" else f"harness-{args.system}.json")
     out.write_text(json.dumps(res, indent=1) + "\n")
@@ -145,6 +149,10 @@ def main() -> None:
           f"{'met' if ok['ops_per_s'] else 'MISSED'}) {res['ops_counts']}")
     print("  latency (ms) median / p90: " + ", ".join(
         f"{f} {v['median']:.1f} / {v['p90']:.1f}" for f, v in res["latency_ms"].items()))
+    c = res["cpu"]
+    print(f"  CPU per op: servers {c['servers_ms_per_op']:.2f} ms + harness and clients "
+          f"{c['harness_ms_per_op']:.2f} ms = {c['total_ms_per_op']:.2f} ms; cores used "
+          f"{c['servers_cores']:.2f} + {c['harness_cores']:.2f} of {res['cpus']}")
     print(f"history writer alone: {res['writer_ops_per_s']:,.0f} ops/s "
           f"(target >= 200,000: {'met' if ok['writer_ops_per_s'] else 'MISSED'})")
     print(f"3-node cluster start to ready: median {res['start_to_ready_s']:.2f} s of "
