@@ -7,7 +7,9 @@ keys) and measures, with `--producers` client threads each on its own connection
 - acknowledged records per second (acks=all, one operation of 4 sends with up to 5 in
   flight, as the queue workload's), with the idempotent producer on and off, side by side:
   the two alternate for `--rounds` rounds of `--seconds` each in one cluster, so both see
-  the same machine and the idempotence cost is their ratio.
+  the same machine and the idempotence cost is their ratio;
+- the brokers' CPU time per committed transaction (user + system, all 3 nodes; Linux
+  /proc), a figure that depends far less on what else runs on the machine than rates do.
 Writes bench/out/txn.json and prints the summary.
 """
 
@@ -60,6 +62,15 @@ def rate(addrs: dict[str, str], producers: int, seconds: float,
     for th in threads:
         th.join()
     return sum(done) / (time.monotonic() - t0)
+
+
+def cpu_s(pids: list[int]) -> float:
+    """User + system CPU seconds the processes used so far (Linux /proc)."""
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def sends(values: int, t: int, i: int) -> list[tuple[int, int]]:
@@ -120,8 +131,12 @@ def main(argv: list[str] | None = None) -> int:
                 row[name] = rate(c.addrs, args.producers, args.seconds,
                                  acked((r * 2 + idem) * 100_000_000),
                                  enable_idempotence=idem)
+            pids = [p.pid for p in c.procs.values()]
+            cpu0 = cpu_s(pids)
             row["txns_per_s"] = rate(c.addrs, args.producers, args.seconds,
                                      transactions(args.seconds))
+            row["broker_cpu_ms_per_txn"] = (1000 * (cpu_s(pids) - cpu0)
+                                            / max(1.0, row["txns_per_s"] * args.seconds))
             rows.append(row)
             print(json.dumps({k: round(v, 1) for k, v in row.items()}), flush=True)
 
@@ -130,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
 
     summary = {"producers": args.producers, "seconds": args.seconds, "rounds": args.rounds,
                "sends_per_txn": SENDS, "txns_per_s": med("txns_per_s"),
+               "broker_cpu_ms_per_txn": med("broker_cpu_ms_per_txn"),
                "idempotent_records_per_s": med("idempotent_records_per_s"),
                "plain_records_per_s": med("plain_records_per_s"),
                "idempotence_cost_pct": round(100 * (1 - med("idempotent_records_per_s")

@@ -9,7 +9,13 @@ namespace (br_netfilter): in the harness's, a Docker engine's FORWARD policy
 would drop them; the switch namespace has no rules. A partition is
 `ip route add blackhole PEER/32` inside the node's namespace: the node sends
 nothing to that peer, so no TCP exchange between them completes, in either
-direction; the harness's own traffic is never cut. Heal deletes those routes.
+direction. The harness and its clients (the pseudo-node "client", at
+10.213.S.1) are cut only by a grudge that names them as the side that drops:
+`{"client": ["n1"]}` is a blackhole route to the harness inside n1, so n1 still
+receives and serves what clients send on open connections while its answers
+(and acknowledgements) are lost, one way, as with iptables on n1's egress.
+Dropping clients' requests alone (`{"n1": ["client"]}`) needs filtering on
+ingress, which routes cannot do: it is refused. Heal deletes the routes.
 No iptables is needed. Everything made is registered in harness.leftovers first
 (kind "netns": the bridge and the namespaces), so `undertow heal` removes it.
 """
@@ -25,6 +31,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from harness import leftovers
+from harness.net import CLIENT, checked_grudge
 
 IP = "ip"
 SUBNET = "10.213.{}.0/24"
@@ -80,7 +87,7 @@ class Namespaces:
         self.subnet = 0
         self.addr: dict[str, str] = {}
         self.item: str | None = None
-        self.cut: dict[str, set[str]] = {n: set() for n in self.nodes}
+        self.cut: dict[str, set[str]] = {n: set() for n in self.nodes}  # node -> peers it cut
         self._lock = threading.Lock()
 
     def prefix(self, node: str) -> list[str]:
@@ -125,22 +132,42 @@ class Namespaces:
 
     # -- Net ---------------------------------------------------------------------
 
+    @property
+    def client_addr(self) -> str:
+        """The harness's (and its clients') address as the nodes see it."""
+        return f"10.213.{self.subnet}.1"
+
+    def _routes(self, grudge: Mapping[str, Collection[str]]) -> list[tuple[str, str]]:
+        """(node, peer) pairs: a blackhole route to peer inside node; refuses what routes
+        cannot do before any is added."""
+        out: list[tuple[str, str]] = []
+        for node, peers in checked_grudge(grudge, {*self.nodes, CLIENT}).items():
+            for peer in peers:
+                if peer == CLIENT:
+                    raise ValueError(f"netns partition: {node} cannot drop clients' requests "
+                                     "alone (routes do not filter ingress); cut their answers "
+                                     f"with {{'client': [{node!r}]}}")
+                # clients drop peer's answers: peer routes nothing back to the harness
+                out.append((peer, CLIENT) if node == CLIENT else (node, peer))
+        return out
+
     def partition(self, run: Any, grudge: Mapping[str, Collection[str]]) -> None:
-        """Each node stops sending to the peers it holds a grudge against (added to any cut)."""
+        """Each node stops sending to the peers it holds a grudge against (added to any cut);
+        a node the clients hold a grudge against stops answering them."""
         with self._lock:
-            for node, peers in grudge.items():
-                for peer in peers:
-                    if peer == node or peer in self.cut[node]:
-                        continue
-                    _ip("route", "add", "blackhole", f"{self.addr[peer]}/32", ns=self.ns[node])
-                    self.cut[node].add(peer)
+            for node, peer in self._routes(grudge):
+                if peer in self.cut[node]:
+                    continue
+                to = self.client_addr if peer == CLIENT else self.addr[peer]
+                _ip("route", "add", "blackhole", f"{to}/32", ns=self.ns[node])
+                self.cut[node].add(peer)
 
     def heal(self, run: Any) -> None:
         with self._lock:
             for node, peers in self.cut.items():
                 for peer in sorted(peers):
-                    _ip("route", "del", "blackhole", f"{self.addr[peer]}/32",
-                        ns=self.ns[node], check=False)
+                    to = self.client_addr if peer == CLIENT else self.addr[peer]
+                    _ip("route", "del", "blackhole", f"{to}/32", ns=self.ns[node], check=False)
                 peers.clear()
 
     def slow(self, run: Any, nodes: Collection[str], delay_ms: float, jitter_ms: float) -> None:

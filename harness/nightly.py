@@ -49,7 +49,8 @@ from harness.spec import SPARK_CHOICES
 # our broker and on Apache Kafka.
 MATRIX: tuple[str, ...] = ("kip101-loss", "kip101-divergence", "isr-shrink-2013",
                            "unclean-election", "last-replica-standing", "safe",
-                           "kafka-unclean-election", "kafka-acks-1", "kafka-safe")
+                           "kafka-unclean-election", "kafka-acks-1", "kafka-safe",
+                           "kafka-read-uncommitted", "kafka-retries-without-idempotence")
 TIMED_OUT = 124  # the exit code of a run the nightly stopped (as timeout(1) gives)
 RUN_MARGIN_S = 600.0  # setup, final reads, Spark check and report on top of the time limit
 

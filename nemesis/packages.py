@@ -9,7 +9,7 @@ can break.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -162,6 +162,15 @@ def known_faults() -> list[str]:
     import nemesis.sequences  # noqa: F401  (registers the scenarios' precise sequences)
 
     return sorted(FAULTS)
+
+
+def fault_kinds(names: Iterable[str]) -> frozenset[fk.FaultKind]:
+    """The fault kinds the named `--nemesis` faults inject (a scenario's sequence: those of
+    the nemeses it needs), so a system or backend decides what it can do by kind, whatever
+    the name; unknown names add nothing (nemesis_package refuses them)."""
+    known_faults()
+    return frozenset(k for n in names if n in FAULTS for make in FAULTS[n].needs
+                     for k in getattr(make, "kinds", ()))
 
 
 def final_generator(nemesis: Nemesis) -> gen.Gen:

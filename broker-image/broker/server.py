@@ -31,7 +31,7 @@ from .protocol import (
 )
 from .raft.messages import MessageError
 from .txncoord import TxnCoordinator
-from .txnindex import is_aborted, marker_value
+from .txnindex import is_aborted
 
 ISOLATIONS = ("read_uncommitted", "read_committed")
 
@@ -427,28 +427,8 @@ class Server:
     async def write_txn_marker(self, req: dict[str, Any]) -> dict[str, Any]:
         """A transaction's commit or abort marker, from its coordinator: answered once
         committed here (the HW passed it), so a failover of this partition keeps it."""
-        p = self._partition(req["partition"])
-        p.check_produce("all")
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[ProtocolError | None] = loop.create_future()
-
-        def committed(_offset: int | None, err: ProtocolError | None) -> None:
-            if not fut.done():
-                fut.set_result(err)
-
-        def appended(offset: int | None, err: ProtocolError | None) -> None:
-            if err is not None or offset is None:
-                committed(None, err or ProtocolError(NOT_LEADER, "marker not appended"))
-            else:
-                timeout_s = self.cfg.settings.request_timeout_ms / 1000
-                p.wait_committed(offset, loop.time() + min(timeout_s, 5.0), committed)
-
-        value = marker_value(req["producer_id"], req["producer_epoch"], req["commit"])
-        p.pending.append((value, None, False, appended))
-        self._broker().schedule_append(p)
-        err = await fut
-        if err is not None:
-            raise err
+        await self._txns().write_marker(self._partition(req["partition"]), req["producer_id"],
+                                         req["producer_epoch"], bool(req["commit"]))
         return {}
 
     # -- test controls (off unless settings.test.controls.enable) ----------------------

@@ -9,7 +9,13 @@ finishes any transaction found preparing. A state change counts, in memory and
 in replies, only once its record is committed; a write that cannot be
 committed unloads the partition, so the next request replays what the log holds.
 A prepared transaction's markers go to each partition's leader
-(`write_txn_marker`, committed there before it answers), then Complete is written.
+(`write_txn_marker`, committed there before it answers; this broker's own
+partitions are written without a request), then Complete is written. A request
+of the same id that waited for the markers acts on the completed state at once:
+its own record (e.g. the next transaction's Ongoing) takes the place of
+Complete, which it implies, since it is written only after every marker is
+committed. So a producer's next transaction waits for its markers, not for one
+more replicated write.
 """
 
 from __future__ import annotations
@@ -21,9 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 from . import txn
 from .internal import NOT_COORDINATOR, InternalPartitions
-from .protocol import INVALID_REQUEST, NOT_CONTROLLER, ProtocolError
+from .protocol import INVALID_REQUEST, NOT_CONTROLLER, NOT_LEADER, ProtocolError
 from .rpc import RpcError
 from .txn import TxnMeta
+from .txnindex import marker_value
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -47,6 +54,8 @@ class TxnCoordinator(InternalPartitions):
         self.locks: dict[str, asyncio.Lock] = {}
         self.completing: set[str] = set()
         self.completed: dict[str, asyncio.Event] = {}  # set when a completion ends
+        self.marked: dict[str, TxnMeta] = {}  # prepared states whose markers are committed
+        self.waiting: dict[str, int] = {}  # requests of the id waiting for its markers
 
     @property
     def pids(self) -> Sequence[int]:
@@ -88,6 +97,15 @@ class TxnCoordinator(InternalPartitions):
         self.loaded.pop(pid, None)
         for tid in [t for t in self.txns if self.pid_of(t) == pid]:
             del self.txns[tid]
+            self.marked.pop(tid, None)
+
+    def _current(self, tid: str) -> TxnMeta | None:
+        """The id's state for a request: a prepared transaction whose markers are all
+        committed is complete, whether or not its Complete record is written yet."""
+        cur = self.txns.get(tid)
+        if cur is not None and cur.state in txn.PREPARING and self.marked.get(tid) == cur:
+            return txn.complete(cur)
+        return cur
 
     def _lock(self, tid: str) -> asyncio.Lock:
         lock = self.locks.get(tid)
@@ -115,9 +133,12 @@ class TxnCoordinator(InternalPartitions):
             why = err.code if err else "leadership moved"
             raise ProtocolError(NOT_COORDINATOR, f"{meta.tid}: state not committed ({why})")
         self.txns[meta.tid] = meta
+        self.marked.pop(meta.tid, None)
 
     async def _complete(self, tid: str) -> None:
-        """Write the markers of a prepared transaction, then Complete."""
+        """Write the markers of a prepared transaction, then Complete, unless a request of
+        the id waits for them: its own write takes Complete's place (else the tick writes
+        Complete, should that request write nothing)."""
         if tid in self.completing:
             return
         self.completing.add(tid)
@@ -126,11 +147,15 @@ class TxnCoordinator(InternalPartitions):
             meta = self.txns.get(tid)
             if meta is None or meta.state not in txn.PREPARING:
                 return
-            pid = self.pid_of(tid)
-            epoch = self.loaded.get(pid)
-            ok = await asyncio.gather(*(self._marker(meta, part, pid, epoch)
-                                        for part in meta.partitions))
-            if not all(ok):
+            if self.marked.get(tid) != meta:
+                pid = self.pid_of(tid)
+                epoch = self.loaded.get(pid)
+                ok = await asyncio.gather(*(self._marker(meta, part, pid, epoch)
+                                            for part in meta.partitions))
+                if not all(ok) or self.txns.get(tid) != meta:
+                    return
+                self.marked[tid] = meta
+            if self.waiting.get(tid):
                 return
             async with self._lock(tid):
                 if self.txns.get(tid) == meta:
@@ -146,11 +171,19 @@ class TxnCoordinator(InternalPartitions):
     async def _marker(self, meta: TxnMeta, part: int, pid: int, epoch: int | None) -> bool:
         """One marker, retried until its partition's leader has it committed; False once
         this broker no longer coordinates the id (the next coordinator writes it)."""
+        commit = meta.state == txn.PREPARE_COMMIT
         msg = {"type": "write_txn_marker", "partition": part, "producer_id": meta.producer_id,
-               "producer_epoch": meta.epoch, "commit": meta.state == txn.PREPARE_COMMIT}
+               "producer_epoch": meta.epoch, "commit": commit}
         while self.loaded.get(pid) == epoch and epoch is not None:
             m = self.b.meta.partitions.get(part)
-            if m is not None and m.leader is not None:
+            p = self.b.partitions.get(part)
+            if m is not None and m.leader == self.b.node and p is not None:
+                try:
+                    await self.write_marker(p, meta.producer_id, meta.epoch, commit)
+                    return True
+                except ProtocolError as e:
+                    log.debug("txn %s: marker to p%d: %s", meta.tid, part, e.code)
+            elif m is not None and m.leader is not None:
                 try:
                     resp = await self.b.peer(m.leader, "txn").call(msg, MARKER_TIMEOUT_S + 1)
                     if resp.get("error") is None:
@@ -160,6 +193,33 @@ class TxnCoordinator(InternalPartitions):
                     pass
             await asyncio.sleep(RETRY_S)
         return False
+
+    async def write_marker(self, p: Partition, producer_id: int, producer_epoch: int,
+                           commit: bool) -> None:
+        """A transaction's commit or abort marker in `p`, led here: returns once committed
+        (the HW passed it), so a failover of that partition keeps it; raises ProtocolError."""
+        p.check_produce("all")
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[ProtocolError | None] = loop.create_future()
+
+        def committed(_offset: int | None, err: ProtocolError | None) -> None:
+            if not fut.done():
+                fut.set_result(err)
+
+        def appended(offset: int | None, err: ProtocolError | None) -> None:
+            if err is not None or offset is None:
+                committed(None, err or ProtocolError(NOT_LEADER, "marker not appended"))
+            else:
+                timeout_s = self.cfg.settings.request_timeout_ms / 1000
+                p.wait_committed(offset, loop.time() + min(timeout_s, MARKER_TIMEOUT_S),
+                                 committed)
+
+        p.pending.append((marker_value(producer_id, producer_epoch, commit), None, False,
+                          appended))
+        self.b.schedule_append(p)
+        err = await fut
+        if err is not None:
+            raise err
 
     async def _producer_id(self) -> int:
         """A producer id never handed out before, from the active controller."""
@@ -198,10 +258,15 @@ class TxnCoordinator(InternalPartitions):
         here saves the round trips). Bounded: after it the request is refused as usual."""
         ended = self.completed.get(tid)
         if ended is not None:
+            self.waiting[tid] = self.waiting.get(tid, 0) + 1
             try:
                 await asyncio.wait_for(ended.wait(), MARKER_TIMEOUT_S)
             except TimeoutError:
                 pass
+            finally:
+                self.waiting[tid] -= 1
+                if not self.waiting[tid]:
+                    del self.waiting[tid]
 
     # -- requests -----------------------------------------------------------------------
     async def init(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -213,7 +278,7 @@ class TxnCoordinator(InternalPartitions):
         await self._settled(tid)
         async with self._lock(tid):
             self._led(tid)
-            cur = self.txns.get(tid)
+            cur = self._current(tid)
             new_id = await self._producer_id() if cur is None else None
             step = txn.init(cur, tid, timeout_ms, new_id, self.b.clock.now_ms())
             out = await self._apply(step)
@@ -231,7 +296,7 @@ class TxnCoordinator(InternalPartitions):
         await self._settled(tid)
         async with self._lock(tid):
             self._led(tid)
-            step = txn.add_partitions(self.txns.get(tid), tid, req["producer_id"],
+            step = txn.add_partitions(self._current(tid), tid, req["producer_id"],
                                       req["producer_epoch"], parts, self.b.clock.now_ms(),
                                       self.cfg.settings.txn_epoch_fencing)
             return await self._apply(step)
@@ -241,7 +306,7 @@ class TxnCoordinator(InternalPartitions):
         self._led(tid)
         async with self._lock(tid):
             self._led(tid)
-            step = txn.end(self.txns.get(tid), tid, req["producer_id"], req["producer_epoch"],
+            step = txn.end(self._current(tid), tid, req["producer_id"], req["producer_epoch"],
                            bool(req["commit"]), self.cfg.settings.txn_epoch_fencing)
             return await self._apply(step)
 

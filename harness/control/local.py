@@ -37,9 +37,10 @@ from harness.net import CLIENT, ProxyNet
 from harness.protocols import DirectLinks, Endpoints, Exec, LocalHost, Run, System
 from harness.proxy import LinkProxy, Links
 from harness.proxy_process import ProxyProcess
+from nemesis.kinds import PARTITION
+from nemesis.packages import fault_kinds
 
 HOST = "127.0.0.1"
-PARTITION = "partition"  # the fault that needs links a namespace can cut
 PROXY_ENV = "UNDERTOW_PROXY"
 READY_TIMEOUT_S = 30.0
 _handed_out: set[int] = set()
@@ -159,7 +160,7 @@ class LocalBackend:
         self.proxied = not (isinstance(system, DirectLinks) and system.direct_links())
         hosts = {n: HOST for n in nodes}
         prefixes: dict[str, list[str]] = {}
-        if not self.proxied and PARTITION in run.spec.nemesis:
+        if not self.proxied and PARTITION in fault_kinds(run.spec.nemesis):
             self.namespaces = netns.Namespaces(self.run_id, nodes)
             hosts = self.namespaces.up()
             prefixes = {n: self.namespaces.prefix(n) for n in nodes}

@@ -3,7 +3,8 @@
 Latency (raw scatter, log scale, and quantiles per time bucket) and throughput
 over time with the fault windows shaded per node; a per-process timeline drawn
 as a raster of time columns; per-key log pictures (offset against time, colour
-by writer process) with lost and divergent offsets marked.
+by writer process) with lost and divergent offsets marked and records of aborted
+transactions haloed.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from checkers.groups import Held
 from harness.report import svg
@@ -24,6 +26,7 @@ BUCKETS = 120  # time buckets for quantiles and throughput
 TIMELINE_COLUMNS = 600
 TIMELINE_ROWS = 64
 KEY_POINTS = 1500  # records drawn per key, at most (marked ones always)
+ABORTED_COLOUR = "#f7b6d2"  # the halo of a record an aborted transaction wrote
 MAX_KEYS = 24
 
 
@@ -254,14 +257,29 @@ def group_lanes(scan: Scan, held: list[Held], concurrency: int | None) -> tuple[
     return "".join(out), note
 
 
+def _aborted(scan: Scan, log: KeyLog) -> npt.NDArray[np.bool_]:
+    """Which of the key's records a failed (aborted) transaction wrote: read anyway."""
+    values = scan.txns.aborted_values
+    if not values:
+        return np.zeros(len(log.value), dtype=bool)
+    return np.isin(log.value, np.fromiter(values, dtype=np.int64, count=len(values)))
+
+
+def aborted_offsets(scan: Scan, log: KeyLog) -> list[int]:
+    """The offsets of the key's records written by aborted transactions, for the caption."""
+    return sorted(set(log.offset[_aborted(scan, log)].tolist()))
+
+
 def key_log(scan: Scan, key: int, log: KeyLog, lost: Collection[int],
             divergent: Collection[int]) -> str:
-    """Offsets against first-seen time, coloured by writer; lost (x) and divergent (!) marked."""
+    """Offsets against first-seen time, coloured by writer; lost (x) and divergent (!)
+    marked, and records of aborted transactions ringed."""
     n = len(log.offset)
     marked = np.isin(log.offset, np.fromiter(set(lost) | set(divergent), dtype=np.int64))
+    aborted = _aborted(scan, log)
     keep = np.zeros(n, dtype=bool)
     keep[:: max(1, n // KEY_POINTS)] = True
-    keep |= marked
+    keep |= marked | aborted
     t_s = log.time_ns / 1e9
     omax = float(log.offset.max()) if n else 1.0
     fr = svg.Frame(0.0, max(_s(scan.end_ns), 1e-3), 0.0, max(omax, 1.0) * 1.02, height=200,
@@ -269,6 +287,12 @@ def key_log(scan: Scan, key: int, log: KeyLog, lost: Collection[int],
     out = svg.open_svg(fr, f"key {key}: offset against time")
     out += svg.fault_bands(fr, _fault_rows(scan))
     out += svg.axes(fr, "time first seen (s)", "offset")
+    if aborted.any():  # a halo under each record an aborted transaction wrote
+        out.append(f'<g class="aborted"><title>records of aborted transactions, read: '
+                   f'{int(aborted.sum())}</title>')
+        out.append(svg.points(fr, t_s[aborted], log.offset[aborted].astype(np.float64),
+                              ABORTED_COLOUR, 8, cls="aborted"))
+        out.append("</g>")
     writers = log.writer
     for w in np.unique(writers[keep]):
         sel = keep & (writers == w) & ~marked

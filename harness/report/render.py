@@ -62,7 +62,8 @@ def report_context(run: RunFiles) -> dict[str, Any]:
     order = [k for k in focus if k in s.keys] + [k for k in s.keys if k not in focus]
     key_plots = [(k, Markup(figures.key_log(s, k, s.keys[k], lost.get(k, set()),
                                             div.get(k, set()))),
-                  len(s.keys[k].offset), sorted(lost.get(k, set())), sorted(div.get(k, set())))
+                  len(s.keys[k].offset), sorted(lost.get(k, set())), sorted(div.get(k, set())),
+                  figures.aborted_offsets(s, s.keys[k]))
                  for k in order[: figures.MAX_KEYS]]
     timeline_svg, timeline_note = figures.timeline(s, _concurrency(test))
     group = group_delivery(run.ops)
@@ -72,6 +73,7 @@ def report_context(run: RunFiles) -> dict[str, Any]:
     anomalies = sections.anomalies(run.results, s, run.ops)
     linked = {i for a in anomalies for ex in a.examples
               for part in [ex.parts, *ex.steps] for _, i in part if i is not None}
+    ops_table = sections.op_rows(run.ops, sorted(set(s.involved) | linked), s.txns)
     return {
         "title": str(test.get("name") or run.run_dir.name),
         "run_dir": str(run.run_dir),
@@ -84,7 +86,8 @@ def report_context(run: RunFiles) -> dict[str, Any]:
         "anomalies": anomalies,
         "stats": sections.stats(run.results),
         "plan": plan_rows(run.test),
-        "ops_table": sections.op_rows(run.ops, sorted(set(s.involved) | linked)),
+        "ops_table": ops_table,
+        "txn_outcomes": any(r.outcome for r in ops_table),
         "op_count": s.op_count,
         "client_ops": s.client_ops,
         "duration_s": f"{s.end_ns / 1e9:.1f}",

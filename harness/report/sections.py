@@ -15,7 +15,7 @@ import orjson
 
 from harness.report.scan import Scan
 from harness.report.sentences import Sentence, cycle_steps, op_facts, op_words, sentence
-from harness.runfiles.walk import anomaly_refs
+from harness.runfiles.walk import KINDS, Txns, anomaly_refs
 
 VALUE_CHARS = 400  # an op's value is cut to this many characters in the ops table
 REPLICA_KEYS = 16
@@ -208,10 +208,28 @@ class OpRow:
     f: str
     value: str
     error: str
+    outcome: str = ""  # a txn's: committed, aborted or unknown (its invoke's row too)
 
 
-def op_rows(ops: list[dict[str, Any]], indices: list[int]) -> list[OpRow]:
-    """The rows of the ops table, for the given history indices (those anomalies touch)."""
+# a transaction's outcome by its completion (HISTORY.md: fail means certainly not committed)
+TXN_OUTCOMES = {"ok": "committed", "fail": "aborted", "info": "unknown"}
+
+
+def txn_outcome(op: Mapping[str, Any], txns: Txns | None) -> str:
+    """committed, aborted or unknown for a `txn` operation's invoke or completion; "" else.
+    An invoke with no completion is unknown, as the contract reads it."""
+    if op.get("f") != "txn":
+        return ""
+    kind = txns.kind_of(op["index"]) if txns is not None and isinstance(op.get("index"), int) \
+        else None
+    typ = KINDS[kind] if kind is not None else op.get("type")
+    return TXN_OUTCOMES.get(str(typ), "unknown")
+
+
+def op_rows(ops: list[dict[str, Any]], indices: list[int],
+            txns: Txns | None = None) -> list[OpRow]:
+    """The rows of the ops table, for the given history indices (those anomalies touch);
+    txns (the walk's) gives each transaction's outcome on its invoke's row as well."""
     by_index: dict[int, dict[str, Any]] = {}
     missing = []
     for i in indices:
@@ -231,7 +249,8 @@ def op_rows(ops: list[dict[str, Any]], indices: list[int]) -> list[OpRow]:
         rows.append(OpRow(i, f"{t / 1e9:.6f}" if isinstance(t, int) else "?",
                           str(op.get("process")), str(op.get("type")), str(op.get("f")),
                           op_words(str(op.get("f")), op.get("value")),
-                          "" if op.get("error") is None else cut(str(op.get("error")))))
+                          "" if op.get("error") is None else cut(str(op.get("error"))),
+                          txn_outcome(op, txns)))
     return rows
 
 

@@ -55,6 +55,35 @@ NemesisSpan = tuple[int, str, Any, int, int]  # index, f, value, invoke ns, comp
 
 
 @dataclass(frozen=True, slots=True)
+class Txns:
+    """Each completed `txn` operation: its invoke and completion indices and its KIND_CODES
+    (ok: committed, fail: certainly not committed, info: unknown), and the values its
+    failed transactions sent (records that must never be read)."""
+
+    invoke: I64  # sorted
+    completion: I64  # in step with invoke
+    kind: I64
+    aborted_values: frozenset[int]
+
+    @classmethod
+    def of(cls, inv: list[int], comp: list[int], kind: list[int],
+           aborted: set[int]) -> Txns:
+        i = np.asarray(inv, dtype=np.int64)
+        order = np.argsort(i, kind="stable")
+        return cls(i[order], np.asarray(comp, dtype=np.int64)[order],
+                   np.asarray(kind, dtype=np.int64)[order], frozenset(aborted))
+
+    def kind_of(self, index: int) -> int | None:
+        """The completion kind of the txn whose invoke or completion is at `index`, or None
+        (not a completed txn)."""
+        for arr in (self.invoke, self.completion):
+            hit = np.flatnonzero(arr == index)
+            if hit.size:
+                return int(self.kind[hit[0]])
+        return None
+
+
+@dataclass(frozen=True, slots=True)
 class HistoryWalk:
     """What one tolerant pass over the history found (see the module docstring)."""
 
@@ -68,6 +97,7 @@ class HistoryWalk:
     processes: list[int]
     op_count: int
     client_ops: int
+    txns: Txns
 
 
 def anomaly_refs(anomalies: Mapping[str, Any]) -> tuple[set[int], set[int]]:
@@ -117,6 +147,10 @@ def walk_history(ops: list[dict[str, Any]],
     involved: set[int] = set()
     by_value: dict[int, list[int]] = {}
     reads_linked: dict[int, int] = {}
+    txn_inv: list[int] = []
+    txn_comp: list[int] = []
+    txn_kind: list[int] = []
+    aborted: set[int] = set()
 
     def link(v: int, *indices: Any) -> None:
         for i in indices:
@@ -183,6 +217,18 @@ def walk_history(ops: list[dict[str, Any]],
         f_codes.append(code)
         kinds.append(kind)
         procs.append(p)
+        if f == "txn":
+            i0 = inv.get("index")
+            if type(i0) is int and type(idx) is int:
+                txn_inv.append(i0)
+                txn_comp.append(idx)
+                txn_kind.append(kind)
+            if kind == 1:  # its sends did not happen: a read of one is an aborted read
+                sent = inv.get("value")
+                for mop in sent if type(sent) is list else ():
+                    if type(mop) is list and len(mop) == 3 and mop[0] == "send" \
+                            and type(mop[2]) is int:
+                        aborted.add(mop[2])
         if type(value) is not list:
             continue
         for mop in value:
@@ -236,7 +282,8 @@ def walk_history(ops: list[dict[str, Any]],
     return HistoryWalk(completions=completions, nemesis=nem, nemesis_ops=nem_rows,
                        end_ns=end_ns, keys=keys, involved=sorted(involved),
                        by_value={v: sorted(set(ix)) for v, ix in by_value.items()},
-                       processes=sorted(set(procs)), op_count=len(ops), client_ops=client_ops)
+                       processes=sorted(set(procs)), op_count=len(ops), client_ops=client_ops,
+                       txns=Txns.of(txn_inv, txn_comp, txn_kind, aborted))
 
 
 def _key_logs(r_key: list[int], r_off: list[int], r_val: list[int], r_t: list[int],

@@ -159,10 +159,15 @@ def producer_config(bootstrap: str, acks: str, *, timeout_s: float, retries: int
                     max_in_flight: int | None = None) -> dict[str, Any]:
     """librdkafka producer settings: the spec's acks; idempotence only where it is allowed.
     timeout_s is the delivery timeout (message.timeout.ms); retries None: all for acks=all,
-    none for 0 and 1; request_timeout_s None: the delivery timeout; idempotence None: on
-    for acks=all; max_in_flight None: librdkafka's own."""
+    none for 0 and 1; request_timeout_s: one attempt's (None: the delivery timeout);
+    idempotence None: on for acks=all; max_in_flight None: librdkafka's own."""
     ms = int(timeout_s * 1000)
     request_ms = ms - 100 if request_timeout_s is None else int(request_timeout_s * 1000)
+    # librdkafka's request.timeout.ms is only the broker's wait for acks; the client gives up
+    # on an unanswered ProduceRequest after socket.timeout.ms (or what is left of the
+    # message's timeout), disconnects and, with retries, sends it again. So an attempt's
+    # timeout is socket.timeout.ms; left at the delivery timeout, nothing is ever resent.
+    socket_ms = max(1000, ms) if request_timeout_s is None else max(500, request_ms)
     more = {} if max_in_flight is None else \
         {"max.in.flight.requests.per.connection": max_in_flight}
     return {
@@ -174,7 +179,7 @@ def producer_config(bootstrap: str, acks: str, *, timeout_s: float, retries: int
         "message.timeout.ms": ms,
         "request.timeout.ms": max(500, request_ms),
         "linger.ms": 0,
-        "socket.timeout.ms": max(1000, ms),
+        "socket.timeout.ms": socket_ms,
         "socket.nagle.disable": True,  # one small request at a time: no 40 ms Nagle waits
         "reconnect.backoff.max.ms": 500,
         "topic.metadata.refresh.interval.ms": 1000,

@@ -19,13 +19,15 @@ from typing import Any
 
 from harness import netns
 from harness.spec import SpecError, TestSpec
+from nemesis.kinds import KILL, PARTITION, PAUSE
+from nemesis.packages import fault_kinds
 from systems.kafka import config, jars
 from systems.kafka.admin import KafkaAdmin, active_controller
 from systems.kafka.client import warm_up
 from systems.kafka.jars import KafkaJars
 from systems.kafka.local import LocalKafka
 
-FAULTS = ("kill", "pause", "partition")
+FAULTS = (KILL, PAUSE, PARTITION)  # the fault kinds Kafka takes, whatever the sequence
 BACKENDS = ("local", "docker", "ssh")
 WORKLOADS = ("queue", "txn")
 VERSION_ENV_KEY = "kafka_version"  # spec.extra key: the release to run (default: newest 4.x)
@@ -41,7 +43,7 @@ def controller_voters(spec: TestSpec) -> int:
 
 
 def needs_namespaces(spec: TestSpec) -> bool:
-    return spec.backend == "local" and "partition" in spec.nemesis
+    return spec.backend == "local" and PARTITION in fault_kinds(spec.nemesis)
 
 
 def check_spec(spec: TestSpec) -> None:
@@ -50,12 +52,12 @@ def check_spec(spec: TestSpec) -> None:
     if spec.backend not in BACKENDS:
         raise SpecError(f"--backend {spec.backend}: Kafka runs on the "
                         f"{', '.join(BACKENDS)} backends")
-    from systems.kafka.scenarios import SEQUENCES
+    import systems.kafka.scenarios  # noqa: F401  (registers Kafka's sequences)
 
-    unsupported = [f for f in spec.nemesis if f not in FAULTS and f not in SEQUENCES]
+    unsupported = [f for f in spec.nemesis if not fault_kinds([f]) <= set(FAULTS)]
     if unsupported:
         raise SpecError(f"--nemesis {','.join(unsupported)}: unsupported for Kafka on the "
-                        f"{spec.backend} backend (it has {', '.join(FAULTS)})")
+                        f"{spec.backend} backend (it has {', '.join(k.start for k in FAULTS)})")
     if needs_namespaces(spec) and (why := netns.supported()) is not None:
         raise SpecError(f"--nemesis partition: unsupported for Kafka here ({why}; each node "
                         "needs its own network namespace); kill and pause still work")

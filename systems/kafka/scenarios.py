@@ -55,10 +55,12 @@ for _fault in SEQUENCES.values():
 
 def _scenario(name: str, description: str, expected: tuple[str, ...],
               broker: Mapping[str, Any], fixed_by: tuple[str, ...] = (),
-              **spec: Any) -> Scenario:
+              producer: Mapping[str, Any] | None = None, **spec: Any) -> Scenario:
     settings: dict[str, Any] = {"name": name, "scenario": name, "system": "kafka", "keys": 8,
                                 "concurrency": 10, "time_limit_s": 120.0, **spec,
                                 "broker": dict(broker)}
+    if producer:
+        settings["producer"] = dict(producer)
     return Scenario(name, description, settings, expected, fixed_by)
 
 
@@ -103,4 +105,19 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         fixed_by=("--isolation", "read-committed"),
         workload="txn", isolation="read-uncommitted", nemesis=("kill", "pause"), node_count=3,
         time_limit_s=60.0, nemesis_interval_s=10.0),
+    _scenario(
+        "kafka-retries-without-idempotence",
+        "Kafka producer retries without idempotence: clients stop hearing a leader's answers "
+        "(one way: it still appends what they send) for longer than an attempt's timeout. "
+        "librdkafka gives up on a ProduceRequest after socket.timeout.ms (its "
+        "request.timeout.ms is only the broker's wait for acks), so that is set to 1 s, well "
+        "under the 8 s message.timeout.ms: it disconnects, reconnects once the answers flow "
+        "again and resends, and the leader appends the records a second time.",
+        ("duplicate",),
+        {"replication_factor": 3, "acks": "all", "min_insync_replicas": 2,
+         "unclean_leader_election": False},
+        producer={"retries": 5, "request_timeout_ms": 1000, "delivery_timeout_ms": 8000,
+                  "enable_idempotence": False},
+        fixed_by=("--idempotence",),
+        nemesis=("lost-answers",), node_count=3, time_limit_s=60.0, nemesis_interval_s=8.0),
 )}

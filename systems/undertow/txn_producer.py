@@ -1,8 +1,9 @@
 """Kafka's transactional producer over BrokerClient: init, add partitions, send, commit, abort.
 
-The coordinator of the transactional.id is found through any node and asked
-again while it moves, loads or finishes an earlier transaction (Kafka's
-retriable coordinator errors). Whether a transaction committed follows the
+The coordinator of the transactional.id is found through any node, kept for
+the next requests (as Kafka's producer keeps it), looked up again once it
+moved, and asked again while it loads or finishes an earlier transaction
+(Kafka's retriable coordinator errors). Whether a transaction committed follows the
 history's rules:
 - a transaction whose commit was never sent is certainly not committed (only
   an end_txn with commit can commit it; the coordinator aborts the rest, at the
@@ -50,6 +51,7 @@ class TxnProducer:
         cl.idempotent = True
         cl.transactional = True
         self.partitions: set[int] = set()  # added to the ongoing transaction
+        self.coordinator: str | None = None  # as last found
         self.ready = False  # initialised, with no transaction left in doubt
 
     # -- coordinator requests ------------------------------------------------------------
@@ -73,22 +75,23 @@ class TxnProducer:
         be a definite refusal); ClientError when no definite answer came in time, `definite`
         when no attempt reached a coordinator."""
         deadline = time.monotonic() + (self.cl.timeout_s if timeout_s is None else timeout_s)
-        last, reached, node = "no attempt", False, None
+        last, reached = "no attempt", False
         while True:
             try:
-                node = node or self._find(deadline)
+                node = self.coordinator = self.coordinator or self._find(deadline)
                 reply = self.cl._call(node, {**msg, "transactional_id": self.tid}, deadline)
                 code = reply.get("error")
                 if code not in RETRY:
                     return reply
                 last = f"{code}: {reply.get('message')}"
                 reached = reached or code == "NOT_COORDINATOR"  # it may be a write's outcome
-            except _Unsent as e:
+            except _Unsent as e:  # no coordinator found, or it refused the connection
                 last = str(e)
+                self.coordinator = None
             except ClientError as e:
                 last, reached = f"{e.code}: {e}", True
             if code_moved(last):
-                node = None
+                self.coordinator = None
             if time.monotonic() + BACKOFF_S >= deadline:
                 raise ClientError(last.split(":", 1)[0], f"{msg['type']} {self.tid}: {last}",
                                   definite=not reached)

@@ -148,3 +148,58 @@ def test_a_coordinator_killed_mid_commit_leaves_the_transaction_whole(
     finally:
         cl.close()
         reader.close()
+
+
+def test_back_to_back_transactions_stay_whole_across_a_coordinator_failover(
+        make_cluster: Callable[..., LocalCluster]) -> None:
+    """Each next transaction's add waits only for the previous one's markers (its record
+    stands for Complete): over overlapping partitions, then a failover, read_committed
+    shows exactly the committed transactions' records, in order."""
+    c = make_cluster(settings=SETTINGS)
+    c.start_all()
+    c.wait_ready(20)
+    reader = BrokerClient(c.addrs, timeout_s=15)
+    for i in range(50):
+        p, cl = producer(c, f"b{i}")
+        coordinator = p._find(10**12)
+        if coordinator != c.controller:
+            break
+        cl.close()
+    keys = range(4)
+    sent: dict[int, list[int]] = {k: [] for k in keys}
+    committed: dict[int, list[int]] = {k: [] for k in keys}
+    again, again_cl = producer(c, p.tid)
+    try:
+        for i in range(30):
+            txn = {i % 4: 1000 + 2 * i, (i + 1) % 4: 1001 + 2 * i}
+            p.begin()
+            p.add_partitions(txn)
+            for k, v in txn.items():
+                cl.produce(k, v)
+                sent[k].append(v)
+            commit = i % 3 != 2
+            assert p.end(commit=commit) is (Outcome.COMMITTED if commit else Outcome.ABORTED)
+            for k, v in txn.items():
+                if commit:
+                    committed[k].append(v)
+        c.kill(coordinator)  # the last transaction's markers may still be under way
+        again.begin()  # a new instance, on the new coordinator
+        again.add_partitions(keys)
+        for k in keys:
+            again_cl.produce(k, 5000 + k)
+            sent[k].append(5000 + k)
+            committed[k].append(5000 + k)
+        assert again.end(commit=True) is Outcome.COMMITTED
+
+        def whole() -> bool:
+            try:
+                return all(read(reader, k, COMMITTED) == committed[k] for k in keys)
+            except ClientError:
+                return False
+
+        c.wait(whole, 60, "every committed transaction, and no aborted one")
+        assert {k: read(reader, k, UNCOMMITTED) for k in keys} == sent
+        c.start(coordinator)
+    finally:
+        for x in (cl, again_cl, reader):
+            x.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
@@ -31,6 +32,20 @@ try:
     socket.create_connection((sys.argv[1], 7777), timeout=1).recv(2)
 except OSError:
     sys.exit(1)
+"""
+
+
+ECHO = """
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], 7778))
+s.listen()
+c, _ = s.accept()
+while data := c.recv(100):
+    with open(sys.argv[2], "ab") as f:
+        f.write(data)
+    c.sendall(data)
 """
 
 
@@ -64,3 +79,44 @@ def test_partition_heal_and_leftovers(state: Path) -> None:
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not any(name in listed for name in ns.ns.values())
     assert leftovers.heal_all(force=True) == []  # safe twice
+
+
+def test_clients_lose_a_nodes_answers_while_it_serves_them(state: Path, tmp_path: Path) -> None:
+    """{"client": ["n1"]}: on a connection opened before, n1 still gets and serves each
+    request (it writes it down), and its answers never come back; heal lets them through."""
+    ns = netns.Namespaces("netns-answers", ("n1", "n2"))
+    served = tmp_path / "served"
+    server: subprocess.Popen[bytes] | None = None
+    try:
+        addrs = ns.up()
+        server = subprocess.Popen([*ns.prefix("n1"), sys.executable, "-c", ECHO, addrs["n1"],
+                                   str(served)])
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                conn = socket.create_connection((addrs["n1"], 7778), timeout=1)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        with conn:
+            conn.sendall(b"a")
+            assert conn.recv(1) == b"a"
+            with pytest.raises(ValueError, match="cannot drop clients' requests alone"):
+                ns.partition(None, {"n1": {"client"}})
+            ns.partition(None, {"client": {"n1"}})
+            with pytest.raises(OSError):  # no new connection either (its SYN-ACK is lost)
+                socket.create_connection((addrs["n1"], 7778), timeout=1).close()
+            conn.sendall(b"b")
+            with pytest.raises(TimeoutError):
+                conn.recv(1)
+            assert served.read_bytes() == b"ab"  # served although unanswered
+            ns.heal(None)
+            conn.settimeout(30)  # n1's retransmission timer decides when the answer comes
+            assert conn.recv(1) == b"b"
+    finally:
+        if server is not None:
+            server.kill()
+            server.wait()
+        ns.down()

@@ -73,7 +73,7 @@ def test_scenarios_are_exactly_the_known_bugs_and_build() -> None:
                               "retries-without-idempotence", "read-uncommitted",
                               "zombie-producer",
                               "kafka-safe", "kafka-unclean-election", "kafka-acks-1",
-                              "kafka-read-uncommitted"}
+                              "kafka-read-uncommitted", "kafka-retries-without-idempotence"}
     known = known_faults()
     for name, s in SCENARIOS.items():
         spec = build_spec(s.settings)
@@ -106,8 +106,9 @@ def test_known_bug_scenarios_keep_one_controller_voter_and_safe_a_quorum() -> No
     from harness.spec import build_spec
     from systems.undertow.admin import controller_voters
 
-    # no sequence: any faults
-    ordinary_faults = {"read-uncommitted", "zombie-producer", "kafka-read-uncommitted"}
+    # no sequence (any faults), or one that stops no node (clients lose a leader's answers)
+    ordinary_faults = {"read-uncommitted", "zombie-producer", "kafka-read-uncommitted",
+                       "kafka-retries-without-idempotence"}
     for name, sc in SCENARIOS.items():
         voters = controller_voters(build_spec(sc.settings))
         quorum = sc.safe or name in ordinary_faults
@@ -181,7 +182,8 @@ def test_each_known_bug_names_the_options_that_fix_it_and_they_build_a_fixed_spe
         assert not b.unclean_leader_election or b.min_insync_replicas >= 2, name
         if name == "last-replica-standing":
             assert b.flush == "every-message"
-        if name == "retries-without-idempotence":  # the producer's setting, not the broker's
+        # the producer's setting, not the broker's
+        if name in ("retries-without-idempotence", "kafka-retries-without-idempotence"):
             assert fixed.producer.enable_idempotence and not unsafe.producer.enable_idempotence
             assert fixed.producer.retries == unsafe.producer.retries
             assert (unsafe.producer.retries or 0) > 0

@@ -23,7 +23,8 @@ SCENARIOS = all_scenarios()
 def test_matrix_is_the_documented_scenarios() -> None:
     assert set(MATRIX) == {"kip101-loss", "kip101-divergence", "isr-shrink-2013",
                            "unclean-election", "last-replica-standing", "safe",
-                           "kafka-unclean-election", "kafka-acks-1", "kafka-safe"}
+                           "kafka-unclean-election", "kafka-acks-1", "kafka-safe",
+                           "kafka-read-uncommitted", "kafka-retries-without-idempotence"}
     assert all(n in SCENARIOS for n in MATRIX)
     assert SCENARIOS["safe"].expected == ()
 
