@@ -1,9 +1,12 @@
 """CPU time spent during a benchmark window, by who spent it, from /proc (Linux).
 
-Ops per second on a shared machine move with the other work on it; the CPU
-time one client operation costs moves far less, and it says what holds the
-figure back: when the servers and the harness together use every core, the
-figure is CPU-bound and only a lower cost per operation raises it.
+Ops per second on a shared machine move with the other work on it. The cores
+the run's own processes used say whether the run had the machine (all of it:
+the figure is CPU-bound, and only a lower cost per operation raises it; a
+fraction: other work starved it), and the CPU time per operation, at full
+speed, says which side that cost is on. At low rates the servers' steady
+background work (replication and consumer fetches that wait, metadata
+refreshes) inflates the time per operation.
 """
 
 from __future__ import annotations
