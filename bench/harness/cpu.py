@@ -57,12 +57,28 @@ def sample(root: int | None = None) -> CpuTimes:
     return CpuTimes(harness=stats[me][1] if me in stats else 0.0, servers=servers)
 
 
-def per_op(before: CpuTimes, after: CpuTimes, *, ops: int, seconds: float) -> dict[str, float]:
-    """CPU milliseconds per operation and cores used, each side and in total. A server
-    that exits inside the window takes its time with it (no faults here: none does)."""
+def _spent(before: CpuTimes, after: CpuTimes) -> dict[str, float]:
     spent = {"servers": after.servers - before.servers,
              "harness": after.harness - before.harness}
     spent["total"] = spent["servers"] + spent["harness"]
-    out = {f"{k}_ms_per_op": 1000 * v / max(ops, 1) for k, v in spent.items()}
+    return spent
+
+
+def per_op(before: CpuTimes, after: CpuTimes, *, ops: int, seconds: float,
+           idle: tuple[CpuTimes, CpuTimes, float] | None = None) -> dict[str, float]:
+    """CPU milliseconds per operation and cores used, each side and in total. A server
+    that exits inside the window takes its time with it (no faults here: none does).
+
+    idle: (before, after, seconds) of a window with the clients open and no ops; the
+    cores used then are taken out of the window's time as well (`*_busy_ms_per_op`):
+    what one more operation costs, without the servers' steady background work."""
+    spent = _spent(before, after)
+    n = max(ops, 1)
+    out = {f"{k}_ms_per_op": 1000 * v / n for k, v in spent.items()}
     out |= {f"{k}_cores": v / seconds for k, v in spent.items()}
+    if idle is not None:
+        idle_cores = {k: v / idle[2] for k, v in _spent(idle[0], idle[1]).items()}
+        out |= {f"{k}_idle_cores": v for k, v in idle_cores.items()}
+        out |= {f"{k}_busy_ms_per_op": 1000 * (spent[k] - idle_cores[k] * seconds) / n
+                for k in spent}
     return out

@@ -39,3 +39,13 @@ def test_per_op_divides_by_ops_and_seconds() -> None:
     assert spent["harness_ms_per_op"] == 1.0
     assert spent["total_ms_per_op"] == 5.0
     assert spent["total_cores"] == 1.25
+
+
+def test_an_idle_window_takes_the_background_out() -> None:
+    spent = cpu.per_op(cpu.CpuTimes(harness=0.0, servers=0.0),
+                       cpu.CpuTimes(harness=1.0, servers=3.0), ops=1000, seconds=10.0,
+                       idle=(cpu.CpuTimes(harness=1.0, servers=3.0),
+                             cpu.CpuTimes(harness=1.0, servers=4.0), 5.0))
+    assert spent["servers_idle_cores"] == 0.2
+    assert spent["servers_busy_ms_per_op"] == 1.0  # 3 s less 0.2 cores for 10 s, by 1000
+    assert spent["harness_busy_ms_per_op"] == 1.0
