@@ -97,8 +97,8 @@ class RunFileChecker:
         except (HistoryError, SparkError) as e:
             what = "bad history" if isinstance(e, HistoryError) else "no Spark"
             return {"valid": "unknown", "error": f"{what}: {e}"}
-        finally:
-            self.release()
+        # the early session stays until `release`, which the run calls after the verdict:
+        # stopping a Spark context takes seconds the verdict need not wait for
 
     def _check_early(self, run_dir: Path) -> dict[str, Any] | None:
         """The check in the session started early (the history is read while its start

@@ -8,6 +8,7 @@ combined answer is written to results.json once, through the run-file writer.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -53,11 +54,13 @@ def check(checkers: Sequence[Checker], run_dir: Path, spec: TestSpec | None,
     """Every checker over run_dir, combined and written to results.json; never raises."""
     answers: list[Mapping[str, Any]] = []
     for checker in checkers:
+        t0 = time.monotonic()
         try:
             answers.append(checker.check(run_dir, spec))
         except Exception as e:  # a checker that cannot decide answers unknown
             log.exception("checker %s failed", checker.name)
             answers.append({"valid": "unknown", "error": f"{checker.name}: {e!r}"})
+        log.info("checker %s: %.2f s", checker.name, time.monotonic() - t0)
     results = combine(answers)
     write_results(run_dir, results)
     return results

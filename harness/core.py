@@ -4,7 +4,8 @@ assemble the Test (harness.test; spec errors surface here, before anything
 exists) -> store -> backend up (nodes) -> the system set up on each node ->
 links wired -> ready -> clients + nemesis under the workload's generator (time
 limit; checkers that can prepare, `Prepares`, start their slow parts in the
-background meanwhile) -> the nemesis's final heal -> wait for the system -> the workload's
+background meanwhile, and those that watch the history, `WatchesHistory`, see each op
+as it is written) -> the nemesis's final heal -> wait for the system -> the workload's
 final reads -> replicas dumped to replicas.jsonl -> node files collected ->
 system torn down and backend down (always, in a finally, also on SIGINT) ->
 the Test's checkers -> report. The runner names no system and no workload.
@@ -39,6 +40,7 @@ from harness.protocols import (
     Nemesis,
     Prepares,
     Run,
+    WatchesHistory,
 )
 from harness.runfiles import (
     EXIT_INTERRUPTED,
@@ -393,7 +395,9 @@ def _run_and_check(test: Test, stored: store.StoredRun, stopper: Stopper, watch:
                    checkers: Sequence[Checker]) -> Outcome:
     spec, log = test.spec, stored.log
     run_ = Run(spec=spec, nodes=spec.nodes, paths=stored.paths, log=log)
-    history = HistoryWriter(stored.paths.history)
+    history = HistoryWriter(stored.paths.history,
+                            observers=[c.watch(stored.paths.history) for c in checkers
+                                       if isinstance(c, WatchesHistory)])
     error: str | None = None
     try:
         with stopper.mode_of("stop"):

@@ -15,7 +15,7 @@ workload `Workload`, a new checker `Checker`; `harness.registry` finds them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -285,6 +285,17 @@ class Prepares(Protocol):
 
     def prepare(self, spec: TestSpec) -> None: ...
     def release(self) -> None: ...
+
+
+@runtime_checkable
+class WatchesHistory(Protocol):
+    """A checker that learns what it needs from each op as the run writes it, so that
+    its check need not read history.jsonl again. The run calls `watch` once, before the
+    first op, with the file about to be written; the callback it returns sees every op
+    of that file in file order (cheap, never raises). A check of any other folder reads
+    the file as usual."""
+
+    def watch(self, history: Path) -> Callable[[Op], None]: ...
 
 
 class Workload(Protocol):

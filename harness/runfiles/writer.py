@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -25,11 +25,16 @@ class HistoryWriter:
     """Appends ops to history.jsonl, assigning index; each line is flushed at once.
 
     Thread-safe: the interpreter's workers and the nemesis write concurrently.
-    `fsync_every` > 0 also forces the file to disk every that many ops.
+    `fsync_every` > 0 also forces the file to disk every that many ops. Each of
+    `observers` is called with each op as written, in file order (under the lock, so
+    keep them cheap; they must not raise): what a checker learns this way it need not
+    read from the file again.
     """
 
-    def __init__(self, path: Path, *, fsync_every: int = 0) -> None:
+    def __init__(self, path: Path, *, fsync_every: int = 0,
+                 observers: Sequence[Callable[[Op], None]] = ()) -> None:
         self.path = path
+        self._observers = tuple(observers)
         self._fh: IO[bytes] = open(path, "ab", buffering=0)  # noqa: SIM115
         self._lock = threading.Lock()
         self._next = 0
@@ -45,6 +50,8 @@ class HistoryWriter:
             self._fh.write(orjson.dumps(written.to_json()) + b"\n")
             self._next += 1
             self._last_time = t
+            for observe in self._observers:
+                observe(written)
             if self._fsync_every and self._next % self._fsync_every == 0:
                 os.fsync(self._fh.fileno())
             return written
