@@ -91,30 +91,62 @@ def check_tables(spark: Any, run_dir: Path, t: Tables, *, local: bool = True,
     return results
 
 
-def check_with(spark: Any, run_dir: Path, *, local: bool = True) -> dict[str, Any]:
-    """Check one folder in an open session; HistoryError for bad input, else a verdict."""
+def check_read_by_spark(spark: Any, run_dir: Path) -> dict[str, Any]:
+    """Check one folder, Spark reading its history (checkers.sparkread); HistoryError
+    for bad input, else a verdict; write and return results.json."""
+    from checkers.sparkread import load_and_check
+    from harness.runfiles import HistoryError
+
+    t0 = time.monotonic()
+    try:
+        t, log, times = load_and_check(spark, Path(run_dir))
+        results = verdict(t, log)
+        results["stats"].update(times)
+    except HistoryError:
+        raise
+    except Exception as e:  # a checker that cannot decide answers unknown
+        results = {"valid": "unknown", "anomaly_types": [], "bad_anomaly_types": [],
+                   "counts": {}, "anomalies": {}, "error": f"{type(e).__name__}: {e}",
+                   "stats": {}}
+    results["stats"]["reader"] = "spark"
+    results["stats"]["check_s"] = round(time.monotonic() - t0, 3)
+    write_results(Path(run_dir), results)
+    return results
+
+
+def check_with(spark: Any, run_dir: Path, *, local: bool = True,
+               reader: str = "auto") -> dict[str, Any]:
+    """Check one folder in an open session; HistoryError for bad input, else a verdict.
+    `reader`: who reads the history (harness.spec.READERS)."""
+    from checkers.sparkread import classic, wants_spark_read
+
+    if wants_spark_read(Path(run_dir), reader) and classic(spark):
+        return check_read_by_spark(spark, Path(run_dir))
     t0 = time.monotonic()
     t = load_tables(Path(run_dir), workers=parse_workers())
     return check_tables(spark, run_dir, t, local=local, read_s=time.monotonic() - t0)
 
 
-def check_runs(dirs: Sequence[Path], target: SparkTarget | None = None) -> list[dict[str, Any]]:
+def check_runs(dirs: Sequence[Path], target: SparkTarget | None = None,
+               reader: str = "auto") -> list[dict[str, Any]]:
     """Check many folders in one Spark session (input errors raise HistoryError)."""
     from checkers.spark import spark_session
     from checkers.spark_server import resolve
 
     target = target or resolve("cold", "local[*]")
     with spark_session(target.master, target.remote) as spark:
-        out = [check_with(spark, Path(d), local=target.shares_files) for d in dirs]
+        out = [check_with(spark, Path(d), local=target.shares_files, reader=reader)
+               for d in dirs]
     for d, results in zip(dirs, out, strict=True):
         results["stats"]["spark"] = target.label
         write_results(Path(d), results)
     return out
 
 
-def check_run(run_dir: Path, target: SparkTarget | None = None) -> dict[str, Any]:
+def check_run(run_dir: Path, target: SparkTarget | None = None,
+              reader: str = "auto") -> dict[str, Any]:
     """Check one folder; writes run_dir/results.json and returns it."""
-    return check_runs([run_dir], target)[0]
+    return check_runs([run_dir], target, reader)[0]
 
 
 def check_local(run_dir: Path, *, write: bool = False) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from harness.spec import SPARK_CHOICES
+from harness.spec import READERS, SPARK_CHOICES
 
 
 def summary_line(run_dir: Path, results: dict[str, Any]) -> str:
@@ -32,15 +32,21 @@ def summary_line(run_dir: Path, results: dict[str, Any]) -> str:
                    "one (spark://HOST:PORT) is used as given.")
 @click.option("--spark-remote", default=None,
               help="Spark Connect address (sc://HOST:PORT) of a long-lived Spark.")
+@click.option("--reader", type=click.Choice(READERS), default="auto", show_default=True,
+              help="Who reads history.jsonl: spark (its executors, by byte ranges; on a "
+                   "cluster the file must be at the same path on every worker), driver "
+                   "(this process), auto (spark for 256 MiB and more, except on Spark "
+                   "Connect).")
 def check(run_dirs: tuple[Path, ...], choice: str, spark_master: str | None,
-          spark_remote: str | None) -> None:
+          spark_remote: str | None, reader: str) -> None:
     """Check run folders (history.jsonl, and replicas.jsonl when present); write results.json.
 
     Exit 0 valid, 1 invalid, 3 unknown, 2 bad usage or unreadable input (worst of all).
     """
-    from checkers.api import check_tables, parse_workers
+    from checkers.api import check_read_by_spark, check_tables, parse_workers
     from checkers.spark import SessionStarter
     from checkers.spark_server import SparkError, resolve
+    from checkers.sparkread import classic, wants_spark_read
     from checkers.tables import load_tables
     from harness.runfiles import EXIT_USAGE, HistoryError, exit_code, worst_exit_code, write_results
 
@@ -60,19 +66,23 @@ def check(run_dirs: tuple[Path, ...], choice: str, spark_master: str | None,
             if not (d / "history.jsonl").is_file():
                 codes.append(_error(starter, f"{d}: error: no history.jsonl in this folder"))
                 continue
+            assert starter is not None
             t0 = time.monotonic()
             try:
-                tables = load_tables(d, workers=parse_workers())
+                if wants_spark_read(d, reader) and classic(spark := starter.get()):
+                    waited_s = time.monotonic() - t0
+                    results = check_read_by_spark(spark, d)
+                else:
+                    tables = load_tables(d, workers=parse_workers())
+                    read_s = time.monotonic() - t0
+                    t1 = time.monotonic()
+                    spark = starter.get()
+                    waited_s = time.monotonic() - t1
+                    results = check_tables(spark, d, tables, local=target.shares_files,
+                                           read_s=read_s)
             except HistoryError as e:
                 codes.append(_error(starter, f"{d}: error: {e}"))
                 continue
-            read_s = time.monotonic() - t0
-            assert starter is not None
-            t1 = time.monotonic()
-            spark = starter.get()
-            waited_s = time.monotonic() - t1
-            results = check_tables(spark, d, tables, local=target.shares_files,
-                                   read_s=read_s)
             results["stats"]["spark_wait_s"] = round(waited_s, 3)  # start not hidden by reading
             results["stats"]["spark"] = target.label
             results["stats"]["since_start_s"] = round(time.monotonic() - t_start, 3)

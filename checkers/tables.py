@@ -57,7 +57,11 @@ def load_tables(run_dir: Path, *, workers: int = 1) -> Tables:
     return build_tables(scan, replicas)
 
 
-def build_tables(scan: HistoryScan, replicas: Replicas | None) -> Tables:
+def build_tables(scan: HistoryScan, replicas: Replicas | None,
+                 read_values: Any = None) -> Tables:
+    """The columns of a checked scan. `read_values`: the values read that were sent by
+    operations ended info (all values read will do), when the records read are not in
+    `scan` (Spark holds them); else taken from the scan's records."""
     n = scan.lines
     client = scan.process != NEMESIS_CODE
     status = np.zeros(n, dtype=np.int8)
@@ -84,8 +88,9 @@ def build_tables(scan: HistoryScan, replicas: Replicas | None) -> Tables:
 
     r_line = scan.read_line
     r_op = scan.pair[r_line]
-    rv = np.sort(scan.read_value)  # np.unique's hash path is seconds slower at 10M
-    read_values = rv[np.r_[True, rv[1:] != rv[:-1]]] if len(rv) else rv
+    if read_values is None:
+        rv = np.sort(scan.read_value)  # np.unique's hash path is seconds slower at 10M
+        read_values = rv[np.r_[True, rv[1:] != rv[:-1]]] if len(rv) else rv
     must = status == OK
     info_sends = s_status == INFO
     hit = info_sends & np.isin(s_value, read_values)

@@ -22,6 +22,7 @@ BACKENDS = ("local", "docker", "ssh")
 TARGETS = ("one", "minority", "majority", "all", "leader", "followers", "controller",
            "coordinator")
 SPARK_CHOICES = ("auto", "cold", "warm")  # checkers.spark_server says what each means
+READERS = ("auto", "spark", "driver")  # who reads history.jsonl: checkers.sparkread says
 SCHEDULES = ("stagger", "phases")  # nemesis/schedule.py says what each does
 # what a consumer reads: committed transactions only (stopping at the last stable offset),
 # or every record below the high watermark, open and aborted transactions' included

@@ -1,11 +1,16 @@
 """`python -m bench.checker`: time `undertow check` on 1M and 10M-op histories.
 
-Beside it, in the same run, the single-process floor: the strict Python reader
-in one process, the DuckDB reader on one thread, then the same per-key numpy log
-checks in a plain loop (no Spark).
+Each history is checked once per `--readers` (driver: this process reads it;
+spark: Spark's executors read it by byte ranges), and with `--cluster 1,2` also on
+a standalone cluster of that many one-core workers on this machine (Spark reading);
+every check must give the same results. Beside it, in the same run, the
+single-process floor: the strict Python reader in one process, the DuckDB reader on
+one thread, then the same per-key numpy log checks in a plain loop (no Spark).
 Peak memory is the largest sum of RSS over the checker's process tree (Python
-driver, JVM, Python workers), sampled every 0.2 s. Histories are generated once
-into bench/out/ and reused.
+driver, JVM, Python workers; on a cluster also its master, workers and executors),
+sampled every 0.2 s. Histories are generated once into bench/out/ and reused:
+`--shape compact` (gen.generate, about 110 bytes a line) or `realistic`
+(gen.generate_realistic, about 260).
 """
 
 from __future__ import annotations
@@ -21,13 +26,13 @@ from typing import Any
 
 import orjson
 
-from bench.checker.gen import PLANTED, generate
+from bench.checker.gen import PLANTED, generate, generate_realistic
 
 OUT = Path(__file__).resolve().parents[1] / "out"
 
 
-def tree_rss_bytes(root: int) -> int:
-    """Sum of RSS of root and all its descendants (from /proc)."""
+def tree_rss_bytes(*roots: int) -> int:
+    """Sum of RSS of the roots and all their descendants (from /proc)."""
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
     for d in os.listdir("/proc"):
@@ -41,7 +46,7 @@ def tree_rss_bytes(root: int) -> int:
         pid = int(d)
         children.setdefault(int(parts[1]), []).append(pid)
         rss[pid] = int(parts[21]) * os.sysconf("SC_PAGE_SIZE")
-    total, todo = 0, [root]
+    total, todo = 0, list(roots)
     while todo:
         p = todo.pop()
         total += rss.get(p, 0)
@@ -49,19 +54,21 @@ def tree_rss_bytes(root: int) -> int:
     return total
 
 
-def timed_check(run_dir: Path, master: str) -> tuple[float, int, int]:
-    """Wall seconds, peak tree RSS and exit code of `undertow check`."""
+def timed_check(run_dir: Path, master: str, reader: str = "auto",
+                also: tuple[int, ...] = ()) -> tuple[float, int, int]:
+    """Wall seconds, peak RSS (its tree and the trees of `also`) and exit code of
+    `undertow check`."""
     exe = Path(sys.executable).with_name("undertow")
     t0 = time.monotonic()
     proc = subprocess.Popen([str(exe), "check", "--spark", "cold", "--spark-master", master,
-                             str(run_dir)])
+                             "--reader", reader, str(run_dir)])
     peak = 0
     done = threading.Event()
 
     def sample() -> None:
         nonlocal peak
         while not done.is_set():
-            peak = max(peak, tree_rss_bytes(proc.pid))
+            peak = max(peak, tree_rss_bytes(proc.pid, *also))
             done.wait(0.2)
 
     th = threading.Thread(target=sample, daemon=True)
@@ -98,43 +105,73 @@ def floor(run_dir: Path) -> dict[str, Any]:
             "log_checks_s": round(t3 - t2, 2), "counts": counts}
 
 
+VERDICT = ("valid", "anomaly_types", "bad_anomaly_types", "counts", "anomalies")
+
+
+def measured(run_dir: Path, size: int, label: str, master: str, reader: str,
+             also: tuple[int, ...] = ()) -> dict[str, Any]:
+    """One timed check as a row; the results.json it wrote goes in `verdict`."""
+    load_before = os.getloadavg()[0]
+    wall, peak, code = timed_check(run_dir, master, reader, also)
+    results = orjson.loads((run_dir / "results.json").read_bytes())
+    st = results["stats"]
+    return {
+        "ops": size, "check": label, "lines": st.get("lines"), "check_wall_s": round(wall, 1),
+        "peak_rss_gb": round(peak / 2**30, 2), "exit": code, "reader": st.get("reader",
+                                                                              "driver"),
+        "read_s": st.get("read_s", st.get("parse_s")), "check_s": st.get("check_s"),
+        "counts": results["counts"], "error": results.get("error"),
+        "planted_found": all(p in results["counts"] for p in PLANTED),
+        "load_1m": [round(load_before, 1), round(os.getloadavg()[0], 1)],
+        "verdict": {k: results.get(k) for k in VERDICT}}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sizes", default="1000000,10000000", help="ops (history lines)")
+    ap.add_argument("--shape", choices=("compact", "realistic"), default="compact")
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--readers", default="driver,spark",
+                    help="who reads the history, one check each (undertow check --reader)")
+    ap.add_argument("--cluster", default="",
+                    help="worker counts of standalone clusters to check on too, e.g. 1,2")
     ap.add_argument("--no-floor", action="store_true")
     args = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     rows = []
     for size in (int(s) for s in args.sizes.split(",")):
-        run_dir = OUT / f"h{size // 1_000_000}m" if size >= 1_000_000 else OUT / f"h{size}"
+        name = f"{size // 1_000_000}m" if size >= 1_000_000 else str(size)
+        run_dir = OUT / (("r" if args.shape == "realistic" else "h") + name)
         run_dir.mkdir(parents=True, exist_ok=True)
         hist = run_dir / "history.jsonl"
         if not hist.exists():
             t = time.monotonic()
-            generate(hist.with_suffix(".tmp"), size)
+            (generate_realistic if args.shape == "realistic" else generate)(
+                hist.with_suffix(".tmp"), size)
             hist.with_suffix(".tmp").rename(hist)
             print(f"generated {hist} in {time.monotonic() - t:.0f} s", flush=True)
-        load_before = os.getloadavg()[0]
-        wall, peak, code = timed_check(run_dir, args.master)
-        results = orjson.loads((run_dir / "results.json").read_bytes())
-        row: dict[str, Any] = {
-            "ops": size, "lines": results["stats"].get("lines"), "check_wall_s": round(wall, 1),
-            "peak_rss_gb": round(peak / 2**30, 2), "exit": code,
-            "read_s": results["stats"].get("read_s"), "spark_and_graph_s":
-            results["stats"].get("check_s"), "counts": results["counts"],
-            "planted_found": all(p in results["counts"] for p in PLANTED),
-            "load_1m": [round(load_before, 1), round(os.getloadavg()[0], 1)]}
+        print(f"{hist}: {hist.stat().st_size / 1e9:.2f} GB", flush=True)
+        these = [measured(run_dir, size, f"{args.master} reader={r}", args.master, r)
+                 for r in args.readers.split(",") if r]
+        for n in (int(w) for w in args.cluster.split(",") if w):
+            from checkers.spark_server import StandaloneCluster
+
+            with StandaloneCluster(OUT / f"cluster-{n}", workers=n, cores=1,
+                                   memory="3g") as c:
+                these.append(measured(run_dir, size, f"cluster of {n} one-core workers",
+                                      c.url, "spark", tuple(p.pid for p in c.procs)))
+        for row in these:
+            row["same_verdict"] = row.pop("verdict") == these[0]["verdict"]
+            print(orjson.dumps(row).decode(), flush=True)
         if not args.no_floor:
-            row["floor"] = floor(run_dir)
-            log_types = {k: v for k, v in results["counts"].items() if not k.startswith("G")
-                         or k == "G1a"}
-            row["floor_agrees"] = row["floor"]["counts"] == log_types
-        rows.append(row)
-        print(orjson.dumps(row).decode(), flush=True)
-    if len(rows) == 2:
-        print(f"scaling {rows[0]['ops']}->{rows[1]['ops']}: "
-              f"{rows[1]['check_wall_s'] / rows[0]['check_wall_s']:.1f}x wall")
+            fl = floor(run_dir)
+            log_types = {k: v for k, v in these[0]["counts"].items()
+                         if not k.startswith("G") or k == "G1a"}
+            print(orjson.dumps({"ops": size, "floor": fl,
+                                "floor_agrees": fl["counts"] == log_types}).decode(),
+                  flush=True)
+            these.append({"ops": size, "floor": fl})
+        rows += these
     (OUT / "checker.json").write_bytes(orjson.dumps(rows, option=orjson.OPT_INDENT_2))
     print(f"cpus={os.cpu_count()} results in {OUT / 'checker.json'}")
 

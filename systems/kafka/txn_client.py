@@ -16,7 +16,11 @@ at the run's isolation.level. Then commit, or abort when the invoke says
 - a commit with any other ending: `info`.
 After anything but a clean commit or abort the producer is replaced by a new one
 with the same transactional.id, whose init_transactions fences the old and aborts
-what it left open, as librdkafka requires after a fatal or abortable error.
+what it left open, as librdkafka requires after a fatal or abortable error. An
+init_transactions that failed retriably (a timeout, a coordinator still loading) is
+called again on the same producer, as librdkafka asks: a new producer would start a
+second InitProducerId while the first is still aborting the old transaction, and be
+refused with CONCURRENT_TRANSACTIONS, again and again under load.
 `poll` and `assign` operations (the final reads) are the queue client's.
 """
 
@@ -64,6 +68,7 @@ class KafkaTxnClient:
         self.producer_config: dict[str, Any] = {}
         self.producer: Producer | None = None
         self.ready = False  # init_transactions done, no transaction left open
+        self.resume_init = False  # init_transactions failed retriably: call it again
 
     def open(self, run: Any, node: str) -> KafkaTxnClient:
         q = self.queue.open(run, node)
@@ -97,9 +102,17 @@ class KafkaTxnClient:
         """The producer, initialised; a new one (fencing the old) after a failure."""
         if self.producer is not None and self.ready:
             return self.producer
-        self._drop()
-        self.producer = Producer(self.producer_config)
-        self.producer.init_transactions(self._wait_s)
+        if self.producer is None or not self.resume_init:
+            self._drop()
+            self.producer = Producer(self.producer_config)
+        try:
+            self.producer.init_transactions(self._wait_s)
+        except KafkaException as e:
+            err = e.args[0]
+            self.resume_init = (isinstance(err, KafkaError) and not err.fatal()
+                                and _retriable(e))
+            raise
+        self.resume_init = False
         self.ready = True
         return self.producer
 
@@ -110,6 +123,7 @@ class KafkaTxnClient:
                 self.producer.flush(0)
             self.producer = None
         self.ready = False
+        self.resume_init = False
 
     def _abort(self, p: Producer) -> bool:
         """abort_transaction; True when the coordinator aborted it."""

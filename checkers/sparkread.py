@@ -1,0 +1,306 @@
+"""Spark reads history.jsonl itself: the driver never holds the records read.
+
+On a classic session (local, or a standalone cluster whose executors see the
+file at the same path), in four steps:
+1. lines: each task takes a byte range of the file (SPLIT_BYTES), moves both ends to
+   line starts (a range owns the lines that begin in it) and counts its newlines, so
+   that every range knows the number of its first line;
+2. parse: each task parses its lines with the strict reader's own per-line code
+   (`harness.runfiles.strict`: the same rules, the same `file:line: problem`), keeps
+   the records read on the executors (packed per key, persisted on disk) and sends
+   the driver each line's fixed-width head and the send micro-ops;
+3. the driver runs the cross-line checks (the same `check_lines` and `check_sends`)
+   and builds the operation columns; when some operations ended info, a small job
+   asks the executors which of their values were read (that decides what must have
+   happened);
+4. one shuffle by key brings each key's records, its sends and its replica rows
+   together; the facts of the operations records belong to travel as a broadcast of
+   compact per-line arrays; `check_key` answers counts, examples and edges.
+
+Driver memory: about 40 bytes per line (heads, pairing, operation columns) plus the
+send and replica rows, never the records read, so it does not grow with poll sizes.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from checkers.logcheck import OUT_COLUMNS, check_key
+from checkers.tables import ENTRY_COLUMNS, KIND_READ, Tables, build_tables
+from harness.runfiles import (
+    HistoryError,
+    HistoryScan,
+    check_lines,
+    check_sends,
+    read_replicas,
+)
+
+SPLIT_BYTES = 64 << 20  # one task's share of the file
+MIN_BYTES = 256 << 20  # below this the driver reads faster than a job starts
+HEAD = ("index", "time", "type", "process", "f", "flags")
+SEND = ("line", "key", "value", "offset", "seq")
+READ = ("line", "key", "offset", "value", "seq")
+
+
+def narrow(a: Any) -> Any:
+    """a in the smallest integer type that holds its values (bytes shipped shrink)."""
+    if a.dtype.kind != "i" or not len(a):
+        return a
+    lo, hi = int(a.min()), int(a.max())
+    for d in (np.int8, np.int16, np.int32):
+        if np.iinfo(d).min <= lo and hi <= np.iinfo(d).max:
+            return a.astype(d)
+    return a
+
+
+def pack(a: Any) -> tuple[bytes, str]:
+    a = narrow(np.ascontiguousarray(a))
+    return a.tobytes(), a.dtype.str
+
+
+def unpack(p: tuple[bytes, str], dtype: Any = np.int64) -> Any:
+    return np.frombuffer(p[0], dtype=p[1]).astype(dtype)
+
+
+# -- executor side ---------------------------------------------------------------------
+
+
+def _line_start(fh: Any, pos: int, size: int) -> int:
+    """The first line start at or after pos (pos itself when a line begins there)."""
+    if pos <= 0:
+        return 0
+    if pos >= size:
+        return size
+    fh.seek(pos - 1)
+    at = pos - 1
+    while block := fh.read(1 << 16):
+        i = block.find(b"\n")
+        if i >= 0:
+            return at + int(i) + 1
+        at += len(block)
+    return size
+
+
+def split_lines(path: str, start: int, end: int) -> tuple[int, int, int]:
+    """(a, b, newlines): the byte range [start, end) moved to line starts, and its
+    newline count (the lines before the next range's first one)."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as fh:
+        a, b = _line_start(fh, start, size), _line_start(fh, end, size)
+        fh.seek(a)
+        n, left = 0, b - a
+        while left > 0:
+            block = fh.read(min(left, 1 << 24))
+            if not block:
+                break
+            n += block.count(b"\n")
+            left -= len(block)
+    return a, b, n
+
+
+def parse_range(path: str, chunk: int, a: int, b: int, first_line: int) -> Iterator[Any]:
+    """One range parsed by the strict reader: ("h", chunk, heads, sends, error) for the
+    driver, then ("r", key, chunk, columns) per key of the records read."""
+    from harness.runfiles.strict import _parse_chunk
+
+    err, index, t, typ, proc, f, flags, send, read = _parse_chunk(path, a, b, first_line)
+    yield ("h", chunk, [pack(c) for c in (index, t, typ, proc, f, flags)],
+           [pack(send[:, i]) for i in range(len(SEND))], err)
+    if err is not None or not len(read):
+        return
+    order = np.argsort(read[:, 1], kind="stable")
+    read = read[order]
+    keys = read[:, 1]
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]).tolist()
+    for s, e in zip(starts, [*starts[1:], len(keys)], strict=True):
+        part = read[s:e]
+        yield ("r", int(keys[s]), chunk, {c: pack(part[:, i]) for i, c in enumerate(READ)})
+
+
+def info_hits(rows: Iterable[Any], values: Any) -> Iterator[Any]:
+    """The values of `values` (sorted) that these record rows read."""
+    for row in rows:
+        v = unpack(row[3]["value"])
+        hit = v[np.isin(v, values)]
+        if len(hit):
+            yield np.unique(hit).tobytes()
+
+
+def read_entries(ctx: dict[str, Any], cols: dict[str, Any]) -> dict[str, Any]:
+    """Entry columns (ENTRY_COLUMNS) of records read, as `build_tables` makes them:
+    op, process, status, must and seg from the per-line context (`read_context`)."""
+    line = cols["line"]
+    n = len(line)
+    zeros = np.zeros(n, np.int64)
+    return {"kind": np.full(n, KIND_READ, np.int8), "key": cols["key"],
+            "op": ctx["pair"][line].astype(np.int64),
+            "process": ctx["process"][line].astype(np.int64),
+            "offset": cols["offset"], "value": cols["value"], "seq": cols["seq"],
+            "status": ctx["type"][line].astype(np.int64), "must": ctx["must"][line],
+            "seg": ctx["seg"][line].astype(np.int64), "node": zeros, "hw": zeros.copy()}
+
+
+def check_group(key: int, rows: Iterable[Any], ctx: dict[str, Any], dtypes: dict[str, str],
+                has_replicas: bool, nodes: list[str]) -> dict[str, list[Any]]:
+    """One key's records (from the ranges, in file order) and its send and replica rows
+    (from the driver, in order): check_key's answer as columns."""
+    from checkers.spark import out_frame
+
+    reads = sorted((r for r in rows if r[0] == "r"), key=lambda r: r[2])
+    ents = [r for r in rows if r[0] == "e"]
+    parts: list[dict[str, Any]] = []
+    if reads:
+        cols = {c: np.concatenate([unpack(r[3][c]) for r in reads])
+                for c in READ if c != "key"}
+        cols["key"] = np.full(len(cols["line"]), key, np.int64)
+        parts.append(read_entries(ctx, cols))
+    for r in ents:
+        parts.append({c: unpack(r[3][c], dtypes[c]) for c in ENTRY_COLUMNS})
+    e = {c: np.concatenate([p[c] for p in parts]).astype(dtypes[c], copy=False)
+         for c in ENTRY_COLUMNS}
+    return out_frame(key, check_key(key, e, has_replicas, nodes))
+
+
+# -- driver side -----------------------------------------------------------------------
+
+
+def read_context(scan: HistoryScan, t: Tables) -> dict[str, Any]:
+    """Per line, what the records read on it need of their operation (compact arrays)."""
+    n = scan.lines
+    must = np.zeros(n, bool)
+    must[t.op] = t.op_must
+    seg = np.zeros(n, np.int64)
+    seg[t.op] = t.op_seg
+    op = np.maximum(scan.pair, 0)
+    return {"pair": narrow(scan.pair), "process": narrow(scan.process), "type": scan.type,
+            "must": must[op], "seg": narrow(seg[op])}
+
+
+def _ranges(sc: Any, path: str, split_bytes: int) -> list[tuple[int, int, int, int]]:
+    """(chunk, a, b, first line) per range, the line counts made by the executors."""
+    size = os.path.getsize(path)
+    cuts = list(range(0, size, split_bytes)) or [0]
+    spans = [(c, min(size, c + split_bytes)) for c in cuts]
+    counted = sc.parallelize(spans, len(spans)).map(
+        lambda s: split_lines(path, s[0], s[1])).collect()
+    out, line = [], 0
+    for i, (a, b, n) in enumerate(counted):
+        out.append((i, a, b, line))
+        line += n
+    return out
+
+
+def load_and_check(spark: Any, run_dir: Path, *,
+                   split_bytes: int = SPLIT_BYTES) -> tuple[Tables, dict[str, Any],
+                                                            dict[str, float]]:
+    """Tables (operation columns only) and the log job's answer, Spark reading the
+    history; HistoryError for bad input, exactly as the strict reader raises it."""
+    from pyspark import StorageLevel
+
+    t0 = time.monotonic()
+    sc = spark.sparkContext
+    path = str(Path(run_dir) / "history.jsonl")
+    try:
+        ranges = _ranges(sc, path, split_bytes)
+    except OSError as e:
+        raise HistoryError(path, None, f"cannot read: {e.strerror or e}") from e
+    parsed = sc.parallelize(ranges, len(ranges)).flatMap(
+        lambda r: parse_range(path, *r)).persist(StorageLevel.DISK_ONLY)
+    try:
+        heads = sorted(parsed.filter(lambda x: x[0] == "h").collect(), key=lambda h: h[1])
+        t1 = time.monotonic()
+        for h in heads:
+            if h[4] is not None:
+                raise HistoryError(path, h[4][0] + 1, h[4][1])
+        cols = [np.concatenate([unpack(h[2][i]) for h in heads]) for i in range(len(HEAD))]
+        index, tm, typ, proc, f, flags = cols
+        typ, f, flags = typ.astype(np.int8), f.astype(np.int8), flags.astype(np.int8)
+        send = np.stack([np.concatenate([unpack(h[3][i]) for h in heads])
+                         for i in range(len(SEND))], axis=1).reshape(-1, len(SEND))
+        del heads, cols
+        pair = check_lines(path, index, tm, typ, proc, f)
+        check_sends(path, send, typ, pair)
+        empty = np.zeros(0, np.int64)
+        scan = HistoryScan(path, tm, typ, proc, f, flags, pair, send[:, 0], send[:, 1],
+                           send[:, 2], send[:, 3], send[:, 4], empty, empty, empty, empty,
+                           empty)
+        del index, send
+        rpath = Path(run_dir) / "replicas.jsonl"
+        replicas = read_replicas(rpath) if rpath.exists() else None
+        hits = _info_hits(sc, parsed, scan)
+        t = build_tables(scan, replicas, read_values=hits)
+        t2 = time.monotonic()
+        log = _log_job(sc, parsed, scan, t)
+        t3 = time.monotonic()
+    finally:
+        parsed.unpersist()
+    return t, log, {"parse_s": round(t1 - t0, 3), "driver_s": round(t2 - t1, 3),
+                    "spark_job_s": round(t3 - t2, 3)}
+
+
+def _info_hits(sc: Any, parsed: Any, scan: HistoryScan) -> Any:
+    """The sorted values sent by operations ended info that some record read."""
+    status = np.zeros(scan.lines, np.int8)
+    comp = np.flatnonzero(scan.pair >= 0)
+    status[scan.pair[comp]] = scan.type[comp]
+    inv = (scan.type[scan.send_line] == 0) & (scan.process[scan.send_line] >= 0)
+    info = inv & np.isin(status[scan.send_line], (0, 3))  # 0: never completed
+    values = np.unique(scan.send_value[info])
+    if not len(values):
+        return values
+    found = parsed.filter(lambda x: x[0] == "r").mapPartitions(
+        lambda rows: info_hits(rows, values)).collect()
+    return np.unique(np.concatenate([np.frombuffer(b, np.int64) for b in found])) \
+        if found else np.zeros(0, np.int64)
+
+
+def _log_job(sc: Any, parsed: Any, scan: HistoryScan, t: Tables) -> dict[str, Any]:
+    """The per-key job after one shuffle by key; the answer in key order."""
+    from checkers.spark import key_slices
+
+    dtypes = {c: t.entries[c].dtype.str for c in ENTRY_COLUMNS}
+    ents = [(key, ("e", key, 0, {c: pack(t.entries[c][idx]) for c in ENTRY_COLUMNS}))
+            for key, idx in key_slices(t)]
+    ctx = sc.broadcast(read_context(scan, t))
+    has_replicas, nodes = t.has_replicas, list(t.nodes)
+    parts = max(1, sc.defaultParallelism)
+    try:
+        reads = parsed.filter(lambda x: x[0] == "r").map(lambda x: (x[1], x))
+        given = sc.parallelize(ents, max(1, min(parts, len(ents))))
+        del ents
+        answers = reads.union(given).groupByKey(parts).map(
+            lambda kv: (kv[0], check_group(kv[0], list(kv[1]), ctx.value, dtypes,
+                                           has_replicas, nodes))).collect()
+    finally:
+        ctx.destroy()
+    out: dict[str, list[Any]] = {c: [] for c in OUT_COLUMNS}
+    for _, part in sorted(answers, key=lambda a: a[0]):
+        for c in OUT_COLUMNS:
+            out[c] += part[c]
+    return out
+
+
+def wants_spark_read(run_dir: Path, reader: str = "auto") -> bool:
+    """Whether Spark should read this history (`reader`, see harness.spec.READERS):
+    always for "spark", never for "driver", for "auto" when it has MIN_BYTES or more.
+    It can only on a classic session (`classic`)."""
+    if reader == "driver":
+        return False
+    try:
+        size = (Path(run_dir) / "history.jsonl").stat().st_size
+    except OSError:
+        return False
+    return reader == "spark" or size >= MIN_BYTES
+
+
+def classic(spark: Any) -> bool:
+    """A classic session (Spark Connect has no broadcast: there the driver reads)."""
+    from pyspark.sql import SparkSession
+
+    return isinstance(spark, SparkSession)
