@@ -3,7 +3,8 @@
 The machine is shared and noisy, so the two are measured alternately, round by
 round (old, new, new, old, ...), each with its own venv and code:
 - `python -m bench.harness --system S` (history writer, 3-node start to ready, client
-  ops/s);
+  ops/s, and where both sides record it the CPU ms per client op: cpu_servers,
+  cpu_harness);
 - with `--history`, `undertow check` of the same recorded run folder (a copy each
   time: check writes results.json), wall time; `--history` names it (a folder the
   harness wrote, e.g. results/queue-kill-partition/latest);
@@ -38,7 +39,11 @@ def _harness(checkout: Path, seconds: float, system: str, starts: int) -> dict[s
                    cwd=checkout, check=True, capture_output=True, timeout=900)
     name = "harness.json" if system == "undertow" else f"harness-{system}.json"
     res = json.loads((checkout / "bench" / "out" / name).read_text())
-    return {k: float(res[k]) for k in ("writer_ops_per_s", "start_to_ready_s", "ops_per_s")}
+    row = {k: float(res[k]) for k in ("writer_ops_per_s", "start_to_ready_s", "ops_per_s")}
+    cpu = res.get("cpu", {})  # CPU ms per client op (a checkout before it has none)
+    row |= {f"cpu_{k}": float(cpu[f"{k}_ms_per_op"]) for k in ("servers", "harness")
+            if f"{k}_ms_per_op" in cpu}
+    return row
 
 
 TXN_FIGURES = ("txns_per_s", "idempotent_records_per_s", "plain_records_per_s",
@@ -123,8 +128,8 @@ def main() -> None:
     med = {side: {k: statistics.median(x[k] for x in rs) for k in rs[0]}
            for side, rs in rows.items()}
     print(f"\n{'figure':<24} {'old (median)':>14} {'new (median)':>14} {'new/old':>8}")
-    for k in ("writer_ops_per_s", "start_to_ready_s", "ops_per_s", "check_s", *TXN_FIGURES,
-              "load_1m"):
+    for k in ("writer_ops_per_s", "start_to_ready_s", "ops_per_s", "cpu_servers",
+              "cpu_harness", "check_s", *TXN_FIGURES, "load_1m"):
         if k not in med["old"] or k not in med["new"]:
             continue
         o, n = med["old"][k], med["new"][k]

@@ -298,6 +298,16 @@ def warm_up(spark: Any, *, local: bool) -> None:
         log_checks_spark(spark, load_tables(Path(d)), local=local)
 
 
+def _import_the_check() -> None:
+    """Import what the check itself imports in this process (DuckDB for the read, scipy
+    for the cycle search): about a second of CPU, several on a busy machine, that a run
+    otherwise pays between its workload and its verdict."""
+    with contextlib.suppress(ImportError):
+        import duckdb  # noqa: F401
+
+        import checkers.api  # noqa: F401
+
+
 class SessionStarter:
     """Starts the Spark session and warms it (`warm_up`) in a background thread, so that
     the JVM starts while the driver parses the history, or while the workload runs."""
@@ -328,6 +338,7 @@ class SessionStarter:
             warm_up(self._spark, local=self._local)
         except BaseException as e:  # handed to the caller of get()
             self._error = e
+        _import_the_check()
 
     def wait(self) -> None:
         self._thread.join()

@@ -1,8 +1,9 @@
-"""Harness figures: client ops/s on a 3-node local cluster (concurrency 20, no faults),
-the history writer alone, and 3-node cluster start to ready.
+"""Harness figures: client ops/s on a 3-node local cluster (concurrency 20, no faults)
+with the CPU time each op costs (servers, harness; bench/harness/cpu.py), the history
+writer alone, and 3-node cluster start to ready.
 
     python -m bench.harness [--system undertow|kafka] [--seconds 10] [--writer-ops 300000]
-                            [--starts 3]
+                            [--starts 3] [--idle-seconds 0]
 
 Writes bench/out/harness.json and prints a summary with the machine's load.
 """
@@ -19,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.harness import cpu
 from harness import core
 from harness import generator as g
 from harness.interpreter import Interpreter, client_node
@@ -69,7 +71,9 @@ def start_to_ready(tmp: Path, i: int, system: str) -> float:
         core.cluster_down(backend, run)
 
 
-def throughput(tmp: Path, seconds: float, system: str) -> dict[str, Any]:
+def throughput(tmp: Path, seconds: float, system: str, *, idle_s: float = 0.0) -> dict[str, Any]:
+    """Client ops/s; with idle_s, that long with the clients open and no ops after it, so
+    the servers' steady background work is taken out of their CPU per op."""
     from dataclasses import replace
 
     from harness.control.local import LocalBackend
@@ -86,9 +90,13 @@ def throughput(tmp: Path, seconds: float, system: str) -> dict[str, Any]:
         hw = HistoryWriter(run.paths.history)
         interp = Interpreter(run, hw, concurrency=20, nemesis=None, seed=1,
                              open_client=lambda t: client.open(run, client_node(run.nodes, t)))
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), cpu.sample()
         interp.run(g.time_limit(seconds, g.clients(test.workload.generator(test))))
-        elapsed = time.perf_counter() - t0
+        elapsed, cpu1 = time.perf_counter() - t0, cpu.sample()
+        idle = None
+        if idle_s > 0:
+            time.sleep(idle_s)
+            idle = cpu1, cpu.sample(), idle_s
         interp.close()
         hw.close()
         counts = dict(interp.stats.counts)
@@ -96,7 +104,8 @@ def throughput(tmp: Path, seconds: float, system: str) -> dict[str, Any]:
         core.cluster_down(backend, run)
     done = sum(counts.values())
     return {"ops_per_s": done / elapsed, "counts": counts, "seconds": elapsed,
-            "latency_ms": latencies(run.paths.history)}
+            "latency_ms": latencies(run.paths.history),
+            "cpu": cpu.per_op(cpu0, cpu1, ops=done, seconds=elapsed, idle=idle)}
 
 
 def latencies(history: Path) -> dict[str, dict[str, float]]:
@@ -119,6 +128,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--writer-ops", type=int, default=300_000)
     ap.add_argument("--starts", type=int, default=3)
+    ap.add_argument("--idle-seconds", type=float, default=0.0,
+                    help="after the ops, this long with clients open and no ops: CPU per op "
+                         "then leaves out the servers' steady background work")
     args = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bench-harness-") as d:
@@ -129,10 +141,11 @@ def main() -> None:
         starts = [start_to_ready(tmp, i, args.system) for i in range(args.starts)]
         res["start_to_ready_s"] = statistics.median(starts)
         res["start_to_ready_all_s"] = starts
-        tp = throughput(tmp, args.seconds, args.system)
+        tp = throughput(tmp, args.seconds, args.system, idle_s=args.idle_seconds)
         res["ops_per_s"] = tp["ops_per_s"]
         res["ops_counts"] = tp["counts"]
         res["latency_ms"] = tp["latency_ms"]
+        res["cpu"] = tp["cpu"]
         res["load_after"] = load()
     out = OUT / ("harness.json" if args.system == "undertow" else f"harness-{args.system}.json")
     out.write_text(json.dumps(res, indent=1) + "\n")
@@ -145,6 +158,15 @@ def main() -> None:
           f"{'met' if ok['ops_per_s'] else 'MISSED'}) {res['ops_counts']}")
     print("  latency (ms) median / p90: " + ", ".join(
         f"{f} {v['median']:.1f} / {v['p90']:.1f}" for f, v in res["latency_ms"].items()))
+    c = res["cpu"]
+    print(f"  CPU per op: servers {c['servers_ms_per_op']:.2f} ms + harness and clients "
+          f"{c['harness_ms_per_op']:.2f} ms = {c['total_ms_per_op']:.2f} ms; cores used "
+          f"{c['servers_cores']:.2f} + {c['harness_cores']:.2f} of {res['cpus']}")
+    if "servers_idle_cores" in c:
+        print(f"  idle, clients open: servers {c['servers_idle_cores']:.2f} cores, harness "
+              f"{c['harness_idle_cores']:.2f}; CPU per op without it: servers "
+              f"{c['servers_busy_ms_per_op']:.2f} ms + harness "
+              f"{c['harness_busy_ms_per_op']:.2f} ms")
     print(f"history writer alone: {res['writer_ops_per_s']:,.0f} ops/s "
           f"(target >= 200,000: {'met' if ok['writer_ops_per_s'] else 'MISSED'})")
     print(f"3-node cluster start to ready: median {res['start_to_ready_s']:.2f} s of "
