@@ -107,9 +107,9 @@ def split_lines(path: str, start: int, end: int) -> tuple[int, int, int]:
 def parse_range(path: str, chunk: int, a: int, b: int, first_line: int) -> Iterator[Any]:
     """One range parsed by the strict reader: ("h", chunk, heads, sends, error) for the
     driver, then ("r", key, chunk, columns) per key of the records read."""
-    from harness.runfiles.strict import _parse_chunk
+    from harness.runfiles.strict import parse_chunk
 
-    err, index, t, typ, proc, f, flags, send, read = _parse_chunk(path, a, b, first_line)
+    err, index, t, typ, proc, f, flags, send, read = parse_chunk(path, a, b, first_line)
     yield ("h", chunk, [pack(c) for c in (index, t, typ, proc, f, flags)],
            [pack(send[:, i]) for i in range(len(SEND))], err)
     if err is not None or not len(read):

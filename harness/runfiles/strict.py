@@ -204,7 +204,7 @@ def _parse_line(raw: bytes, line: int, cols: _Cols) -> None:
 BLOCK_LINES = 250_000  # lines parsed before their Python lists become numpy arrays
 
 
-def _parse_chunk(path: str, start: int, end: int, first_line: int) -> tuple[Any, ...]:
+def parse_chunk(path: str, start: int, end: int, first_line: int) -> tuple[Any, ...]:
     """Parse bytes [start, end) of the file, whose first line is number first_line (0-based).
 
     Works in blocks of BLOCK_LINES, turning each block's lists into arrays, with the
@@ -301,9 +301,9 @@ def scan_history(path: Path | str, *, workers: int = 1) -> HistoryScan:
         import multiprocessing as mp
 
         with mp.get_context("fork").Pool(len(chunks)) as pool:
-            parts = pool.starmap(_parse_chunk, [(path, *c) for c in chunks])
+            parts = pool.starmap(parse_chunk, [(path, *c) for c in chunks])
     else:
-        parts = [_parse_chunk(path, *c) for c in chunks]
+        parts = [parse_chunk(path, *c) for c in chunks]
     for part in parts:
         if part[0] is not None:
             raise HistoryError(path, part[0][0] + 1, part[0][1])
