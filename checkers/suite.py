@@ -101,16 +101,20 @@ class RunFileChecker:
         # stopping a Spark context takes seconds the verdict need not wait for
 
     def _check_early(self, run_dir: Path) -> dict[str, Any] | None:
-        """The check in the session started early (the history is read while its start
-        ends); None when there is none or it failed to start."""
-        from checkers.api import check_tables, parse_workers
+        """The check in the session started early (the driver reads the history while its
+        start ends; a history large enough for Spark to read, by checkers.sparkread's rule,
+        is read by Spark once the session is up); None when there is none or it failed to
+        start."""
+        from checkers.api import check_read_by_spark, check_tables, parse_workers
+        from checkers.sparkread import classic, wants_spark_read
         from checkers.tables import load_tables
 
         if self._early is None:
             return None
         target, starter = self._early
+        by_spark = wants_spark_read(run_dir)
         t0 = time.monotonic()
-        tables = load_tables(run_dir, workers=parse_workers())
+        tables = None if by_spark else load_tables(run_dir, workers=parse_workers())
         t1 = time.monotonic()
         try:
             spark = starter.get()
@@ -120,8 +124,13 @@ class RunFileChecker:
             self.release()
             return None
         waited_s = time.monotonic() - t1
-        results = check_tables(spark, run_dir, tables, local=target.shares_files,
-                               read_s=t1 - t0)
+        if tables is None and classic(spark):
+            results = check_read_by_spark(spark, run_dir)
+        else:
+            if tables is None:  # Spark Connect cannot read it: the driver does
+                tables = load_tables(run_dir, workers=parse_workers())
+            results = check_tables(spark, run_dir, tables, local=target.shares_files,
+                                   read_s=t1 - t0)
         results["stats"].update(spark=target.label, spark_early=True,
                                 spark_wait_s=round(waited_s, 3))
         write_results(run_dir, results)

@@ -25,6 +25,9 @@ from checkers.suite import RunFileChecker
 from harness.spec import TestSpec
 
 run, java_home = Path(sys.argv[1]), sys.argv[2]
+if len(sys.argv) > 3:  # histories of this many bytes and more are read by Spark
+    import checkers.sparkread
+    checkers.sparkread.MIN_BYTES = int(sys.argv[3])
 spec = TestSpec(spark="cold", spark_master="local[1]")
 saved = os.environ.get("JAVA_HOME")
 if java_home:
@@ -54,8 +57,8 @@ def folder(tmp_path: Path) -> Path:
     return b.write(tmp_path / "run")
 
 
-def check(run: Path, java_home: str) -> dict[str, object]:
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(run), java_home],
+def check(run: Path, java_home: str, *more: str) -> dict[str, object]:
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(run), java_home, *more],
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     out: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
@@ -81,3 +84,19 @@ def test_an_early_start_that_failed_falls_back_to_a_session_started_then(
     assert isinstance(early, str) and early.startswith("failed"), early
     saved = json.loads((tmp_path / "run" / "results.json").read_text())
     assert saved["stats"]["spark_early"] == early
+
+
+def test_a_large_history_is_read_by_spark_in_the_early_session(tmp_path: Path) -> None:
+    b = HistoryBuilder()
+    b.send(0, 0, 10, 0)
+    b.send(1, 0, 11, 1)
+    b.poll(2, {0: [(0, 10), (1, 11), (2, 10)]})  # 10 twice: a duplicate
+    run = b.write(tmp_path / "run")
+    by_spark = check(run, "", "0")
+    by_driver = check(run, "", str(1 << 40))
+    assert by_spark["stats"]["reader"] == "spark"  # type: ignore[index]
+    assert by_spark["stats"]["spark_early"] is True  # type: ignore[index]
+    assert by_driver["stats"].get("reader") != "spark"  # type: ignore[attr-defined]
+    for key in ("valid", "anomaly_types", "counts"):
+        assert by_spark[key] == by_driver[key], key
+    assert by_spark["anomaly_types"] == ["duplicate"], by_spark
