@@ -16,23 +16,13 @@ import os
 import time
 from pathlib import Path
 
+from bench.harness.cpu import sample
+
 
 def tree_cpu_s() -> float:
     """CPU seconds of this process and its live descendants."""
-    stat: dict[int, tuple[int, int]] = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                f = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()
-                stat[int(d)] = (int(f[1]), int(f[11]) + int(f[12]))
-            except (OSError, IndexError, ValueError):
-                continue
-    total, todo = 0, [os.getpid()]
-    while todo:
-        pid = todo.pop()
-        total += stat.get(pid, (0, 0))[1]
-        todo += [c for c, (parent, _) in stat.items() if parent == pid]
-    return total / os.sysconf("SC_CLK_TCK")
+    spent = sample()
+    return spent.harness + spent.servers
 
 
 def main() -> None:
