@@ -24,7 +24,7 @@ import numpy as np
 
 from checkers.logcheck import OUT_COLUMNS, Out, check_key
 from checkers.spark_server import log4j2_properties
-from checkers.tables import ENTRY_COLUMNS, Tables
+from checkers.tables import ENTRY_COLUMNS, Tables, narrowest_dtype
 
 LOG4J2 = log4j2_properties("error", "org.apache.spark.repl.Main")
 OUT_SCHEMA = "tag string, type string, n long, detail string, src binary, dst binary"
@@ -161,15 +161,7 @@ def key_slices(t: Tables) -> Iterator[tuple[int, Any]]:
 def narrow_dtypes(t: Tables) -> dict[str, str]:
     """Per entry column, the smallest integer type that holds all its values: the packed
     bytes a job writes, reads and hands to Python shrink to a third or so."""
-    out = {}
-    for c in ENTRY_COLUMNS:
-        col = t.entries[c]
-        out[c] = col.dtype.str
-        if col.dtype.kind == "i" and len(col):
-            lo, hi = int(col.min()), int(col.max())
-            out[c] = next(np.dtype(d).str for d in (np.int8, np.int16, np.int32, np.int64)
-                          if np.iinfo(d).min <= lo and hi <= np.iinfo(d).max)
-    return out
+    return {c: narrowest_dtype(t.entries[c]).str for c in ENTRY_COLUMNS}
 
 
 def packed_entries(t: Tables, dtypes: dict[str, str] | None = None) -> Any:

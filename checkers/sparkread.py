@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from checkers.logcheck import OUT_COLUMNS, check_key
-from checkers.tables import ENTRY_COLUMNS, KIND_READ, Tables, build_tables
+from checkers.tables import ENTRY_COLUMNS, KIND_READ, Tables, build_tables, narrowest_dtype
 from harness.runfiles import (
     HistoryError,
     HistoryScan,
@@ -50,13 +50,7 @@ READ = ("line", "key", "offset", "value", "seq")
 
 def narrow(a: Any) -> Any:
     """a in the smallest integer type that holds its values (bytes shipped shrink)."""
-    if a.dtype.kind != "i" or not len(a):
-        return a
-    lo, hi = int(a.min()), int(a.max())
-    for d in (np.int8, np.int16, np.int32):
-        if np.iinfo(d).min <= lo and hi <= np.iinfo(d).max:
-            return a.astype(d)
-    return a
+    return a.astype(narrowest_dtype(a), copy=False)
 
 
 def pack(a: Any) -> tuple[bytes, str]:
