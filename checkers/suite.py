@@ -127,10 +127,13 @@ class RunFileChecker:
         if tables is None and classic(spark):
             results = check_read_by_spark(spark, run_dir)
         else:
+            read_s = t1 - t0
             if tables is None:  # Spark Connect cannot read it: the driver does
+                r0 = time.monotonic()
                 tables = load_tables(run_dir, workers=parse_workers())
+                read_s = time.monotonic() - r0
             results = check_tables(spark, run_dir, tables, local=target.shares_files,
-                                   read_s=t1 - t0)
+                                   read_s=read_s)
         results["stats"].update(spark=target.label, spark_early=True,
                                 spark_wait_s=round(waited_s, 3))
         write_results(run_dir, results)
