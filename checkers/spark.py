@@ -15,7 +15,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
@@ -23,10 +23,11 @@ from typing import Any, cast
 import numpy as np
 
 from checkers.logcheck import OUT_COLUMNS, Out, check_key
-from checkers.spark_server import log4j2_properties
+from checkers.spark_server import DAEMON_MODULE, log4j2_properties
 from checkers.tables import ENTRY_COLUMNS, Tables, narrowest_dtype
 
 LOG4J2 = log4j2_properties("error", "org.apache.spark.repl.Main")
+IN_SCHEMA = ", ".join(["key long", "part long", *(f"b_{c} binary" for c in ENTRY_COLUMNS)])
 OUT_SCHEMA = "tag string, type string, n long, detail string, src binary, dst binary"
 
 
@@ -57,6 +58,7 @@ def spark_session(master: str = "local[*]", remote: str | None = None,
         java_opts = (f"-Dlog4j.configurationFile=file:{log4j} -Dlog4j2.level=error "
                      "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
         opts.update({"spark.master": master,
+                     "spark.python.daemon.module": DAEMON_MODULE,
                      "spark.ui.enabled": "false",
                      "spark.ui.showConsoleProgress": "false",
                      "spark.driver.memory": driver_memory,
@@ -134,6 +136,16 @@ def out_frame(key: int, out: Out) -> dict[str, list[Any]]:
     return {"tag": tags, "type": types, "n": ns, "detail": details, "src": src, "dst": dst}
 
 
+def out_table(out: dict[str, list[Any]]) -> Any:
+    """out_frame's columns as an Arrow table of OUT_SCHEMA."""
+    import pyarrow as pa
+
+    kinds = {"tag": pa.string(), "type": pa.string(), "n": pa.int64(), "detail": pa.string(),
+             "src": pa.binary(), "dst": pa.binary()}
+    return pa.Table.from_arrays([arrow_column(out[c], kinds[c]) for c in OUT_COLUMNS],
+                                names=list(OUT_COLUMNS))
+
+
 def edges(log: dict[str, Any], kind: str) -> tuple[Any, Any]:
     """The (src, dst) op ids of one edge kind from the job's answer."""
     rows = [i for i, (t, k) in enumerate(zip(log["tag"], log["type"], strict=True))
@@ -189,16 +201,39 @@ def packed_entries(t: Tables, dtypes: dict[str, str] | None = None) -> Any:
             parts.append(part)
             for c in ENTRY_COLUMNS:
                 blobs[c].append(by_key[c][c0:min(b, c0 + BLOB_ROWS)].tobytes())
-    return pa.table({"key": pa.array(keys, pa.int64()), "part": pa.array(parts, pa.int64()),
-                     **{f"b_{c}": pa.array(blobs[c], pa.large_binary())
-                        for c in ENTRY_COLUMNS}})
+    return pa.Table.from_arrays(
+        [arrow_column(keys, pa.int64()), arrow_column(parts, pa.int64()),
+         *(arrow_column(blobs[c], pa.large_binary()) for c in ENTRY_COLUMNS)],
+        names=["key", "part", *(f"b_{c}" for c in ENTRY_COLUMNS)])
+
+
+def arrow_column(values: Sequence[Any], kind: Any) -> Any:
+    """values as an Arrow array of kind (int64, string, binary or large_binary), built from
+    its buffers. pa.array would first import pandas, to see whether the values are
+    pandas': about a second of CPU in the driver and in each new Python worker."""
+    import pyarrow as pa
+
+    if kind == pa.int64():
+        data = np.ascontiguousarray(values, dtype=np.int64)
+        return pa.Array.from_buffers(kind, len(data), [None, pa.py_buffer(data)])
+    blobs = [v.encode() if isinstance(v, str) else v for v in values]
+    offsets = np.zeros(len(blobs) + 1, np.int64)
+    np.cumsum([len(b) for b in blobs], out=offsets[1:])
+    if kind != pa.large_binary():
+        if offsets[-1] > np.iinfo(np.int32).max:
+            raise ValueError(f"{offsets[-1]} bytes do not fit one Arrow {kind} column")
+        offsets = offsets.astype(np.int32)
+    return pa.Array.from_buffers(kind, len(blobs),
+                                 [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(blobs))])
 
 
 def unpack_group(group: Any, dtypes: dict[str, Any],
                  packed: dict[str, Any] | None = None) -> dict[str, Any]:
     """One key's packed rows (of `packed` dtypes, else `dtypes`) back into its entry
     columns of `dtypes` (parts in order)."""
-    order = np.argsort(group.column("part").to_numpy(), kind="stable")
+    # to_pylist, not to_numpy: pyarrow's to_numpy imports pandas (a second of CPU in
+    # each new Python worker)
+    order = np.argsort(group.column("part").to_pylist(), kind="stable")
     out = {}
     for c in ENTRY_COLUMNS:
         chunks = group.column(f"b_{c}").to_pylist()
@@ -224,18 +259,12 @@ def log_checks_spark(spark: Any, t: Tables, *, local: bool,
     packed = narrow_dtypes(t)
     table = packed_entries(t, packed)
     if shuffle is None:
-        shuffle = not local or bool((table.column("part").to_numpy() != 0).any())
+        shuffle = not local or any(table.column("part").to_pylist())
 
     def per_key(group: pa.Table) -> pa.Table:
         cols = unpack_group(group, dtypes, packed)
         key = int(group.column("key")[0].as_py())
-        out = out_frame(key, check_key(key, cols, has_replicas, nodes))
-        return pa.table({"tag": pa.array(out["tag"], pa.string()),
-                         "type": pa.array(out["type"], pa.string()),
-                         "n": pa.array(out["n"], pa.int64()),
-                         "detail": pa.array(out["detail"], pa.string()),
-                         "src": pa.array(out["src"], pa.binary()),
-                         "dst": pa.array(out["dst"], pa.binary())})
+        return out_table(out_frame(key, check_key(key, cols, has_replicas, nodes)))
 
     def per_row(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -248,7 +277,8 @@ def log_checks_spark(spark: Any, t: Tables, *, local: bool,
             tmp = tempfile.mkdtemp(prefix="undertow-entries-")
             pq.write_table(table, f"{tmp}/entries.parquet", compression="none",
                            row_group_size=16)
-            df = spark.read.parquet(f"{tmp}/entries.parquet")
+            # with its schema given, reading the file starts no job to infer it
+            df = spark.read.schema(IN_SCHEMA).parquet(f"{tmp}/entries.parquet")
         else:
             df = spark.createDataFrame(table)
         job = (df.groupBy("key").applyInArrow(per_key, OUT_SCHEMA) if shuffle

@@ -49,6 +49,7 @@ DEFAULT_PORT = 15002  # Spark Connect's own default
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 30.0
+DAEMON_MODULE = "checkers.spark_daemon"  # Python workers forked with the checks imported
 
 
 def log4j2_properties(level: str, *quiet: str) -> str:
@@ -180,6 +181,7 @@ def start_server(port: int = DEFAULT_PORT, master: str = "local[*]",
            "--conf", f"spark.connect.grpc.binding.address={HOST}",
            "--conf", f"spark.connect.grpc.binding.port={port}",
            "--conf", "spark.ui.enabled=false",
+           "--conf", f"spark.python.daemon.module={DAEMON_MODULE}",
            "--conf", "spark.connect.session.manager.defaultSessionTimeout=3650d",
            "--conf", f"spark.local.dir={d / 'local'}",
            "--conf", f"spark.sql.warehouse.dir={d / 'warehouse'}",
