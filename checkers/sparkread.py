@@ -32,7 +32,15 @@ from typing import Any
 import numpy as np
 
 from checkers.logcheck import OUT_COLUMNS, check_key
-from checkers.tables import ENTRY_COLUMNS, KIND_READ, Tables, build_tables, narrowest_dtype
+from checkers.tables import (
+    ENTRY_COLUMNS,
+    INFO,
+    KIND_READ,
+    Tables,
+    build_tables,
+    narrowest_dtype,
+    op_status,
+)
 from harness.runfiles import (
     HistoryError,
     HistoryScan,
@@ -227,8 +235,9 @@ def load_and_check(spark: Any, run_dir: Path, *,
         del index, send
         rpath = Path(run_dir) / "replicas.jsonl"
         replicas = read_replicas(rpath) if rpath.exists() else None
-        hits = _info_hits(sc, parsed, scan)
-        t = build_tables(scan, replicas, read_values=hits)
+        status = op_status(scan)
+        hits = _info_hits(parsed, scan, status)
+        t = build_tables(scan, replicas, read_values=hits, status=status)
         t2 = time.monotonic()
         log = _log_job(sc, parsed, scan, t)
         t3 = time.monotonic()
@@ -238,14 +247,10 @@ def load_and_check(spark: Any, run_dir: Path, *,
                     "spark_job_s": round(t3 - t2, 3)}
 
 
-def _info_hits(sc: Any, parsed: Any, scan: HistoryScan) -> Any:
-    """The sorted values sent by operations ended info that some record read."""
-    status = np.zeros(scan.lines, np.int8)
-    comp = np.flatnonzero(scan.pair >= 0)
-    status[scan.pair[comp]] = scan.type[comp]
-    inv = (scan.type[scan.send_line] == 0) & (scan.process[scan.send_line] >= 0)
-    info = inv & np.isin(status[scan.send_line], (0, 3))  # 0: never completed
-    values = np.unique(scan.send_value[info])
+def _info_hits(parsed: Any, scan: HistoryScan, status: Any) -> Any:
+    """The sorted values sent by operations ended info that some record read
+    (`status`: op_status of the scan)."""
+    values = np.unique(scan.send_value[status[scan.send_line] == INFO])
     if not len(values):
         return values
     found = parsed.filter(lambda x: x[0] == "r").mapPartitions(
