@@ -15,7 +15,8 @@ file at the same path), in four steps:
    happened);
 4. one shuffle by key brings each key's records, its sends and its replica rows
    together; the facts of the operations records belong to travel as a broadcast of
-   compact per-line arrays; `check_key` answers counts, examples and edges.
+   compact arrays over the completions that polled; `check_key` answers counts,
+   examples and edges.
 
 Driver memory: about 40 bytes per line (heads, pairing, operation columns) plus the
 send and replica rows, never the records read, so it does not grow with poll sizes.
@@ -136,16 +137,16 @@ def info_hits(rows: Iterable[Any], values: Any) -> Iterator[Any]:
 
 def read_entries(ctx: dict[str, Any], cols: dict[str, Any]) -> dict[str, Any]:
     """Entry columns (ENTRY_COLUMNS) of records read, as `build_tables` makes them:
-    op, process, status, must and seg from the per-line context (`read_context`)."""
-    line = cols["line"]
-    n = len(line)
+    op, process, status, must and seg from the context of their lines (`read_context`)."""
+    at = np.searchsorted(ctx["line"], cols["line"])
+    n = len(at)
     zeros = np.zeros(n, np.int64)
     return {"kind": np.full(n, KIND_READ, np.int8), "key": cols["key"],
-            "op": ctx["pair"][line].astype(np.int64),
-            "process": ctx["process"][line].astype(np.int64),
+            "op": ctx["pair"][at].astype(np.int64),
+            "process": ctx["process"][at].astype(np.int64),
             "offset": cols["offset"], "value": cols["value"], "seq": cols["seq"],
-            "status": ctx["type"][line].astype(np.int64), "must": ctx["must"][line],
-            "seg": ctx["seg"][line].astype(np.int64), "node": zeros, "hw": zeros.copy()}
+            "status": ctx["type"][at].astype(np.int64), "must": ctx["must"][at],
+            "seg": ctx["seg"][at].astype(np.int64), "node": zeros, "hw": zeros.copy()}
 
 
 def check_group(key: int, rows: Iterable[Any], ctx: dict[str, Any], dtypes: dict[str, str],
@@ -173,15 +174,18 @@ def check_group(key: int, rows: Iterable[Any], ctx: dict[str, Any], dtypes: dict
 
 
 def read_context(scan: HistoryScan, t: Tables) -> dict[str, Any]:
-    """Per line, what the records read on it need of their operation (compact arrays)."""
-    n = scan.lines
-    must = np.zeros(n, bool)
+    """What the records read on a line need of their operation, for the lines that can
+    hold records (completions with a poll: a fifth of a typical history's lines), in
+    compact arrays: every Python worker gets a copy."""
+    line = np.flatnonzero(((scan.flags & 2) != 0) & (scan.type != 0))
+    must = np.zeros(scan.lines, bool)
     must[t.op] = t.op_must
-    seg = np.zeros(n, np.int64)
+    seg = np.zeros(scan.lines, np.int64)
     seg[t.op] = t.op_seg
-    op = np.maximum(scan.pair, 0)
-    return {"pair": narrow(scan.pair), "process": narrow(scan.process), "type": scan.type,
-            "must": must[op], "seg": narrow(seg[op])}
+    pair = scan.pair[line]
+    op = np.maximum(pair, 0)
+    return {"line": narrow(line), "pair": narrow(pair), "process": narrow(scan.process[line]),
+            "type": scan.type[line], "must": must[op], "seg": narrow(seg[op])}
 
 
 def _ranges(sc: Any, path: str, split_bytes: int) -> list[tuple[int, int, int, int]]:
@@ -268,10 +272,12 @@ def _log_job(sc: Any, parsed: Any, scan: HistoryScan, t: Tables) -> dict[str, An
             for key, idx in key_slices(t)]
     ctx = sc.broadcast(read_context(scan, t))
     has_replicas, nodes = t.has_replicas, list(t.nodes)
-    parts = max(1, sc.defaultParallelism)
+    # a few keys a task: one task's keys then fit its Python worker's memory for
+    # groupByKey (spark.python.worker.memory) instead of spilling to disk
+    parts = max(1, min(len(ents), 8 * sc.defaultParallelism))
     try:
         reads = parsed.filter(lambda x: x[0] == "r").map(lambda x: (x[1], x))
-        given = sc.parallelize(ents, max(1, min(parts, len(ents))))
+        given = sc.parallelize(ents, max(1, min(sc.defaultParallelism, len(ents))))
         del ents
         answers = reads.union(given).groupByKey(parts).map(
             lambda kv: (kv[0], check_group(kv[0], list(kv[1]), ctx.value, dtypes,
