@@ -104,8 +104,8 @@ SCHEMAS: dict[str, dict[str, str]] = {
                            "producer_epoch": "int", "partitions": "list"},
     "end_txn": {"transactional_id": "str", "producer_id": "int", "producer_epoch": "int",
                 "commit": "bool"},
-    "write_txn_marker": {"partition": "int", "producer_id": "int", "producer_epoch": "int",
-                         "commit": "bool"},
+    "write_txn_markers": {"partitions": "list", "producer_id": "int", "producer_epoch": "int",
+                          "commit": "bool"},
 }
 ACKS = ("0", "1", "all")
 PRODUCER_FIELDS = ("producer_id", "producer_epoch", "sequence")

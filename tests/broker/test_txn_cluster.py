@@ -61,7 +61,10 @@ def test_commit_and_abort_under_both_isolation_levels_and_the_lso(
         p.add_partitions([0])
         cl.produce(0, 4)
         assert p.end(commit=True) is Outcome.COMMITTED
-        c.wait(lambda: read(reader, 0, COMMITTED) == [1, 4], 20, "the second commit")
+        # the marker is appended before it is committed: wait for both
+        c.wait(lambda: read(reader, 0, COMMITTED) == [1, 4]
+               and reader.fetch_next(0, 0, isolation=UNCOMMITTED)[1] == 6, 20,
+               "the second commit")
         assert read(reader, 0, UNCOMMITTED) == [1, 3, 4]
         # offsets of markers are gaps: records at 0 (1), 2 (3), 4 (4)
         records, nxt = reader.fetch_next(0, 0, isolation=UNCOMMITTED)
