@@ -97,9 +97,13 @@ class Server:
             "init_txn_producer": self.init_txn_producer,
             "add_txn_partitions": self.add_txn_partitions, "end_txn": self.end_txn,
             "write_txn_markers": self.write_txn_markers,
+            "add_txn_offsets": self.add_txn_offsets,
+            "txn_offset_commit": self.txn_offset_commit,
         }
         self.coordinator = Coordinator(broker) if broker is not None else None
         self.txn_coordinator = TxnCoordinator(broker) if broker is not None else None
+        if self.txn_coordinator is not None:
+            self.txn_coordinator.groups = self.coordinator
         self._server: asyncio.AbstractServer | None = None
         self._conn_tasks: set[asyncio.Task[None]] = set()
 
@@ -413,6 +417,10 @@ class Server:
     async def offset_fetch(self, req: dict[str, Any]) -> dict[str, Any]:
         return await self._groups().fetch_offsets(req)
 
+    async def txn_offset_commit(self, req: dict[str, Any]) -> dict[str, Any]:
+        """TxnOffsetCommit: pending in the group until the producer's transaction ends."""
+        return await self._groups().commit(req)
+
     # -- transactions ------------------------------------------------------------------------
     def _txns(self) -> TxnCoordinator:
         if self.txn_coordinator is None:
@@ -431,6 +439,9 @@ class Server:
     async def end_txn(self, req: dict[str, Any]) -> dict[str, Any]:
         return await self._txns().end(req)
 
+    async def add_txn_offsets(self, req: dict[str, Any]) -> dict[str, Any]:
+        return await self._txns().add_offsets(req)
+
     async def write_txn_markers(self, req: dict[str, Any]) -> dict[str, Any]:
         """A transaction's commit or abort markers in partitions led here, from its
         coordinator, written together: answered once each is committed here (the HW passed
@@ -443,8 +454,11 @@ class Server:
 
         async def one(part: int) -> str | None:
             try:
-                await coordinator.write_marker(self._partition(part), req["producer_id"],
-                                               req["producer_epoch"], bool(req["commit"]))
+                if part >= self.cfg.topic.partitions and part not in self.cfg.offsets_pids:
+                    raise ProtocolError(UNKNOWN_PARTITION, f"no marker goes to partition {part}")
+                await coordinator.write_marker(self._partition(part, internal=True),
+                                               req["producer_id"], req["producer_epoch"],
+                                               bool(req["commit"]))
             except ProtocolError as e:
                 return e.code
             return None

@@ -17,6 +17,10 @@ its own record (e.g. the next transaction's Ongoing) takes the place of
 Complete, which it implies, since it is written only after every marker is
 committed. So a producer's next transaction waits for its markers, not for one
 more replicated write.
+A consumer group's offsets join a transaction as the partition of the internal
+offsets topic that holds the group (`add_offsets`, Kafka's AddOffsetsToTxn): it
+gets a marker like any other, and the group coordinator, told once the marker is
+committed there, commits or drops the offsets the producer sent it (broker/group.py).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from .txnindex import marker_value
 
 if TYPE_CHECKING:
     from .broker import Broker
+    from .coordinator import Coordinator
     from .partition import Partition
 
 log = logging.getLogger("broker.txn")
@@ -57,6 +62,7 @@ class TxnCoordinator(InternalPartitions):
         self.completed: dict[str, asyncio.Event] = {}  # set when a completion ends
         self.marked: dict[str, TxnMeta] = {}  # prepared states whose markers are committed
         self.waiting: dict[str, int] = {}  # requests of the id waiting for its markers
+        self.groups: Coordinator | None = None  # told of markers in offsets partitions
 
     @property
     def pids(self) -> Sequence[int]:
@@ -247,6 +253,8 @@ class TxnCoordinator(InternalPartitions):
         err = await fut
         if err is not None:
             raise err
+        if self.groups is not None and p.pid in self.cfg.offsets_pids:
+            self.groups.txn_marker(p, producer_id, commit)
 
     async def _producer_id(self) -> int:
         """A producer id never handed out before, from the active controller."""
@@ -313,10 +321,13 @@ class TxnCoordinator(InternalPartitions):
                 out.update(producer_id=step.write.producer_id, producer_epoch=step.write.epoch)
             return out
 
-    async def add_partitions(self, req: dict[str, Any]) -> dict[str, Any]:
+    async def add_partitions(self, req: dict[str, Any], *,
+                             internal: bool = False) -> dict[str, Any]:
+        """`internal`: the partitions are of the offsets topic (add_offsets)."""
         tid = req["transactional_id"]
         parts = req["partitions"]
-        if not all(isinstance(x, int) and 0 <= x < self.cfg.topic.partitions for x in parts):
+        if not internal and not all(isinstance(x, int) and 0 <= x < self.cfg.topic.partitions
+                                    for x in parts):
             raise ProtocolError(INVALID_REQUEST, f"add_txn_partitions: partitions must be "
                                 f"of the topic's {self.cfg.topic.partitions}")
         self._led(tid)
@@ -327,6 +338,14 @@ class TxnCoordinator(InternalPartitions):
                                       req["producer_epoch"], parts, self.b.clock.now_ms(),
                                       self.cfg.settings.txn_epoch_fencing)
             return await self._apply(step)
+
+    async def add_offsets(self, req: dict[str, Any]) -> dict[str, Any]:
+        """AddOffsetsToTxn: the partition of the offsets topic that holds `group` joins the
+        transaction, so its marker decides the offsets the producer commits to the group."""
+        if self.groups is None:
+            raise ProtocolError(NOT_COORDINATOR, f"{self.cfg.node_id} is not a broker")
+        part = self.groups.pid_of(req["group"])
+        return await self.add_partitions({**req, "partitions": [part]}, internal=True)
 
     async def end(self, req: dict[str, Any]) -> dict[str, Any]:
         tid = req["transactional_id"]
