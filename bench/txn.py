@@ -9,7 +9,8 @@ keys) and measures, with `--producers` client threads each on its own connection
   the two alternate for `--rounds` rounds of `--seconds` each in one cluster, so both see
   the same machine and the idempotence cost is their ratio;
 - the brokers' CPU time per committed transaction (user + system, all 3 nodes; Linux
-  /proc), a figure that depends far less on what else runs on the machine than rates do.
+  /proc), a figure that depends far less on what else runs on the machine than rates do,
+  and the client threads' (this process's).
 Writes bench/out/txn.json and prints the summary.
 
 `--old DIR` compares brokers instead: a second cluster runs the broker of the checkout
@@ -114,12 +115,15 @@ def transactions(seconds: float) -> Callable[[BrokerClient, int, int], int]:
 
 
 def txn_round(c: LocalCluster, producers: int, seconds: float) -> dict[str, float]:
-    """Committed transactions per second on `c`, and its brokers' CPU ms per transaction."""
+    """Committed transactions per second on `c`, and CPU ms per transaction of its brokers
+    and of the client threads (this process: on a 2-core machine they compete)."""
     pids = [p.pid for p in c.procs.values()]
-    cpu0 = cpu_s(pids)
+    cpu0, own0 = cpu_s(pids), sum(os.times()[:2])
     txns = rate(c.addrs, producers, seconds, transactions(seconds))
+    n = max(1.0, txns * seconds)
     return {"txns_per_s": txns,
-            "broker_cpu_ms_per_txn": 1000 * (cpu_s(pids) - cpu0) / max(1.0, txns * seconds)}
+            "broker_cpu_ms_per_txn": 1000 * (cpu_s(pids) - cpu0) / n,
+            "client_cpu_ms_per_txn": 1000 * (sum(os.times()[:2]) - own0) / n}
 
 
 def compare(old: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -145,7 +149,7 @@ def compare(old: Path, args: argparse.Namespace) -> dict[str, Any]:
     summary: dict[str, Any] = {"old": str(old), "producers": args.producers,
                                "seconds": args.seconds, "rounds": args.rounds}
     for side, got in rows.items():
-        for key in ("txns_per_s", "broker_cpu_ms_per_txn"):
+        for key in ("txns_per_s", "broker_cpu_ms_per_txn", "client_cpu_ms_per_txn"):
             summary[f"{side}_{key}"] = round(statistics.median(row[key] for row in got), 2)
     summary["speedup"] = round(summary["new_txns_per_s"] / summary["old_txns_per_s"], 2)
     return {"rounds": rows, "summary": summary}
@@ -199,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = {"producers": args.producers, "seconds": args.seconds, "rounds": args.rounds,
                "sends_per_txn": SENDS, "txns_per_s": med("txns_per_s"),
                "broker_cpu_ms_per_txn": med("broker_cpu_ms_per_txn"),
+               "client_cpu_ms_per_txn": med("client_cpu_ms_per_txn"),
                "idempotent_records_per_s": med("idempotent_records_per_s"),
                "plain_records_per_s": med("plain_records_per_s"),
                "idempotence_cost_pct": round(100 * (1 - med("idempotent_records_per_s")
