@@ -162,7 +162,7 @@ class KafkaGroupClient:
                 self.consumer.store_offsets(offsets=self.handed)
         self.handed = []
 
-    def _fetch(self) -> tuple[dict[str, list[list[int]]], str | None]:
+    def fetch_batch(self) -> tuple[dict[str, list[list[int]]], str | None]:
         assert self.consumer is not None
         read: dict[str, list[list[int]]] = {}
         error: str | None = None
@@ -187,7 +187,7 @@ class KafkaGroupClient:
 
     def _poll(self, op: Op) -> Op:
         assert self.consumer is not None
-        read, error = self._fetch()
+        read, error = self.fetch_batch()
         self.handed = [TopicPartition(self.inner.topic, int(k), rs[-1][0] + 1)
                        for k, rs in read.items()]
         try:
@@ -204,7 +204,7 @@ class KafkaGroupClient:
             deadline = time.monotonic() + CRASH_FETCH_S
             read: dict[str, list[list[int]]] = {}
             while not read and time.monotonic() < deadline:
-                read, _ = self._fetch()
+                read, _ = self.fetch_batch()
             if read and self.settings.commit == "auto":
                 # processing outlasts the interval: the background commit covers the batch
                 end = time.monotonic() + 2 * self.settings.auto_commit_interval_ms / 1000

@@ -235,7 +235,7 @@ class KafkaTxnClient:
             done = self.queue.invoke(None, Op("invoke", 0, "poll", [["poll"]]))
             micro = list(done.value[0])
             return (micro if len(micro) > 1 and micro[1] else ["poll"]), done.error
-        read, error = self.group._fetch()
+        read, error = self.group.fetch_batch()
         self.moved = self.moved or bool(read)
         return (["poll", read] if read else ["poll"]), error or self._rebalanced(c)
 

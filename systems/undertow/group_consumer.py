@@ -298,7 +298,7 @@ class GroupQueueClient:
             return op.complete("info", error="crashed: the client was abandoned unclosed")
         return self.inner.invoke(run, op)
 
-    def _fetch(self, s: GroupSession) -> tuple[int, tuple[int, ...],
+    def fetch_batch(self, s: GroupSession) -> tuple[int, tuple[int, ...],
                                                dict[int, list[tuple[int, int]]],
                                                ClientError | None]:
         """One poll's records from the session's keys (each key's turn first in rotation), at
@@ -327,7 +327,7 @@ class GroupQueueClient:
 
     def _poll(self, op: Op) -> Op:
         assert self.session is not None
-        gen, keys, read, error = self._fetch(self.session)
+        gen, keys, read, error = self.fetch_batch(self.session)
         if not self.session.consume(gen, read):
             read = {}  # the group rebalanced during the fetch: nothing was handed on
         out = {str(k): [[o, v] for o, v in rs] for k, rs in read.items()}
@@ -344,7 +344,7 @@ class GroupQueueClient:
             deadline = time.monotonic() + CRASH_FETCH_S
             consumed = False
             while not consumed and time.monotonic() < deadline:
-                gen, _, read, _ = self._fetch(s)
+                gen, _, read, _ = self.fetch_batch(s)
                 consumed = bool(read) and s.consume(gen, read)
             if consumed and self.settings.commit == "auto":
                 upto = {k: rs[-1][0] + 1 for k, rs in read.items()}

@@ -117,7 +117,7 @@ class TxnClient:
             read, error = self.queue.poll_assigned()
             return (["poll", read] if read else ["poll"]), error
         assert self.held is not None
-        gen, _keys, got, error = self.group._fetch(s)
+        gen, _keys, got, error = self.group.fetch_batch(s)
         if gen != self.held[0] or not s.consume(gen, got):
             return ["poll"], ClientError("REBALANCE", f"the group moved from generation "
                                          f"{self.held[0]} during the transaction",
