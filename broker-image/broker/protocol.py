@@ -109,8 +109,8 @@ SCHEMAS: dict[str, dict[str, str]] = {
                 "commit": "bool"},
     "add_txn_offsets": {"transactional_id": "str", "producer_id": "int",
                         "producer_epoch": "int", "group": "str"},
-    "write_txn_marker": {"partition": "int", "producer_id": "int", "producer_epoch": "int",
-                         "commit": "bool"},
+    "write_txn_markers": {"partitions": "list", "producer_id": "int", "producer_epoch": "int",
+                          "commit": "bool"},
 }
 ACKS = ("0", "1", "all")
 PRODUCER_FIELDS = ("producer_id", "producer_epoch", "sequence")

@@ -166,7 +166,9 @@ class TxnProducer:
         """Commit or abort the ongoing transaction: what became of it."""
         if not self.partitions and not self.groups:
             return Outcome.COMMITTED if commit else Outcome.ABORTED  # nothing was written
-        assert self.cl.producer is not None
+        if self.cl.producer is None:  # a send of unknown outcome dropped the producer id:
+            self.abandon()  # no end_txn can be sent; never committed, the next init aborts
+            return Outcome.ABORTED
         pid, epoch = self.cl.producer
         try:
             reply = self.request({"type": "end_txn", "producer_id": pid,
