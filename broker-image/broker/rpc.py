@@ -31,8 +31,6 @@ class Peer:
         self._waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._ids = itertools.count(1)
         self._lock = asyncio.Lock()
-        self._out: list[bytes] = []  # requests of this loop tick, written together
-        self._out_writer: asyncio.StreamWriter | None = None
 
     async def _connect(self) -> asyncio.StreamWriter:
         async with self._lock:
@@ -76,11 +74,9 @@ class Peer:
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiting[rid] = fut
         try:
-            self._send(writer, encode_frame({**msg, "id": rid}))
-            if writer.transport.get_write_buffer_size() > 1 << 20:
-                await writer.drain()
-            async with asyncio.timeout(timeout_s):
-                return await fut
+            writer.write(encode_frame({**msg, "id": rid}))
+            await writer.drain()
+            return await asyncio.wait_for(fut, timeout_s)
         except (OSError, TimeoutError, RuntimeError) as e:
             # RuntimeError: uvloop refuses writes on a handle that closed under us
             writer.close()  # this connection only: a newer one may already be in use
@@ -91,24 +87,6 @@ class Peer:
             self._waiting.pop(rid, None)
             if fut.done() and not fut.cancelled():
                 fut.exception()  # retrieved: the caller already got an RpcError
-
-    def _send(self, writer: asyncio.StreamWriter, frame: bytes) -> None:
-        """Queue a request; the tick's requests go out in one write (one syscall)."""
-        if self._out_writer is not writer:
-            self._flush()
-            self._out_writer = writer
-        if not self._out:
-            asyncio.get_running_loop().call_soon(self._flush)
-        self._out.append(frame)
-
-    def _flush(self) -> None:
-        out, self._out = self._out, []
-        writer = self._out_writer
-        if out and writer is not None and not writer.is_closing():
-            try:
-                writer.write(b"".join(out))
-            except RuntimeError:  # uvloop: the handle closed under us; its reader fails them
-                writer.close()
 
     def close(self) -> None:
         if self._writer is not None:

@@ -27,7 +27,8 @@ With `--sub-via subscribe` the polls are the run's consumer group's (a
 KafkaGroupClient's consumer at the run's isolation.level, auto-commit off), and
 the transaction is the exactly-once loop of workloads/txn.py `run_transaction`:
 its polls' positions go into it with send_offsets_to_transaction and the
-consumer's group metadata (a rebalance in the middle fails it: it aborts);
+consumer's group metadata (a rebalance after its polls consumed records fails
+it: it aborts);
 unless it commits, the consumer seeks back to the group's committed offsets
 (fetched once stable) before its next transaction. `subscribe` and the final
 `assign`s are the group client's.
@@ -236,6 +237,8 @@ class KafkaTxnClient:
             micro = list(done.value[0])
             return (micro if len(micro) > 1 and micro[1] else ["poll"]), done.error
         read, error = self.group.fetch_batch()
+        if not (self.moved or read):
+            self.rebalances = c.rebalances  # nothing consumed yet: a rebalance costs nothing
         self.moved = self.moved or bool(read)
         return (["poll", read] if read else ["poll"]), error or self._rebalanced(c)
 

@@ -17,8 +17,9 @@ With `--sub-via subscribe` the polls are the run's consumer group's
 (systems/undertow/group_consumer.py, committing nothing by itself), and the
 transaction is the exactly-once loop of workloads/txn.py `run_transaction`: the
 positions its polls reached go into the transaction with the generation and
-member id they were read under (a rebalance in the middle fails the next poll,
-and a fenced generation's offsets are refused: either way it aborts); unless it
+member id they were read under (a rebalance after its polls consumed records
+fails the next poll, and a fenced generation's offsets are refused: either way
+it aborts; before any record, it takes the new generation); unless it
 commits, the membership rewinds to the group's committed positions, read once
 they are stable, before its next transaction. `subscribe` and the final `assign`s
 are the group client's.
@@ -118,6 +119,8 @@ class TxnClient:
             return (["poll", read] if read else ["poll"]), error
         assert self.held is not None
         gen, _keys, got, error = self.group.fetch_batch(s)
+        if gen != self.held[0] and not self.moved:
+            self.held = s.holding()  # nothing consumed yet: it takes the new generation
         if gen != self.held[0] or not s.consume(gen, got):
             return ["poll"], ClientError("REBALANCE", f"the group moved from generation "
                                          f"{self.held[0]} during the transaction",

@@ -89,39 +89,3 @@ def test_a_write_refused_by_a_closed_handle_is_an_rpc_error() -> None:
         server.close()
 
     asyncio.run(main())
-
-
-@pytest.mark.parametrize("kind", loops())
-def test_the_requests_of_one_tick_go_out_in_one_write_and_each_gets_its_answer(
-        kind: str) -> None:
-    async def main() -> None:
-        from broker.protocol import FrameDecoder, decode_request, encode_frame
-
-        async def echo_type(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-            dec = FrameDecoder()
-            while data := await r.read(65536):
-                for body in dec.feed(data):
-                    msg = decode_request(body)
-                    w.write(encode_frame({"id": msg["id"], "error": None, "n": msg.get("node")}))
-
-        server = await asyncio.start_server(echo_type, "127.0.0.1", 0)
-        peer = Peer(f"127.0.0.1:{server.sockets[0].getsockname()[1]}")
-        await peer.call({"type": "dump"}, timeout_s=2.0)  # connected
-        writer = peer._writer
-        assert writer is not None
-        writes: list[int] = []
-        real = writer.write
-
-        def counted(data: bytes | bytearray | memoryview) -> None:
-            writes.append(len(data))
-            real(data)
-
-        writer.write = counted  # type: ignore[method-assign]  # counts, then writes
-        got = await asyncio.gather(*(peer.call({"type": "metadata", "node": str(i)},
-                                               timeout_s=2.0) for i in range(8)))
-        assert [r["n"] for r in got] == [str(i) for i in range(8)]
-        assert len(writes) == 1
-        peer.close()
-        server.close()
-
-    run(kind, main)
