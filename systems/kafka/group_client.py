@@ -12,7 +12,7 @@ commits what is stored; `off` never commits. librdkafka has no eager sticky
 assignor, so `sticky` is refused (systems/kafka/db.py's check).
 
 A client closed after an `info` hands its consumer to the worker's next process
-(its first `subscribe` takes it over, unless it asks to rejoin), as on our broker.
+(its first `subscribe` takes it over; a rejoin takes it and leaves), as on our broker.
 
 A `crash` fetches a batch and dies before handing it on: with `auto`, after one
 commit interval, so the background commit covered the batch. librdkafka cannot
@@ -36,6 +36,12 @@ from harness.spec import GROUP_ID, ConsumerSettings
 from systems.kafka import config
 from systems.kafka.client import POLL_WAIT_S, KafkaQueueClient, _rdkafka_logger
 
+# Members learn of a rebalance at their next heartbeat, so a rebalance takes about one
+# interval plus a join and sync round: at librdkafka's usual third of the session
+# timeout (2 s of 6 s) every rejoin of the workload (workloads/queue.py) left the group
+# without assignments for about 2 s; at 100 ms, as our broker's members heartbeat,
+# about 0.5 s (python -m bench.groups_kafka, docs/benchmarks.md).
+GROUP_HEARTBEAT_MS = 100
 CRASH_FETCH_S = 2.0  # a crash waits this long at most for a batch to die holding
 COMMITTED_WAIT_S = 20.0  # the final committed offsets (see committed())
 
@@ -70,7 +76,8 @@ def group_config(bootstrap: str, settings: ConsumerSettings, *, timeout_s: float
         "enable.auto.offset.store": settings.commit == "auto",
         "auto.offset.reset": "earliest",
         "session.timeout.ms": settings.session_timeout_ms,
-        "heartbeat.interval.ms": max(100, min(3000, settings.session_timeout_ms // 3)),
+        # at most a third of the session timeout (Kafka needs it below the timeout)
+        "heartbeat.interval.ms": max(1, min(GROUP_HEARTBEAT_MS, settings.session_timeout_ms // 3)),
         "partition.assignment.strategy": settings.assignor,
         "enable.partition.eof": False,
     }
@@ -123,9 +130,11 @@ class KafkaGroupClient:
     def invoke(self, run: Any, op: Op) -> Op:
         self._processed()
         if op.f == "subscribe":
-            if self.consumer is None and not op.extra.get("rejoin"):
-                self.consumer = self.spares.take()  # a predecessor's membership, if one waits
-                if self.consumer is not None:
+            if self.consumer is None:  # a predecessor's membership, if one waits: kept,
+                # or left by a rejoin (else it would stay in the group, polled by no one,
+                # and hold up every rebalance: a member rejoins only once polled)
+                self.consumer = self.spares.take()
+                if self.consumer is not None and not op.extra.get("rejoin"):
                     return op.complete("ok")
             self._end()
             self.consumer = GroupConsumer({**group_config(self.inner.bootstrap, self.settings,

@@ -13,7 +13,7 @@ doing; `processed` commits the positions of the polls whose completions were
 handed on (marked at the worker's next operation); `off` never commits.
 
 A client closed after an `info` hands its membership to the worker's next
-process (its first `subscribe` takes it over, unless it asks to rejoin): a send
+process (its first `subscribe` takes it over; a rejoin takes it and leaves): a send
 that timed out is no reason for the group to rebalance twice, and under faults
 such churn kept an eager group from ever settling.
 
@@ -266,9 +266,10 @@ class GroupQueueClient:
         if self.session is not None:
             self.session.mark_processed()  # the last op's completion was handed on
         if op.f == "subscribe":
-            if self.session is None and not op.extra.get("rejoin"):
-                self.session = self.spares.take()  # a predecessor's membership, if one waits
-                if self.session is not None:
+            if self.session is None:  # a predecessor's membership, if one waits: kept,
+                # or left by a rejoin (else it would stay in the group, read by no one)
+                self.session = self.spares.take()
+                if self.session is not None and not op.extra.get("rejoin"):
                     return op.complete("ok")
             self._end_session()
             self.session = GroupSession(self.addrs, self.partitions, self.settings,
