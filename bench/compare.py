@@ -10,9 +10,11 @@ round (old, new, new, old, ...), each with its own venv and code:
   harness wrote, e.g. results/queue-kill-partition/latest);
 - with `--bench txn` instead, `python -m bench.txn --rounds 1` (committed transactions
   per second, acknowledged records per second with idempotence on and off, the brokers'
-  CPU per transaction when the checkout's bench.txn reports it). `--together` runs old
-  and new at the same moment in each round instead of one after the other: on a machine
-  whose load swings from second to second both then see the same load.
+  CPU per transaction when the checkout's bench.txn reports it).
+`--together` runs old and new at the same moment in each round (each its own cluster)
+instead of one after the other: on a machine whose load swings from second to second
+both then see the same load (bench.harness: both start their clusters at once, so their
+timed windows overlap to within the difference in start times).
 Prints a table of medians (and every value) and writes bench/out/compare.json.
 """
 
@@ -32,18 +34,26 @@ HERE = Path(__file__).resolve().parents[1]
 OUT = HERE / "bench" / "out"
 
 
-def _harness(checkout: Path, seconds: float, system: str, starts: int) -> dict[str, float]:
-    py = checkout / ".venv" / "bin" / "python"
-    subprocess.run([str(py), "-m", "bench.harness", "--seconds", str(seconds), "--starts",
-                    str(starts), "--system", system],
-                   cwd=checkout, check=True, capture_output=True, timeout=900)
-    name = "harness.json" if system == "undertow" else f"harness-{system}.json"
-    res = json.loads((checkout / "bench" / "out" / name).read_text())
-    row = {k: float(res[k]) for k in ("writer_ops_per_s", "start_to_ready_s", "ops_per_s")}
-    cpu = res.get("cpu", {})  # CPU ms per client op (a checkout before it has none)
-    row |= {f"cpu_{k}": float(cpu[f"{k}_ms_per_op"]) for k in ("servers", "harness")
-            if f"{k}_ms_per_op" in cpu}
-    return row
+def _harness(checkouts: dict[str, Path], seconds: float, system: str,
+             starts: int) -> dict[str, dict[str, float]]:
+    """bench.harness in each checkout, all at once (each has its own bench/out)."""
+    procs = {side: subprocess.Popen(
+        [str(checkout / ".venv" / "bin" / "python"), "-m", "bench.harness", "--seconds",
+         str(seconds), "--starts", str(starts), "--system", system], cwd=checkout,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for side, checkout in checkouts.items()}
+    out = {}
+    for side, proc in procs.items():
+        if proc.wait(timeout=900) != 0:
+            raise RuntimeError(f"{checkouts[side]}: bench.harness exited {proc.returncode}")
+        name = "harness.json" if system == "undertow" else f"harness-{system}.json"
+        res = json.loads((checkouts[side] / "bench" / "out" / name).read_text())
+        row = {k: float(res[k]) for k in ("writer_ops_per_s", "start_to_ready_s", "ops_per_s")}
+        cpu = res.get("cpu", {})  # CPU ms per client op (a checkout before it has none)
+        row |= {f"cpu_{k}": float(cpu[f"{k}_ms_per_op"]) for k in ("servers", "harness")
+                if f"{k}_ms_per_op" in cpu}
+        out[side] = row
+    return out
 
 
 TXN_FIGURES = ("txns_per_s", "idempotent_records_per_s", "plain_records_per_s",
@@ -95,7 +105,8 @@ def main() -> None:
                     help="what to measure (default: bench.harness, and check with --history)")
     ap.add_argument("--producers", type=int, default=8, help="bench.txn --producers")
     ap.add_argument("--together", action="store_true",
-                    help="--bench txn: old and new at the same moment in each round")
+                    help="old and new at the same moment in each round (each its own "
+                         "cluster), not one after the other")
     ap.add_argument("--history", type=Path, default=None,
                     help="a recorded run folder to check (none: no check figure)")
     ap.add_argument("--system", default="undertow", help="bench.harness --system")
@@ -106,8 +117,6 @@ def main() -> None:
     args = ap.parse_args()
     if args.bench == "txn" and args.history is not None:
         ap.error("--history goes with --bench harness")
-    if args.together and args.bench != "txn":
-        ap.error("--together goes with --bench txn")
     sides = {"old": args.old.resolve(), "new": HERE}
     rows: dict[str, list[dict[str, float]]] = {k: [] for k in sides}
     for r in range(args.rounds):
@@ -116,8 +125,8 @@ def main() -> None:
             if args.bench == "txn":
                 got = _txn({side: sides[side] for side in group}, args.seconds, args.producers)
             else:
-                got = {group[0]: _harness(sides[group[0]], args.seconds, args.system,
-                                          args.starts)}
+                got = _harness({side: sides[side] for side in group}, args.seconds,
+                               args.system, args.starts)
             for side, row in got.items():
                 if args.history is not None:
                     row.update(_check(sides[side], args.history.resolve()))

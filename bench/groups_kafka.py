@@ -77,8 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--members", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--heartbeat-ms", type=int, default=None,
-                    help="heartbeat.interval.ms (default: the workload's, a third of the "
-                         "session timeout; members learn of a rebalance at a heartbeat)")
+                    help="heartbeat.interval.ms (default: the workload's, "
+                         "systems/kafka/group_client.py GROUP_HEARTBEAT_MS; members learn of a "
+                         "rebalance at a heartbeat)")
     ap.add_argument("--out", type=Path, default=Path("bench/out/groups-kafka.json"))
     args = ap.parse_args(argv)
     if args.members < 2 or args.rounds < 1:

@@ -16,7 +16,17 @@ Read from the history:
   completion that carries one (the queue workload's final reads ask the group after
   every member left);
 - the *known offsets* of a key: offsets any poll returned (the final reads included)
-  and offsets of sends that did not fail. An offset nobody saw is not listed.
+  and offsets of sends that did not fail (of a transaction, only one that committed:
+  an `info` transaction may have been aborted, its records never readable). An offset
+  nobody saw is not listed.
+
+With transactions (the txn workload with `subscribe`, whose transactions send the
+consumer's positions into themselves: consume, transform, produce), `exactly_once`
+says more: per key, every known offset below the final committed position was read
+by exactly one committed (`ok`) transaction of the group. An offset read by none
+is lost to the exactly-once pipeline (unless a transaction whose commit is unknown
+read it: listed apart, as it may have committed); one read by two or more was
+processed twice. Also a report section, not an anomaly type.
 """
 
 from __future__ import annotations
@@ -90,7 +100,7 @@ def group_delivery(ops: Iterable[Mapping[str, Any]]) -> GroupDelivery | None:
         if isinstance(c, Mapping):
             committed, committed_index = c, o.get("index")
         value = o.get("value")
-        if typ != "fail":
+        if typ == "ok" or (typ == "info" and f != "txn"):
             for k, off in _sent(value):
                 known.setdefault(k, set()).add(off)
         for k, off in _records(value):
@@ -108,6 +118,96 @@ def group_delivery(ops: Iterable[Mapping[str, Any]]) -> GroupDelivery | None:
         read = below & group_read.get(k, set())
         rows.append(KeyDelivery(k, pos, len(below), len(read), tuple(sorted(below - read))))
     return GroupDelivery(committed_index if committed is not None else None, tuple(rows))
+
+
+@dataclass(frozen=True, slots=True)
+class KeyOnce:
+    key: int
+    committed: int                          # the group's final committed position
+    known_below: int                        # known offsets below it
+    once: int                               # of those, read by exactly one committed txn
+    unread: tuple[int, ...]                 # read by no committed nor unknown transaction
+    uncertain: tuple[int, ...]              # read only by transactions of unknown outcome
+    repeated: tuple[tuple[int, int], ...]   # (offset, committed transactions that read it)
+
+
+@dataclass(frozen=True, slots=True)
+class ExactlyOnce:
+    committed_index: int | None  # the history line of the final committed positions
+    transactions: int            # committed transactions of the group that read records
+    keys: tuple[KeyOnce, ...]
+
+    @property
+    def holds(self) -> bool:
+        return self.committed_index is not None and not any(
+            k.unread or k.repeated for k in self.keys)
+
+    @property
+    def unread(self) -> int:
+        return sum(len(k.unread) for k in self.keys)
+
+    @property
+    def repeated(self) -> int:
+        return sum(len(k.repeated) for k in self.keys)
+
+    @property
+    def uncertain(self) -> int:
+        return sum(len(k.uncertain) for k in self.keys)
+
+
+def exactly_once(ops: Iterable[Mapping[str, Any]]) -> ExactlyOnce | None:
+    """Per key, how many committed transactions of the group read each known offset below
+    the group's final committed position; None when no subscribed process ran a `txn`."""
+    subscribed: set[Any] = set()
+    any_txn = False
+    by_ok: dict[tuple[int, int], int] = {}  # (key, offset) -> committed txns that read it
+    by_info: set[tuple[int, int]] = set()
+    known: set[tuple[int, int]] = set()
+    transactions = 0
+    committed: Mapping[str, Any] | None = None
+    committed_index: int | None = None
+    for o in ops:
+        p, f, typ = o.get("process"), o.get("f"), o.get("type")
+        if p == "nemesis":
+            continue
+        if typ == "invoke":
+            if f == "subscribe":
+                subscribed.add(p)
+            elif f == "assign":
+                subscribed.discard(p)
+            continue
+        c = o.get("committed")
+        if isinstance(c, Mapping):
+            committed, committed_index = c, o.get("index")
+        value = o.get("value")
+        if typ == "ok" or (typ == "info" and f != "txn"):
+            known.update(_sent(value))
+        read = set(_records(value))
+        known |= read
+        if f != "txn" or p not in subscribed:
+            continue
+        any_txn = True
+        if typ == "ok":
+            transactions += bool(read)
+            for kv in read:
+                by_ok[kv] = by_ok.get(kv, 0) + 1
+        elif typ == "info":
+            by_info |= read
+    if not any_txn:
+        return None
+    rows = []
+    for ks, pos in sorted((committed or {}).items(), key=lambda kv: int(kv[0])):
+        k, pos = int(ks), int(pos)
+        below = sorted(off for key, off in known if key == k and off < pos)
+        if not below:
+            continue
+        unread = tuple(x for x in below if (k, x) not in by_ok and (k, x) not in by_info)
+        uncertain = tuple(x for x in below if (k, x) not in by_ok and (k, x) in by_info)
+        repeated = tuple((x, by_ok[(k, x)]) for x in below if by_ok.get((k, x), 0) > 1)
+        once = sum(1 for x in below if by_ok.get((k, x)) == 1)
+        rows.append(KeyOnce(k, pos, len(below), once, unread, uncertain, repeated))
+    return ExactlyOnce(committed_index if committed is not None else None, transactions,
+                       tuple(rows))
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,20 +2,22 @@
 
 On a classic session (local, or a standalone cluster whose executors see the
 file at the same path), in four steps:
-1. lines: each task takes a byte range of the file (SPLIT_BYTES), moves both ends to
-   line starts (a range owns the lines that begin in it) and counts its newlines, so
-   that every range knows the number of its first line;
+1. ranges: each task takes a byte range of the file (SPLIT_BYTES) and moves both ends
+   to line starts (a range owns the lines that begin in it);
 2. parse: each task parses its lines with the strict reader's own per-line code
-   (`harness.runfiles.strict`: the same rules, the same `file:line: problem`), keeps
+   (`harness.runfiles.strict`: the same rules, the same `file:line: problem`), its
+   line numbers counted from its range's first line (the driver adds the lines of
+   the ranges before, when it has their heads: no pass that only counts lines), keeps
    the records read on the executors (packed per key, persisted on disk) and sends
-   the driver each line's fixed-width head and the send micro-ops;
+   the driver each line's fixed-width head, the send micro-ops and the distinct
+   values read;
 3. the driver runs the cross-line checks (the same `check_lines` and `check_sends`)
-   and builds the operation columns; when some operations ended info, a small job
-   asks the executors which of their values were read (that decides what must have
-   happened);
+   and builds the operation columns (which sends of operations ended info were read
+   decides what must have happened);
 4. one shuffle by key brings each key's records, its sends and its replica rows
    together; the facts of the operations records belong to travel as a broadcast of
-   compact per-line arrays; `check_key` answers counts, examples and edges.
+   compact arrays over the completions that polled; `check_key` answers counts,
+   examples and edges.
 
 Driver memory: about 40 bytes per line (heads, pairing, operation columns) plus the
 send and replica rows, never the records read, so it does not grow with poll sizes.
@@ -32,7 +34,15 @@ from typing import Any
 import numpy as np
 
 from checkers.logcheck import OUT_COLUMNS, check_key
-from checkers.tables import ENTRY_COLUMNS, KIND_READ, Tables, build_tables, narrowest_dtype
+from checkers.tables import (
+    ENTRY_COLUMNS,
+    INFO,
+    KIND_READ,
+    Tables,
+    build_tables,
+    narrowest_dtype,
+    op_status,
+)
 from harness.runfiles import (
     HistoryError,
     HistoryScan,
@@ -81,31 +91,22 @@ def _line_start(fh: Any, pos: int, size: int) -> int:
     return size
 
 
-def split_lines(path: str, start: int, end: int) -> tuple[int, int, int]:
-    """(a, b, newlines): the byte range [start, end) moved to line starts, and its
-    newline count (the lines before the next range's first one)."""
+def parse_range(path: str, chunk: int, start: int, end: int) -> Iterator[Any]:
+    """One range parsed by the strict reader, its lines numbered from 0 (error and send
+    lines included): ("h", chunk, heads, sends, error, values
+    read) for the driver, then ("r", key, chunk, columns) per key of the records read.
+    The values read, once each (a few sends' worth: each record is read by many polls),
+    let the driver tell which info sends happened without another pass."""
+    from harness.runfiles.strict import parse_chunk
+
     size = os.path.getsize(path)
     with open(path, "rb") as fh:
         a, b = _line_start(fh, start, size), _line_start(fh, end, size)
-        fh.seek(a)
-        n, left = 0, b - a
-        while left > 0:
-            block = fh.read(min(left, 1 << 24))
-            if not block:
-                break
-            n += block.count(b"\n")
-            left -= len(block)
-    return a, b, n
-
-
-def parse_range(path: str, chunk: int, a: int, b: int, first_line: int) -> Iterator[Any]:
-    """One range parsed by the strict reader: ("h", chunk, heads, sends, error) for the
-    driver, then ("r", key, chunk, columns) per key of the records read."""
-    from harness.runfiles.strict import parse_chunk
-
-    err, index, t, typ, proc, f, flags, send, read = parse_chunk(path, a, b, first_line)
+    err, index, t, typ, proc, f, flags, send, read = parse_chunk(path, a, b, 0)
+    v = np.sort(read[:, 3])
     yield ("h", chunk, [pack(c) for c in (index, t, typ, proc, f, flags)],
-           [pack(send[:, i]) for i in range(len(SEND))], err)
+           [pack(send[:, i]) for i in range(len(SEND))], err,
+           v[np.r_[True, v[1:] != v[:-1]]].tobytes() if len(v) else b"")
     if err is not None or not len(read):
         return
     order = np.argsort(read[:, 1], kind="stable")
@@ -117,27 +118,18 @@ def parse_range(path: str, chunk: int, a: int, b: int, first_line: int) -> Itera
         yield ("r", int(keys[s]), chunk, {c: pack(part[:, i]) for i, c in enumerate(READ)})
 
 
-def info_hits(rows: Iterable[Any], values: Any) -> Iterator[Any]:
-    """The values of `values` (sorted) that these record rows read."""
-    for row in rows:
-        v = unpack(row[3]["value"])
-        hit = v[np.isin(v, values)]
-        if len(hit):
-            yield np.unique(hit).tobytes()
-
-
 def read_entries(ctx: dict[str, Any], cols: dict[str, Any]) -> dict[str, Any]:
     """Entry columns (ENTRY_COLUMNS) of records read, as `build_tables` makes them:
-    op, process, status, must and seg from the per-line context (`read_context`)."""
-    line = cols["line"]
-    n = len(line)
+    op, process, status, must and seg from the context of their lines (`read_context`)."""
+    at = np.searchsorted(ctx["line"], cols["line"])
+    n = len(at)
     zeros = np.zeros(n, np.int64)
     return {"kind": np.full(n, KIND_READ, np.int8), "key": cols["key"],
-            "op": ctx["pair"][line].astype(np.int64),
-            "process": ctx["process"][line].astype(np.int64),
+            "op": ctx["pair"][at].astype(np.int64),
+            "process": ctx["process"][at].astype(np.int64),
             "offset": cols["offset"], "value": cols["value"], "seq": cols["seq"],
-            "status": ctx["type"][line].astype(np.int64), "must": ctx["must"][line],
-            "seg": ctx["seg"][line].astype(np.int64), "node": zeros, "hw": zeros.copy()}
+            "status": ctx["type"][at].astype(np.int64), "must": ctx["must"][at],
+            "seg": ctx["seg"][at].astype(np.int64), "node": zeros, "hw": zeros.copy()}
 
 
 def check_group(key: int, rows: Iterable[Any], ctx: dict[str, Any], dtypes: dict[str, str],
@@ -151,7 +143,9 @@ def check_group(key: int, rows: Iterable[Any], ctx: dict[str, Any], dtypes: dict
     parts: list[dict[str, Any]] = []
     if reads:
         cols = {c: np.concatenate([unpack(r[3][c]) for r in reads])
-                for c in READ if c != "key"}
+                for c in READ if c not in ("key", "line")}
+        cols["line"] = np.concatenate([unpack(r[3]["line"]) + ctx["first"][r[2]]
+                                       for r in reads])
         cols["key"] = np.full(len(cols["line"]), key, np.int64)
         parts.append(read_entries(ctx, cols))
     for r in ents:
@@ -164,30 +158,27 @@ def check_group(key: int, rows: Iterable[Any], ctx: dict[str, Any], dtypes: dict
 # -- driver side -----------------------------------------------------------------------
 
 
-def read_context(scan: HistoryScan, t: Tables) -> dict[str, Any]:
-    """Per line, what the records read on it need of their operation (compact arrays)."""
-    n = scan.lines
-    must = np.zeros(n, bool)
+def read_context(scan: HistoryScan, t: Tables, first: Any) -> dict[str, Any]:
+    """What the records read on a line need of their operation, for the lines that can
+    hold records (completions with a poll: a fifth of a typical history's lines), in
+    compact arrays: every Python worker gets a copy. `first`: each range's first line."""
+    line = np.flatnonzero(((scan.flags & 2) != 0) & (scan.type != 0))
+    must = np.zeros(scan.lines, bool)
     must[t.op] = t.op_must
-    seg = np.zeros(n, np.int64)
+    seg = np.zeros(scan.lines, np.int64)
     seg[t.op] = t.op_seg
-    op = np.maximum(scan.pair, 0)
-    return {"pair": narrow(scan.pair), "process": narrow(scan.process), "type": scan.type,
-            "must": must[op], "seg": narrow(seg[op])}
+    pair = scan.pair[line]
+    op = np.maximum(pair, 0)
+    return {"first": first, "line": narrow(line), "pair": narrow(pair),
+            "process": narrow(scan.process[line]), "type": scan.type[line], "must": must[op],
+            "seg": narrow(seg[op])}
 
 
-def _ranges(sc: Any, path: str, split_bytes: int) -> list[tuple[int, int, int, int]]:
-    """(chunk, a, b, first line) per range, the line counts made by the executors."""
+def _ranges(path: str, split_bytes: int) -> list[tuple[int, int, int]]:
+    """(chunk, start, end) per range of bytes (a task moves both ends to line starts)."""
     size = os.path.getsize(path)
     cuts = list(range(0, size, split_bytes)) or [0]
-    spans = [(c, min(size, c + split_bytes)) for c in cuts]
-    counted = sc.parallelize(spans, len(spans)).map(
-        lambda s: split_lines(path, s[0], s[1])).collect()
-    out, line = [], 0
-    for i, (a, b, n) in enumerate(counted):
-        out.append((i, a, b, line))
-        line += n
-    return out
+    return [(i, c, min(size, c + split_bytes)) for i, c in enumerate(cuts)]
 
 
 def load_and_check(spark: Any, run_dir: Path, *,
@@ -201,7 +192,7 @@ def load_and_check(spark: Any, run_dir: Path, *,
     sc = spark.sparkContext
     path = str(Path(run_dir) / "history.jsonl")
     try:
-        ranges = _ranges(sc, path, split_bytes)
+        ranges = _ranges(path, split_bytes)
     except OSError as e:
         raise HistoryError(path, None, f"cannot read: {e.strerror or e}") from e
     parsed = sc.parallelize(ranges, len(ranges)).flatMap(
@@ -209,14 +200,18 @@ def load_and_check(spark: Any, run_dir: Path, *,
     try:
         heads = sorted(parsed.filter(lambda x: x[0] == "h").collect(), key=lambda h: h[1])
         t1 = time.monotonic()
-        for h in heads:
+        sizes = [len(np.frombuffer(h[2][0][0], h[2][0][1])) for h in heads]
+        first = np.r_[0, np.cumsum(sizes)[:-1]].astype(np.int64)
+        for h, line in zip(heads, first.tolist(), strict=True):
             if h[4] is not None:
-                raise HistoryError(path, h[4][0] + 1, h[4][1])
+                raise HistoryError(path, line + h[4][0] + 1, h[4][1])
         cols = [np.concatenate([unpack(h[2][i]) for h in heads]) for i in range(len(HEAD))]
         index, tm, typ, proc, f, flags = cols
         typ, f, flags = typ.astype(np.int8), f.astype(np.int8), flags.astype(np.int8)
-        send = np.stack([np.concatenate([unpack(h[3][i]) for h in heads])
+        send = np.stack([np.concatenate([unpack(h[3][i]) + (first[k] if i == 0 else 0)
+                                         for k, h in enumerate(heads)])
                          for i in range(len(SEND))], axis=1).reshape(-1, len(SEND))
+        read = [np.frombuffer(h[5], np.int64) for h in heads]
         del heads, cols
         pair = check_lines(path, index, tm, typ, proc, f)
         check_sends(path, send, typ, pair)
@@ -227,10 +222,13 @@ def load_and_check(spark: Any, run_dir: Path, *,
         del index, send
         rpath = Path(run_dir) / "replicas.jsonl"
         replicas = read_replicas(rpath) if rpath.exists() else None
-        hits = _info_hits(sc, parsed, scan)
-        t = build_tables(scan, replicas, read_values=hits)
+        status = op_status(scan)
+        info = np.unique(scan.send_value[status[scan.send_line] == INFO])
+        hits = info[np.isin(info, np.concatenate(read))] if len(info) else info
+        del read
+        t = build_tables(scan, replicas, read_values=hits, status=status)
         t2 = time.monotonic()
-        log = _log_job(sc, parsed, scan, t)
+        log = _log_job(sc, parsed, scan, t, first)
         t3 = time.monotonic()
     finally:
         parsed.unpersist()
@@ -238,35 +236,22 @@ def load_and_check(spark: Any, run_dir: Path, *,
                     "spark_job_s": round(t3 - t2, 3)}
 
 
-def _info_hits(sc: Any, parsed: Any, scan: HistoryScan) -> Any:
-    """The sorted values sent by operations ended info that some record read."""
-    status = np.zeros(scan.lines, np.int8)
-    comp = np.flatnonzero(scan.pair >= 0)
-    status[scan.pair[comp]] = scan.type[comp]
-    inv = (scan.type[scan.send_line] == 0) & (scan.process[scan.send_line] >= 0)
-    info = inv & np.isin(status[scan.send_line], (0, 3))  # 0: never completed
-    values = np.unique(scan.send_value[info])
-    if not len(values):
-        return values
-    found = parsed.filter(lambda x: x[0] == "r").mapPartitions(
-        lambda rows: info_hits(rows, values)).collect()
-    return np.unique(np.concatenate([np.frombuffer(b, np.int64) for b in found])) \
-        if found else np.zeros(0, np.int64)
-
-
-def _log_job(sc: Any, parsed: Any, scan: HistoryScan, t: Tables) -> dict[str, Any]:
+def _log_job(sc: Any, parsed: Any, scan: HistoryScan, t: Tables,
+             first: Any) -> dict[str, Any]:
     """The per-key job after one shuffle by key; the answer in key order."""
     from checkers.spark import key_slices
 
     dtypes = {c: t.entries[c].dtype.str for c in ENTRY_COLUMNS}
     ents = [(key, ("e", key, 0, {c: pack(t.entries[c][idx]) for c in ENTRY_COLUMNS}))
             for key, idx in key_slices(t)]
-    ctx = sc.broadcast(read_context(scan, t))
+    ctx = sc.broadcast(read_context(scan, t, first))
     has_replicas, nodes = t.has_replicas, list(t.nodes)
-    parts = max(1, sc.defaultParallelism)
+    # a few keys a task: one task's keys then fit its Python worker's memory for
+    # groupByKey (spark.python.worker.memory) instead of spilling to disk
+    parts = max(1, min(len(ents), 8 * sc.defaultParallelism))
     try:
         reads = parsed.filter(lambda x: x[0] == "r").map(lambda x: (x[1], x))
-        given = sc.parallelize(ents, max(1, min(parts, len(ents))))
+        given = sc.parallelize(ents, max(1, min(sc.defaultParallelism, len(ents))))
         del ents
         answers = reads.union(given).groupByKey(parts).map(
             lambda kv: (kv[0], check_group(kv[0], list(kv[1]), ctx.value, dtypes,

@@ -67,20 +67,32 @@ def load_tables(run_dir: Path, *, workers: int = 1) -> Tables:
     return build_tables(scan, replicas)
 
 
-def build_tables(scan: HistoryScan, replicas: Replicas | None,
-                 read_values: Any = None) -> Tables:
-    """The columns of a checked scan. `read_values`: the values read that were sent by
-    operations ended info (all values read will do), when the records read are not in
-    `scan` (Spark holds them); else taken from the scan's records."""
-    n = scan.lines
+def op_status(scan: HistoryScan) -> Any:
+    """Per line, a client invoke's outcome: OK, FAIL or INFO (never completed: INFO);
+    0 on every other line."""
     client = scan.process != NEMESIS_CODE
-    status = np.zeros(n, dtype=np.int8)
-    cmp_time = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    status = np.zeros(scan.lines, dtype=np.int8)
     comp = np.flatnonzero((scan.pair >= 0) & client)
     status[scan.pair[comp]] = scan.type[comp]
+    inv = np.flatnonzero((scan.type == 0) & client)
+    status[inv[status[inv] == 0]] = INFO
+    return status
+
+
+def build_tables(scan: HistoryScan, replicas: Replicas | None,
+                 read_values: Any = None, status: Any = None) -> Tables:
+    """The columns of a checked scan. `read_values`: the values read that were sent by
+    operations ended info (all values read will do), when the records read are not in
+    `scan` (Spark holds them); else taken from the scan's records. `status`: op_status
+    of the scan, when the caller has it already."""
+    n = scan.lines
+    client = scan.process != NEMESIS_CODE
+    if status is None:
+        status = op_status(scan)
+    cmp_time = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    comp = np.flatnonzero((scan.pair >= 0) & client)
     cmp_time[scan.pair[comp]] = scan.time[comp]
     inv = np.flatnonzero((scan.type == 0) & client)
-    status[inv[status[inv] == 0]] = INFO  # never completed: info
 
     # sends: invoke rows, with the offset their (non-fail) completion gave
     s_inv = scan.type[scan.send_line] == 0

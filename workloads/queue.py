@@ -113,9 +113,8 @@ class SubscribeOps(g.Gen):
         proc = ctx.processes[thread]
         nxt = self
         if proc not in self.subscribed:
-            o = Op(type="invoke", process=proc, f="subscribe", value=list(range(self.ring.pool)),
-                   time=ctx.time_ns)
-            return o, replace(self, subscribed=self.subscribed | {proc})
+            return subscribe(ctx, proc, self.ring), replace(self,
+                                                            subscribed=self.subscribed | {proc})
         if ctx.rng.random() < SEND_WEIGHT / (SEND_WEIGHT + POLL_WEIGHT):
             key, ring = self.ring.send_key(ctx.rng)
             o = Op(type="invoke", process=proc, f="send", value=[["send", key, self.next_value]],
@@ -124,6 +123,19 @@ class SubscribeOps(g.Gen):
         else:
             o = Op(type="invoke", process=proc, f="poll", value=[["poll"]], time=ctx.time_ns)
         return o, nxt
+
+
+def subscribe(ctx: g.Context, proc: Process, ring: KeyRing) -> Op:
+    """A process's first operation with --sub-via subscribe: it joins the group, subscribed
+    to every key of the pool."""
+    return Op(type="invoke", process=proc, f="subscribe", value=list(range(ring.pool)),
+              time=ctx.time_ns)
+
+
+def rejoins(ring: KeyRing) -> g.Gen:
+    """Now and then a process leaves the group and joins again: a rebalance of the group."""
+    return g.stagger(RESUBSCRIBE_INTERVAL_S,
+                     g.repeat(g.op("subscribe", list(range(ring.pool)), rejoin=True)))
 
 
 def generator(spec: TestSpec) -> g.Gen:
@@ -136,10 +148,7 @@ def generator(spec: TestSpec) -> g.Gen:
     if spec.crash_client_interval_s is not None:
         gens.append(g.stagger(spec.crash_client_interval_s, g.repeat(g.op("crash"))))
     if spec.sub_via == "subscribe":
-        every = list(range(ring.pool))
-        gens += [g.stagger(RESUBSCRIBE_INTERVAL_S,
-                           g.repeat(g.op("subscribe", every, rejoin=True))),
-                 SubscribeOps(ring)]
+        gens += [rejoins(ring), SubscribeOps(ring)]
     else:
         gens.append(QueueOps(ring))
     return gens[0] if len(gens) == 1 else g.any_of(*gens)

@@ -8,8 +8,19 @@ through operations that send two or more messages (Kafka orders no
 transaction's writes against other producers'), so a correct system stays valid.
 `assign` operations choose the keys a process's polls read, as in the queue
 workload, and the final reads are the queue workload's (`poll` operations at
-the consumers' isolation level). The client is the system's (`System.client`);
-the run-file checkers judge it (G1a, precommitted-read, cycles, ...).
+the consumers' isolation level).
+
+With `--sub-via subscribe` the polls are the run's consumer group's, as in the
+queue workload (each process first subscribes, now and then one rejoins, no
+`assign` in the main phase, the group's final committed positions read at the
+end), and each transaction is Kafka's exactly-once loop (consume, transform,
+produce, `run_transaction`): after its polls the consumer's positions are sent
+into the transaction, so they are committed with its sends or not at all, and a
+transaction that does not commit rewinds the consumer to the group's committed
+positions. The group commits nothing outside transactions.
+
+The client is the system's (`System.client`); the run-file checkers judge it
+(G1a, precommitted-read, cycles, ...).
 """
 
 from __future__ import annotations
@@ -17,11 +28,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from checkers.suite import RunFileChecker
 from harness import generator as g
 from harness.protocols import Checker
+from harness.runfiles import Op, OpType, Process
 from harness.spec import TestSpec
 from harness.test import Test
 from workloads import queue
@@ -70,20 +82,84 @@ def run_micro_ops(micro: Sequence[Sequence[Any]], poll: Callable[[], tuple[list[
     return done, error
 
 
+class Transactional(Protocol[E]):
+    """One system's transactional producer, with its consumer, as `run_transaction` drives
+    them; errors are the client's own type E (`text` writes one for the history)."""
+
+    def begin(self, keys: set[int]) -> E | None:
+        """A new transaction that sends to `keys`; a consumer left ahead of the group's
+        committed positions by a transaction that did not commit is rewound first."""
+
+    def poll(self) -> tuple[list[Any], E | None]: ...
+
+    def send_run(self, items: list[tuple[int, int]]) -> tuple[list[int | None], E | None]: ...
+
+    def send_offsets(self) -> E | None:
+        """The consumer group's positions into the transaction, when its polls moved them
+        (nothing without a group); an error (e.g. a fenced generation) means abort."""
+
+    def commit(self) -> tuple[OpType, str | None]:
+        """Commit: `ok`, `fail` (certainly not committed) or `info`, and why; the consumer
+        rewinds (before the next transaction) unless it committed."""
+
+    def abort(self) -> None:
+        """Never committed: abort (best effort; the next begin or the coordinator's timeout
+        finishes it) and rewind the consumer before the next transaction."""
+
+    def text(self, error: E) -> str: ...
+
+    def extra(self) -> dict[str, Any]:
+        """Fields for the completion (e.g. the group generation and assignment polled)."""
+
+
+def run_transaction(op: Op, t: Transactional[E]) -> Op:
+    """One `txn` operation as Kafka's exactly-once loop (consume, transform, produce): begin,
+    the micro-ops, the consumer's positions sent into the transaction, then commit, or
+    abort when the invoke says `"abort": true` or anything failed. Completions: `ok` once
+    committed, `fail` when certainly not committed, `info` when the commit's outcome is
+    unknown (HISTORY.md)."""
+    micro = [list(m) for m in op.value]
+    error = t.begin({int(m[1]) for m in micro if m[0] == "send"})
+    if error is not None:
+        t.abort()
+        return op.complete("fail", error=t.text(error), **t.extra())
+    done, error = run_micro_ops(micro, t.poll, t.send_run)
+    abort = bool(op.extra.get("abort"))
+    if error is None and not abort:
+        error = t.send_offsets()
+    if error is not None or abort:
+        t.abort()
+        return op.complete("fail", done, error="aborted" if error is None else t.text(error),
+                           **t.extra())
+    typ, why = t.commit()
+    return op.complete(typ, done, error=why, **t.extra())
+
+
 @dataclass(frozen=True, slots=True)
 class TxnOps(g.Gen):
     """The main phase: transactions and assigns over the rotating keys; values from a
-    counter, so each is sent once in the whole history. Pure: randomness from ctx.rng."""
+    counter, so each is sent once in the whole history. Pure: randomness from ctx.rng.
+    `subscribed` (--sub-via subscribe): the processes that joined the group; each one's
+    first operation is its `subscribe`, and there are no assigns."""
 
     ring: KeyRing
     next_value: int = 0
+    subscribed: frozenset[Process] | None = None
 
     def op(self, ctx: g.Context) -> g.Result:
-        if not ctx.free_threads():
+        free = ctx.free_threads()
+        if not free:
             return g.PENDING, self
+        if self.subscribed is not None:
+            for t in free:
+                proc = ctx.processes[t]
+                if proc not in self.subscribed:
+                    return queue.subscribe(ctx, proc, self.ring), replace(
+                        self, subscribed=self.subscribed | {proc})
         rng = ctx.rng
         nxt = self
-        if rng.random() < TXN_WEIGHT / (TXN_WEIGHT + ASSIGN_WEIGHT):
+        if self.subscribed is not None or rng.random() < TXN_WEIGHT / (TXN_WEIGHT
+                                                                         + ASSIGN_WEIGHT):
             kinds = ["send" if rng.random() < SEND_PROBABILITY else "poll"
                      for _ in range(rng.randint(1, MAX_MICRO_OPS))]
             if kinds.count("send") == 1:
@@ -110,7 +186,11 @@ class TxnOps(g.Gen):
 
 
 def generator(spec: TestSpec) -> g.Gen:
-    return TxnOps(KeyRing.start(spec.keys, spec.partitions, spec.max_writes_per_key))
+    ring = KeyRing.start(spec.keys, spec.partitions, spec.max_writes_per_key)
+    if spec.sub_via == "subscribe":
+        # the timed rejoins first: a tie in time goes to the first generator
+        return g.any_of(queue.rejoins(ring), TxnOps(ring, subscribed=frozenset()))
+    return TxnOps(ring)
 
 
 class TxnWorkload:

@@ -10,7 +10,7 @@ Peak memory is the largest sum of RSS over the checker's process tree (Python
 driver, JVM, Python workers; on a cluster also its master, workers and executors),
 sampled every 0.2 s. Histories are generated once into bench/out/ and reused:
 `--shape compact` (gen.generate, about 110 bytes a line) or `realistic`
-(gen.generate_realistic, about 260).
+(gen.generate_realistic, re-sampled from a real run, about 260).
 """
 
 from __future__ import annotations

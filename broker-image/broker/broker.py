@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import uuid
 from collections.abc import Coroutine, Sequence
 from typing import Any
@@ -36,7 +37,7 @@ class Broker:
         self.fetch_resumed = asyncio.Event()
         if not self.fetch_paused:
             self.fetch_resumed.set()
-        self.appended = asyncio.Event()
+        self._append_waiters: list[asyncio.Future[None]] = []  # long polls until an append
         self._to_append: set[int] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._bg: set[asyncio.Task[None]] = set()
@@ -47,6 +48,9 @@ class Broker:
         self.controller_known: str | None = None
         self.controller_epoch: int | None = None
         self._changed: set[int] = set()
+        self._checkpoint_lock = threading.Lock()
+        self._checkpoint_next = 0  # generation of the last HW snapshot taken
+        self._checkpoint_gen = 0  # generation of the last one written
         for topic, pid, _d in list_partition_dirs(cfg.data_dir):
             if topic == cfg.topic.name:
                 self.partition(pid)
@@ -228,9 +232,18 @@ class Broker:
             self.after_append(p, n)
         self.wake_fetchers()
 
+    def next_append(self) -> asyncio.Future[None]:
+        """Done at the next append here (a follower's long poll waits on it): a bare future,
+        no task, since every replica fetch that finds nothing new waits on one."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._append_waiters.append(fut)
+        return fut
+
     def wake_fetchers(self) -> None:
-        self.appended.set()
-        self.appended = asyncio.Event()
+        waiters, self._append_waiters = self._append_waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
 
     def after_append(self, p: Partition, n: int) -> None:
         fm = self.settings.flush_messages
@@ -298,11 +311,23 @@ class Broker:
                 p.expire_waiters(now)
 
     # -- durability ------------------------------------------------------------
+    def _hws_to_checkpoint(self) -> list[tuple[Partition, int]]:
+        return [(p, p.log.hw) for p in self.partitions.values() if p.hw_checkpointed != p.log.hw]
+
+    def _write_hws(self, gen: int, hws: list[tuple[Partition, int]]) -> None:
+        """Write HW checkpoints taken at generation `gen`, unless a newer snapshot was
+        written first (a checkpoint never goes back to an older HW); thread-safe."""
+        with self._checkpoint_lock:
+            if gen < self._checkpoint_gen:
+                return
+            self._checkpoint_gen = gen
+            for p, hw in hws:
+                p.log.checkpoint_hw(hw)
+                p.hw_checkpointed = hw
+
     def checkpoint_all(self) -> None:
-        for p in self.partitions.values():
-            if p.hw_checkpointed != p.log.hw:
-                p.log.checkpoint_hw()
-                p.hw_checkpointed = p.log.hw
+        self._checkpoint_next += 1
+        self._write_hws(self._checkpoint_next, self._hws_to_checkpoint())
 
     def flush_all(self) -> None:
         for p in self.partitions.values():
@@ -311,7 +336,10 @@ class Broker:
     async def _checkpoint_loop(self) -> None:
         while True:
             await asyncio.sleep(self.settings.hw_checkpoint_interval_ms / 1000)
-            self.checkpoint_all()
+            hws = self._hws_to_checkpoint()
+            if hws:  # the fsyncs off the event loop: replies and fetches go on meanwhile
+                self._checkpoint_next += 1
+                await asyncio.to_thread(self._write_hws, self._checkpoint_next, hws)
 
     async def _flush_loop(self) -> None:
         flush_ms = self.settings.flush_ms

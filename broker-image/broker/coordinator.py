@@ -8,6 +8,10 @@ its leader replays the partition's log at the first request or tick after, and
 carries on from there (members keep their generation; their sessions restart).
 A reply that a record holds back is sent once the record is committed (the HW
 passed it); if it cannot be, the member is told NOT_COORDINATOR and looks again.
+Offsets committed inside a transaction stay pending until the transaction
+coordinator's marker is committed in the group's partition (`txn_marker`, called
+by the broker that leads the partition and wrote it); a replay applies the
+markers the log holds, in order.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .group import Append, Effect, Group, Reply, coordinator_partition
+from .group import UNSTABLE_OFFSET_COMMIT, Append, Effect, Group, Reply, coordinator_partition
 from .internal import NOT_COORDINATOR, InternalPartitions
 from .protocol import INVALID_REQUEST, ProtocolError
 
@@ -70,7 +74,7 @@ class Coordinator(InternalPartitions):
         self._unload(pid)
         records = self.records(p)
         now = self.b.clock.now_ms()
-        for gid in sorted({str(r.get("group")) for r in records}):
+        for gid in sorted({str(r["group"]) for r in records if "group" in r}):
             self.groups[gid] = Group.replay(gid, records, now)
         self.loaded[pid] = p.leader_epoch
         log.info("groups: offsets partition %d loaded at leader epoch %d: %d records, groups %s",
@@ -194,16 +198,21 @@ class Coordinator(InternalPartitions):
         return body
 
     async def commit(self, req: dict[str, Any]) -> dict[str, Any]:
+        """offset_commit, and txn_offset_commit (a transactional producer's, pending until
+        its transaction's marker: `producer_id`, `producer_epoch`)."""
         gid = req["group"]
         offsets: dict[tuple[str, int], int] = {}
         for item in req["offsets"]:
             if (not isinstance(item, list) or len(item) != 3 or not isinstance(item[0], str)
                     or not all(isinstance(x, int) and x >= 0 for x in item[1:])):
-                raise ProtocolError(INVALID_REQUEST, "offset_commit: offsets must be "
+                raise ProtocolError(INVALID_REQUEST, f"{req['type']}: offsets must be "
                                     "[[topic, partition, offset]] with offsets >= 0")
             offsets[(item[0], item[1])] = item[2]
+        producer = None
+        if req["type"] == "txn_offset_commit":
+            producer = (req["producer_id"], req["producer_epoch"])
         effects = self.group(gid).commit(req["member_id"], req["generation"], offsets,
-                                         self.b.clock.now_ms())
+                                         self.b.clock.now_ms(), producer)
         for e in effects:
             if isinstance(e, Reply):
                 return e.body
@@ -213,10 +222,25 @@ class Coordinator(InternalPartitions):
         return {"error": None}
 
     async def fetch_offsets(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The committed offsets; with `require_stable`, refused (retriable) while a
+        transaction holds offsets of a partition asked for pending (Kafka's requireStable)."""
         g = self.group(req["group"])
         wanted = [(str(t), int(p)) for t, p in req["partitions"]]
+        if req.get("require_stable") and (held := g.unstable(wanted)):
+            return {"error": UNSTABLE_OFFSET_COMMIT,
+                    "message": f"pending transactional offsets of {held}"}
         got = g.committed(wanted)
         return {"offsets": [[t, p, got[(t, p)]] for t, p in wanted if (t, p) in got]}
+
+    def txn_marker(self, p: Partition, producer_id: int, commit: bool) -> None:
+        """A transaction marker is committed in offsets partition `p` (led here): the
+        producer's pending offsets in its groups are committed or dropped. A partition not
+        loaded at this leader epoch replays the marker from its log when it loads."""
+        if self.loaded.get(p.pid) != p.leader_epoch:
+            return
+        for gid, g in self.groups.items():
+            if self.pid_of(gid) == p.pid:
+                g.txn_marker(producer_id, commit)
 
     # -- time ---------------------------------------------------------------------------
     def tick(self) -> None:

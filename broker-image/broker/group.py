@@ -19,6 +19,15 @@ tested alone and a new coordinator rebuilds a group by replaying records.
   member gets UNKNOWN_MEMBER_ID and an old generation ILLEGAL_GENERATION.
 - offsets: a commit is an Append of an offsets record; it counts (fetch sees
   it) once appended.
+- transactional offsets (Kafka's TxnOffsetCommit, KIP-98 and KIP-447): a member
+  of the current generation commits offsets inside a producer's transaction; the
+  `txn_offsets` record makes them pending, by producer id, and they become the
+  group's committed offsets when that producer's commit marker lands in the
+  group's partition (the transaction coordinator wrote the partition into the
+  transaction: AddOffsetsToTxn), or are dropped at its abort marker. A fetch that
+  requires stable offsets is refused (UNSTABLE_OFFSET_COMMIT, retriable) for a
+  partition with pending offsets, so a new owner never starts from an offset a
+  transaction is about to move.
 
 The records (`group`, `offsets`) are what the coordinator appends to the
 group's partition of the internal offsets topic; `replay` rebuilds the group
@@ -35,10 +44,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .txnindex import MARKER
+
 UNKNOWN_MEMBER_ID = "UNKNOWN_MEMBER_ID"
 ILLEGAL_GENERATION = "ILLEGAL_GENERATION"
 REBALANCE_IN_PROGRESS = "REBALANCE_IN_PROGRESS"
 INCONSISTENT_GROUP_PROTOCOL = "INCONSISTENT_GROUP_PROTOCOL"
+UNSTABLE_OFFSET_COMMIT = "UNSTABLE_OFFSET_COMMIT"  # retriable: a transaction holds offsets
 
 EMPTY, STABLE = "Empty", "Stable"
 PREPARING, COMPLETING = "PreparingRebalance", "CompletingRebalance"
@@ -94,6 +106,8 @@ class Group:
     offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     deadline_ms: int | None = None  # of the join or sync phase
     assignment_appended: bool = True
+    # offsets committed inside transactions, by producer id, until its marker
+    pending: dict[int, dict[tuple[str, int], int]] = field(default_factory=dict)
 
     # -- requests --------------------------------------------------------------------
     def join(self, member_id: str, client_id: str, protocols: Sequence[tuple[str, Any]],
@@ -144,6 +158,9 @@ class Group:
         if record.get("type") == "offsets":
             self._apply_offsets(record)
             return []
+        if record.get("type") == "txn_offsets":
+            self._add_pending(record)
+            return []
         if record.get("generation") != self.generation or self.assignment_appended:
             return []
         self.assignment_appended = True
@@ -178,8 +195,9 @@ class Group:
         return {"error": None}, self._remove([member_id], now_ms)
 
     def commit(self, member_id: str, generation: int, offsets: Mapping[tuple[str, int], int],
-               now_ms: int) -> list[Effect]:
-        """Offsets of a member of this generation, or of anyone while the group is empty."""
+               now_ms: int, producer: tuple[int, int] | None = None) -> list[Effect]:
+        """Offsets of a member of this generation, or of anyone while the group is empty;
+        `producer` (id, epoch): inside that producer's transaction (pending until its marker)."""
         if not (generation == NO_GENERATION and not member_id and not self.members):
             err = self._fence(member_id, generation)
             if err:
@@ -187,13 +205,27 @@ class Group:
             if self.state == COMPLETING:
                 return [Reply(member_id, "commit", _error(REBALANCE_IN_PROGRESS, "sync first"))]
             self.members[member_id].heard_ms = now_ms
-        rec = {"type": "offsets", "group": self.group_id,
-               "offsets": [[t, p, o] for (t, p), o in sorted(offsets.items())]}
+        rec: dict[str, Any] = {"type": "offsets", "group": self.group_id,
+                               "offsets": [[t, p, o] for (t, p), o in sorted(offsets.items())]}
+        if producer is not None:
+            rec.update(type="txn_offsets", producer_id=producer[0], producer_epoch=producer[1])
         return [Append(rec, (Reply(member_id, "commit", {"error": None}),))]
 
     def committed(self, partitions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """The committed offset of each partition that has one."""
         return {tp: self.offsets[tp] for tp in partitions if tp in self.offsets}
+
+    def unstable(self, partitions: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
+        """The partitions whose offsets an open transaction holds pending."""
+        held = {tp for offsets in self.pending.values() for tp in offsets}
+        return [tp for tp in partitions if tp in held]
+
+    def txn_marker(self, producer_id: int, commit: bool) -> None:
+        """The producer's transaction marker is committed in the group's partition: its
+        pending offsets become the group's (commit) or are dropped (abort)."""
+        offsets = self.pending.pop(producer_id, None)
+        if commit and offsets:
+            self.offsets.update(offsets)
 
     def tick(self, now_ms: int) -> list[Effect]:
         """Session timeouts; joins and syncs that missed the rebalance deadline."""
@@ -222,10 +254,16 @@ class Group:
         """The group as its committed records leave it, on a coordinator that just took over."""
         g = cls(group_id)
         for rec in records:
+            marker = parse_marker_record(rec)
+            if marker is not None:
+                g.txn_marker(*marker)
+                continue
             if rec.get("group") != group_id:
                 continue
             if rec.get("type") == "offsets":
                 g._apply_offsets(rec)
+            elif rec.get("type") == "txn_offsets":
+                g._add_pending(rec)
             elif rec.get("type") == "group":
                 g.generation, g.protocol = rec["generation"], rec["protocol"]
                 g.leader = rec["leader"]
@@ -239,6 +277,11 @@ class Group:
     def _apply_offsets(self, rec: Mapping[str, Any]) -> None:
         for t, p, o in rec["offsets"]:
             self.offsets[(t, p)] = o
+
+    def _add_pending(self, rec: Mapping[str, Any]) -> None:
+        held = self.pending.setdefault(int(rec["producer_id"]), {})
+        for t, p, o in rec["offsets"]:
+            held[(t, p)] = o
 
     # -- rebalancing -------------------------------------------------------------
     def _fence(self, member_id: str, generation: int) -> dict[str, Any] | None:
@@ -303,6 +346,15 @@ class Group:
                                    for mid, o in self.members.items()}
             out.append(Reply(m.member_id, "join", body))
         return out
+
+
+def parse_marker_record(rec: Mapping[str, Any]) -> tuple[int, bool] | None:
+    """(producer id, commit) of a transaction marker among the partition's records (its
+    value, broker/txnindex.py's marker_value, parsed as JSON); None for anything else."""
+    kind = rec.get(MARKER)
+    if kind not in ("commit", "abort"):
+        return None
+    return int(rec["producer_id"]), kind == "commit"
 
 
 def _error(code: str, message: str) -> dict[str, Any]:

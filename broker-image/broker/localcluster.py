@@ -60,10 +60,12 @@ class LocalCluster:
                  replication_factor: int = 3, controller: str | None = None,
                  roles: Mapping[str, list[str]] | None = None,
                  brokers: Sequence[str] | None = None,
-                 voters: Sequence[str] | None = None) -> None:
+                 voters: Sequence[str] | None = None, python: str = sys.executable) -> None:
         """`voters`: the controller quorum (default: just `controller`, else the first node);
-        voters get the controller role unless `roles` says otherwise."""
+        voters get the controller role unless `roles` says otherwise. `python` runs the
+        nodes (another checkout's venv runs that checkout's broker, for benchmarks)."""
         self.base = base
+        self.python = python
         self.nodes = list(nodes)
         ports = free_ports(len(self.nodes))
         self.addrs = {n: f"127.0.0.1:{p}" for n, p in zip(self.nodes, ports, strict=True)}
@@ -97,7 +99,7 @@ class LocalCluster:
             return
         logf = open(self.base / f"{node}.log", "ab")  # noqa: SIM115 - owned by the child
         self.procs[node] = subprocess.Popen(
-            [sys.executable, "-m", "broker", "--config", str(self.base / f"{node}.json")],
+            [self.python, "-m", "broker", "--config", str(self.base / f"{node}.json")],
             stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"})
         logf.close()

@@ -291,8 +291,9 @@ class PartitionLog:
             write_atomic(self.dir / "flushed", f"{offset}\n")
             self.unflushed = self.leo - self.flushed
 
-    def checkpoint_hw(self) -> None:
-        write_atomic(self.dir / "hw", f"{self.hw}\n")
+    def checkpoint_hw(self, hw: int | None = None) -> None:
+        """Persist the HW (or `hw`, a value it had: the caller may run in another thread)."""
+        write_atomic(self.dir / "hw", f"{self.hw if hw is None else hw}\n")
 
     def close(self) -> None:
         if self._fh is not None:

@@ -96,7 +96,10 @@ SCHEMAS: dict[str, dict[str, str]] = {
     "leave_group": {"group": "str", "member_id": "str"},
     "offset_commit": {"group": "str", "member_id": "str", "generation": "int",
                       "offsets": "list"},
-    "offset_fetch": {"group": "str", "partitions": "list"},
+    "offset_fetch": {"group": "str", "partitions": "list"},  # may add "require_stable"
+    "txn_offset_commit": {"group": "str", "transactional_id": "str", "producer_id": "int",
+                          "producer_epoch": "int", "member_id": "str", "generation": "int",
+                          "offsets": "list"},
     # transactions (broker/txncoord.py); a fetch may add "isolation"
     "find_txn_coordinator": {"transactional_id": "str"},
     "init_txn_producer": {"transactional_id": "str", "timeout_ms": "int"},
@@ -104,8 +107,10 @@ SCHEMAS: dict[str, dict[str, str]] = {
                            "producer_epoch": "int", "partitions": "list"},
     "end_txn": {"transactional_id": "str", "producer_id": "int", "producer_epoch": "int",
                 "commit": "bool"},
-    "write_txn_marker": {"partition": "int", "producer_id": "int", "producer_epoch": "int",
-                         "commit": "bool"},
+    "add_txn_offsets": {"transactional_id": "str", "producer_id": "int",
+                        "producer_epoch": "int", "group": "str"},
+    "write_txn_markers": {"partitions": "list", "producer_id": "int", "producer_epoch": "int",
+                          "commit": "bool"},
 }
 ACKS = ("0", "1", "all")
 PRODUCER_FIELDS = ("producer_id", "producer_epoch", "sequence")

@@ -43,6 +43,11 @@ def _replica_record(r: Record) -> list[Any]:
         return [r.offset, r.epoch, r.value]
     return [r.offset, r.epoch, r.value, *r.producer, *([1] if r.txn else [])]
 
+def _wake(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
 log = logging.getLogger("broker.server")
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
@@ -91,10 +96,14 @@ class Server:
             "find_txn_coordinator": self.find_txn_coordinator,
             "init_txn_producer": self.init_txn_producer,
             "add_txn_partitions": self.add_txn_partitions, "end_txn": self.end_txn,
-            "write_txn_marker": self.write_txn_marker,
+            "write_txn_markers": self.write_txn_markers,
+            "add_txn_offsets": self.add_txn_offsets,
+            "txn_offset_commit": self.txn_offset_commit,
         }
         self.coordinator = Coordinator(broker) if broker is not None else None
         self.txn_coordinator = TxnCoordinator(broker) if broker is not None else None
+        if self.txn_coordinator is not None:
+            self.txn_coordinator.groups = self.coordinator
         self._server: asyncio.AbstractServer | None = None
         self._conn_tasks: set[asyncio.Task[None]] = set()
 
@@ -322,11 +331,13 @@ class Server:
                 o.get("error") for o in out) and req["max_wait_ms"] > 0:
             for p, off in wanted:
                 p.park(follower, off)
+            woken = b.next_append()
+            timer = asyncio.get_running_loop().call_later(
+                min(req["max_wait_ms"], 10_000) / 1000, _wake, woken)
             try:
-                await asyncio.wait_for(b.appended.wait(), min(req["max_wait_ms"], 10_000) / 1000)
-            except TimeoutError:
-                pass
+                await woken
             finally:
+                timer.cancel()
                 for p, _off in wanted:
                     p.park(follower, None)
             now = self.clock.now_ms()
@@ -406,6 +417,10 @@ class Server:
     async def offset_fetch(self, req: dict[str, Any]) -> dict[str, Any]:
         return await self._groups().fetch_offsets(req)
 
+    async def txn_offset_commit(self, req: dict[str, Any]) -> dict[str, Any]:
+        """TxnOffsetCommit: pending in the group until the producer's transaction ends."""
+        return await self._groups().commit(req)
+
     # -- transactions ------------------------------------------------------------------------
     def _txns(self) -> TxnCoordinator:
         if self.txn_coordinator is None:
@@ -424,12 +439,32 @@ class Server:
     async def end_txn(self, req: dict[str, Any]) -> dict[str, Any]:
         return await self._txns().end(req)
 
-    async def write_txn_marker(self, req: dict[str, Any]) -> dict[str, Any]:
-        """A transaction's commit or abort marker, from its coordinator: answered once
-        committed here (the HW passed it), so a failover of this partition keeps it."""
-        await self._txns().write_marker(self._partition(req["partition"]), req["producer_id"],
-                                         req["producer_epoch"], bool(req["commit"]))
-        return {}
+    async def add_txn_offsets(self, req: dict[str, Any]) -> dict[str, Any]:
+        return await self._txns().add_offsets(req)
+
+    async def write_txn_markers(self, req: dict[str, Any]) -> dict[str, Any]:
+        """A transaction's commit or abort markers in partitions led here, from its
+        coordinator, written together: answered once each is committed here (the HW passed
+        it), so a failover of that partition keeps it; `errors` names those that are not."""
+        parts = req["partitions"]
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in parts):
+            raise ProtocolError(INVALID_REQUEST, "write_txn_markers: partitions must be "
+                                "integers")
+        coordinator = self._txns()
+
+        async def one(part: int) -> str | None:
+            try:
+                if part >= self.cfg.topic.partitions and part not in self.cfg.offsets_pids:
+                    raise ProtocolError(UNKNOWN_PARTITION, f"no marker goes to partition {part}")
+                await coordinator.write_marker(self._partition(part, internal=True),
+                                               req["producer_id"], req["producer_epoch"],
+                                               bool(req["commit"]))
+            except ProtocolError as e:
+                return e.code
+            return None
+
+        codes = await asyncio.gather(*(one(x) for x in parts))
+        return {"errors": {str(x): code for x, code in zip(parts, codes, strict=True) if code}}
 
     # -- test controls (off unless settings.test.controls.enable) ----------------------
     async def test_fetcher(self, req: dict[str, Any]) -> dict[str, Any]:

@@ -8,14 +8,19 @@ HW reached the log end, so nothing it acts on can be lost to a failover), and
 finishes any transaction found preparing. A state change counts, in memory and
 in replies, only once its record is committed; a write that cannot be
 committed unloads the partition, so the next request replays what the log holds.
-A prepared transaction's markers go to each partition's leader
-(`write_txn_marker`, committed there before it answers; this broker's own
-partitions are written without a request), then Complete is written. A request
+A prepared transaction's markers go to each partition's leader, one request per
+leader for all its partitions (`write_txn_markers`, each committed there before it
+answers; this broker's own partitions are written without a request), then
+Complete is written. A request
 of the same id that waited for the markers acts on the completed state at once:
 its own record (e.g. the next transaction's Ongoing) takes the place of
 Complete, which it implies, since it is written only after every marker is
 committed. So a producer's next transaction waits for its markers, not for one
 more replicated write.
+A consumer group's offsets join a transaction as the partition of the internal
+offsets topic that holds the group (`add_offsets`, Kafka's AddOffsetsToTxn): it
+gets a marker like any other, and the group coordinator, told once the marker is
+committed there, commits or drops the offsets the producer sent it (broker/group.py).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from .txnindex import marker_value
 
 if TYPE_CHECKING:
     from .broker import Broker
+    from .coordinator import Coordinator
     from .partition import Partition
 
 log = logging.getLogger("broker.txn")
@@ -56,6 +62,7 @@ class TxnCoordinator(InternalPartitions):
         self.completed: dict[str, asyncio.Event] = {}  # set when a completion ends
         self.marked: dict[str, TxnMeta] = {}  # prepared states whose markers are committed
         self.waiting: dict[str, int] = {}  # requests of the id waiting for its markers
+        self.groups: Coordinator | None = None  # told of markers in offsets partitions
 
     @property
     def pids(self) -> Sequence[int]:
@@ -150,9 +157,8 @@ class TxnCoordinator(InternalPartitions):
             if self.marked.get(tid) != meta:
                 pid = self.pid_of(tid)
                 epoch = self.loaded.get(pid)
-                ok = await asyncio.gather(*(self._marker(meta, part, pid, epoch)
-                                            for part in meta.partitions))
-                if not all(ok) or self.txns.get(tid) != meta:
+                ok = await self._markers(meta, pid, epoch)
+                if not ok or self.txns.get(tid) != meta:
                     return
                 self.marked[tid] = meta
             if self.waiting.get(tid):
@@ -168,31 +174,58 @@ class TxnCoordinator(InternalPartitions):
             if self.completed.get(tid) is ended:
                 del self.completed[tid]
 
-    async def _marker(self, meta: TxnMeta, part: int, pid: int, epoch: int | None) -> bool:
-        """One marker, retried until its partition's leader has it committed; False once
-        this broker no longer coordinates the id (the next coordinator writes it)."""
+    async def _markers(self, meta: TxnMeta, pid: int, epoch: int | None) -> bool:
+        """The transaction's markers, retried until each partition's leader has its marker
+        committed: one request per leader for all its partitions, this broker's own written
+        directly. False once this broker no longer coordinates the id (the next coordinator
+        writes them)."""
         commit = meta.state == txn.PREPARE_COMMIT
-        msg = {"type": "write_txn_marker", "partition": part, "producer_id": meta.producer_id,
-               "producer_epoch": meta.epoch, "commit": commit}
-        while self.loaded.get(pid) == epoch and epoch is not None:
-            m = self.b.meta.partitions.get(part)
-            p = self.b.partitions.get(part)
-            if m is not None and m.leader == self.b.node and p is not None:
-                try:
-                    await self.write_marker(p, meta.producer_id, meta.epoch, commit)
-                    return True
-                except ProtocolError as e:
-                    log.debug("txn %s: marker to p%d: %s", meta.tid, part, e.code)
-            elif m is not None and m.leader is not None:
-                try:
-                    resp = await self.b.peer(m.leader, "txn").call(msg, MARKER_TIMEOUT_S + 1)
-                    if resp.get("error") is None:
-                        return True
-                    log.debug("txn %s: marker to p%d: %s", meta.tid, part, resp.get("error"))
-                except RpcError:
-                    pass
+        left = set(meta.partitions)
+        while True:
+            if epoch is None or self.loaded.get(pid) != epoch:
+                return False
+            here: list[Partition] = []
+            remote: dict[str, list[int]] = {}
+            for part in sorted(left):
+                m = self.b.meta.partitions.get(part)
+                p = self.b.partitions.get(part)
+                if m is not None and m.leader == self.b.node and p is not None:
+                    here.append(p)
+                elif m is not None and m.leader is not None:
+                    remote.setdefault(m.leader, []).append(part)
+            done = await asyncio.gather(
+                *(self._marker_here(meta, p, commit) for p in here),
+                *(self._markers_at(meta, node, parts, commit) for node, parts in remote.items()))
+            for parts_done in done:
+                left.difference_update(parts_done)
+            if not left:
+                return True
             await asyncio.sleep(RETRY_S)
-        return False
+
+    async def _marker_here(self, meta: TxnMeta, p: Partition, commit: bool) -> list[int]:
+        try:
+            await self.write_marker(p, meta.producer_id, meta.epoch, commit)
+            return [p.pid]
+        except ProtocolError as e:
+            log.debug("txn %s: marker to p%d: %s", meta.tid, p.pid, e.code)
+            return []
+
+    async def _markers_at(self, meta: TxnMeta, node: str, parts: list[int],
+                          commit: bool) -> list[int]:
+        """The markers of `parts` in one request to their leader `node`: those committed."""
+        msg = {"type": "write_txn_markers", "partitions": parts,
+               "producer_id": meta.producer_id, "producer_epoch": meta.epoch, "commit": commit}
+        try:
+            resp = await self.b.peer(node, "txn").call(msg, MARKER_TIMEOUT_S + 1)
+        except RpcError:
+            return []
+        if resp.get("error") is not None:
+            log.debug("txn %s: markers to %s: %s", meta.tid, node, resp.get("error"))
+            return []
+        failed = resp.get("errors") or {}
+        if failed:
+            log.debug("txn %s: markers to %s: %s", meta.tid, node, failed)
+        return [part for part in parts if str(part) not in failed]
 
     async def write_marker(self, p: Partition, producer_id: int, producer_epoch: int,
                            commit: bool) -> None:
@@ -220,6 +253,8 @@ class TxnCoordinator(InternalPartitions):
         err = await fut
         if err is not None:
             raise err
+        if self.groups is not None and p.pid in self.cfg.offsets_pids:
+            self.groups.txn_marker(p, producer_id, commit)
 
     async def _producer_id(self) -> int:
         """A producer id never handed out before, from the active controller."""
@@ -286,10 +321,13 @@ class TxnCoordinator(InternalPartitions):
                 out.update(producer_id=step.write.producer_id, producer_epoch=step.write.epoch)
             return out
 
-    async def add_partitions(self, req: dict[str, Any]) -> dict[str, Any]:
+    async def add_partitions(self, req: dict[str, Any], *,
+                             internal: bool = False) -> dict[str, Any]:
+        """`internal`: the partitions are of the offsets topic (add_offsets)."""
         tid = req["transactional_id"]
         parts = req["partitions"]
-        if not all(isinstance(x, int) and 0 <= x < self.cfg.topic.partitions for x in parts):
+        if not internal and not all(isinstance(x, int) and 0 <= x < self.cfg.topic.partitions
+                                    for x in parts):
             raise ProtocolError(INVALID_REQUEST, f"add_txn_partitions: partitions must be "
                                 f"of the topic's {self.cfg.topic.partitions}")
         self._led(tid)
@@ -300,6 +338,14 @@ class TxnCoordinator(InternalPartitions):
                                       req["producer_epoch"], parts, self.b.clock.now_ms(),
                                       self.cfg.settings.txn_epoch_fencing)
             return await self._apply(step)
+
+    async def add_offsets(self, req: dict[str, Any]) -> dict[str, Any]:
+        """AddOffsetsToTxn: the partition of the offsets topic that holds `group` joins the
+        transaction, so its marker decides the offsets the producer commits to the group."""
+        if self.groups is None:
+            raise ProtocolError(NOT_COORDINATOR, f"{self.cfg.node_id} is not a broker")
+        part = self.groups.pid_of(req["group"])
+        return await self.add_partitions({**req, "partitions": [part]}, internal=True)
 
     async def end(self, req: dict[str, Any]) -> dict[str, Any]:
         tid = req["transactional_id"]

@@ -18,7 +18,7 @@ import jinja2
 import numpy as np
 from markupsafe import Markup
 
-from checkers.groups import group_delivery, membership
+from checkers.groups import exactly_once, group_delivery, membership
 from harness.report import figures, sections
 from harness.report.faults import run_kinds
 from harness.report.liveness import liveness_section
@@ -97,6 +97,7 @@ def report_context(run: RunFiles) -> dict[str, Any]:
         "faults": s.faults,
         "liveness": liveness_section(run.results, run.ops, run.test),
         "group": group,
+        "eos": exactly_once(run.ops) if group is not None else None,
         "group_lanes_svg": Markup(lanes_svg),
         "group_lanes_note": lanes_note,
         "latency_svg": Markup(figures.latency_scatter(s)),

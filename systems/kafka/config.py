@@ -23,10 +23,11 @@ HEARTBEAT_MS = 500  # below the spec's session timeout (Kafka needs heartbeat < 
 # Sized for several brokers on 2 cores and 24 GB: a small heap, few GC and JIT threads.
 # C1 only (TieredStopAtLevel=1): C2's compiling competes with three brokers for the two
 # cores for minutes, and a run is over before it pays off (bench.harness: several
-# times the client ops/s over a run's first minute).
+# times the client ops/s over a run's first minute). Serial GC: a small broker's young
+# collections take milliseconds, and it has none of G1's concurrent threads and costlier
+# write barriers (bench.harness: more client ops/s at the same moment, docs/benchmarks.md).
 JVM_OPTS = (
-    "-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
-    "-XX:ParallelGCThreads=1", "-XX:ConcGCThreads=1", "-XX:TieredStopAtLevel=1",
+    "-Xms256m", "-Xmx1g", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
     "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true",
     "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
     "-Dorg.slf4j.simpleLogger.showDateTime=true",
@@ -207,6 +208,11 @@ def consumer_config(bootstrap: str, *, timeout_s: float,
         "reconnect.backoff.max.ms": 500,
         "topic.metadata.refresh.interval.ms": 1000,
         "fetch.wait.max.ms": 100,
+        # fetch again only once the application has taken what was fetched (checked every
+        # 5 ms), not at every record a waiting fetch returns: consumer fetches per send
+        # fall from about 6.7 to 2, and the brokers' CPU per client op with them
+        "queued.min.messages": 1,
+        "fetch.queue.backoff.ms": 5,
         "enable.partition.eof": True,
     }
 

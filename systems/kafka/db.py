@@ -68,9 +68,8 @@ def check_spec(spec: TestSpec) -> None:
         if spec.broker.acks != "all":
             raise SpecError(f"--workload txn needs --acks all, not {spec.broker.acks} "
                             "(a transactional producer is idempotent)")
-        if spec.sub_via != "assign" or spec.crash_client_interval_s is not None:
-            raise SpecError("--sub-via subscribe and --crash-client-interval: only the queue "
-                            "workload has them, not txn")
+        if spec.crash_client_interval_s is not None:
+            raise SpecError("--crash-client-interval: only the queue workload has it, not txn")
     version = spec.extra.get(VERSION_ENV_KEY)
     if version is not None:
         jars.parse_version(str(version))

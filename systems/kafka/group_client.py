@@ -12,7 +12,7 @@ commits what is stored; `off` never commits. librdkafka has no eager sticky
 assignor, so `sticky` is refused (systems/kafka/db.py's check).
 
 A client closed after an `info` hands its consumer to the worker's next process
-(its first `subscribe` takes it over, unless it asks to rejoin), as on our broker.
+(its first `subscribe` takes it over; a rejoin takes it and leaves), as on our broker.
 
 A `crash` fetches a batch and dies before handing it on: with `auto`, after one
 commit interval, so the background commit covered the batch. librdkafka cannot
@@ -36,21 +36,48 @@ from harness.spec import GROUP_ID, ConsumerSettings
 from systems.kafka import config
 from systems.kafka.client import POLL_WAIT_S, KafkaQueueClient, _rdkafka_logger
 
+# Members learn of a rebalance at their next heartbeat, so a rebalance takes about one
+# interval plus a join and sync round: at librdkafka's usual third of the session
+# timeout (2 s of 6 s) every rejoin of the workload (workloads/queue.py) left the group
+# without assignments for about 2 s; at 100 ms, as our broker's members heartbeat,
+# about 0.5 s (python -m bench.groups_kafka, docs/benchmarks.md).
+GROUP_HEARTBEAT_MS = 100
 CRASH_FETCH_S = 2.0  # a crash waits this long at most for a batch to die holding
+COMMITTED_WAIT_S = 20.0  # the final committed offsets (see committed())
 
 
-def group_config(bootstrap: str, settings: ConsumerSettings, *,
-                 timeout_s: float) -> dict[str, Any]:
-    """librdkafka settings of a member of the run's group."""
+class GroupConsumer(Consumer):
+    """A member of the run's group that counts its rebalances (a transaction that reads
+    across one must abort) and remembers when its positions ran ahead of the group's
+    commits (the txn workload rewinds it); both travel with it to a spare's next process."""
+
+    rebalances = 0
+    behind = False
+
+    def subscribe_counting(self, topics: list[str]) -> None:
+        self.subscribe(topics, on_assign=_rebalanced, on_revoke=_rebalanced)
+
+
+def _rebalanced(consumer: Consumer, _partitions: list[TopicPartition]) -> None:
+    """on_assign and on_revoke (confluent-kafka assigns or unassigns after them)."""
+    if isinstance(consumer, GroupConsumer):
+        consumer.rebalances += 1
+
+
+def group_config(bootstrap: str, settings: ConsumerSettings, *, timeout_s: float,
+                 isolation: str = "read_committed") -> dict[str, Any]:
+    """librdkafka settings of a member of the run's group (read_committed: its committed
+    offsets are fetched once stable, librdkafka's require_stable)."""
     return {
-        **config.consumer_config(bootstrap, timeout_s=timeout_s),
+        **config.consumer_config(bootstrap, timeout_s=timeout_s, isolation=isolation),
         "group.id": GROUP_ID,
         "enable.auto.commit": settings.commit != "off",
         "auto.commit.interval.ms": settings.auto_commit_interval_ms,
         "enable.auto.offset.store": settings.commit == "auto",
         "auto.offset.reset": "earliest",
         "session.timeout.ms": settings.session_timeout_ms,
-        "heartbeat.interval.ms": max(100, min(3000, settings.session_timeout_ms // 3)),
+        # at most a third of the session timeout (Kafka needs it below the timeout)
+        "heartbeat.interval.ms": max(1, min(GROUP_HEARTBEAT_MS, settings.session_timeout_ms // 3)),
         "partition.assignment.strategy": settings.assignor,
         "enable.partition.eof": False,
     }
@@ -61,13 +88,13 @@ class Spares:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.consumers: list[Consumer] = []
+        self.consumers: list[GroupConsumer] = []
 
-    def put(self, c: Consumer) -> None:
+    def put(self, c: GroupConsumer) -> None:
         with self.lock:
             self.consumers.append(c)
 
-    def take(self) -> Consumer | None:
+    def take(self) -> GroupConsumer | None:
         with self.lock:
             return self.consumers.pop() if self.consumers else None
 
@@ -85,32 +112,36 @@ class KafkaGroupClient:
 
     def __init__(self, inner: KafkaQueueClient, *, partitions: int,
                  settings: ConsumerSettings, logger: Any = None,
-                 spares: Spares | None = None) -> None:
+                 spares: Spares | None = None, isolation: str = "read_committed") -> None:
         self.inner = inner
+        self.isolation = isolation
         self.spares = spares if spares is not None else Spares()
         self.partitions = partitions
         self.settings = settings
         self.logger = logger
-        self.consumer: Consumer | None = None
+        self.consumer: GroupConsumer | None = None
         self.handed: list[TopicPartition] = []  # the last poll's next offsets, to store
 
     def open(self, run: Any, node: str) -> KafkaGroupClient:
         return KafkaGroupClient(self.inner.open(run, node), partitions=self.partitions,
                                 settings=self.settings, logger=_rdkafka_logger(run),
-                                spares=self.spares)
+                                spares=self.spares, isolation=self.isolation)
 
     def invoke(self, run: Any, op: Op) -> Op:
         self._processed()
         if op.f == "subscribe":
-            if self.consumer is None and not op.extra.get("rejoin"):
-                self.consumer = self.spares.take()  # a predecessor's membership, if one waits
-                if self.consumer is not None:
+            if self.consumer is None:  # a predecessor's membership, if one waits: kept,
+                # or left by a rejoin (else it would stay in the group, polled by no one,
+                # and hold up every rebalance: a member rejoins only once polled)
+                self.consumer = self.spares.take()
+                if self.consumer is not None and not op.extra.get("rejoin"):
                     return op.complete("ok")
             self._end()
-            self.consumer = Consumer({**group_config(self.inner.bootstrap, self.settings,
-                                                     timeout_s=self.inner.timeout_s),
-                                      "logger": self.logger})
-            self.consumer.subscribe([self.inner.topic])
+            self.consumer = GroupConsumer({**group_config(self.inner.bootstrap, self.settings,
+                                                          timeout_s=self.inner.timeout_s,
+                                                          isolation=self.isolation),
+                                           "logger": self.logger})
+            self.consumer.subscribe_counting([self.inner.topic])
             return op.complete("ok")
         if op.f == "assign":
             self._end()
@@ -140,7 +171,7 @@ class KafkaGroupClient:
                 self.consumer.store_offsets(offsets=self.handed)
         self.handed = []
 
-    def _fetch(self) -> tuple[dict[str, list[list[int]]], str | None]:
+    def fetch_batch(self) -> tuple[dict[str, list[list[int]]], str | None]:
         assert self.consumer is not None
         read: dict[str, list[list[int]]] = {}
         error: str | None = None
@@ -165,7 +196,7 @@ class KafkaGroupClient:
 
     def _poll(self, op: Op) -> Op:
         assert self.consumer is not None
-        read, error = self._fetch()
+        read, error = self.fetch_batch()
         self.handed = [TopicPartition(self.inner.topic, int(k), rs[-1][0] + 1)
                        for k, rs in read.items()]
         try:
@@ -182,7 +213,7 @@ class KafkaGroupClient:
             deadline = time.monotonic() + CRASH_FETCH_S
             read: dict[str, list[list[int]]] = {}
             while not read and time.monotonic() < deadline:
-                read, _ = self._fetch()
+                read, _ = self.fetch_batch()
             if read and self.settings.commit == "auto":
                 # processing outlasts the interval: the background commit covers the batch
                 end = time.monotonic() + 2 * self.settings.auto_commit_interval_ms / 1000
@@ -198,10 +229,11 @@ class KafkaGroupClient:
         c = Consumer({**config.consumer_config(self.inner.bootstrap,
                                                timeout_s=self.inner.timeout_s),
                       "group.id": GROUP_ID, "logger": self.logger})
-        try:
+        try:  # read_committed: waits while a transaction a lost client left open holds
+            # offsets pending, until its abort at the transaction timeout
             tps = c.committed([TopicPartition(self.inner.topic, k)
                                for k in range(self.partitions)],
-                              timeout=max(10.0, self.inner.timeout_s * 3))
+                              timeout=max(COMMITTED_WAIT_S, self.inner.timeout_s * 3))
         finally:
             c.close()
         return {str(tp.partition): int(tp.offset) for tp in tps if tp.offset >= 0}

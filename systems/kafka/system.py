@@ -79,7 +79,13 @@ class KafkaSystem:
                                  max_in_flight=spec.producer.max_in_flight,
                                  max_poll_records=spec.max_poll_records)
         if spec.workload == "txn":
-            return KafkaTxnClient(inner, isolation=spec.isolation.replace("-", "_"))
+            isolation = spec.isolation.replace("-", "_")
+            group = None
+            if spec.sub_via == "subscribe":  # offsets are committed inside transactions only
+                group = KafkaGroupClient(inner, partitions=spec.partitions,
+                                         settings=replace(spec.consumer, commit="off"),
+                                         isolation=isolation)
+            return KafkaTxnClient(inner, isolation=isolation, group=group)
         if spec.sub_via == "subscribe" or spec.crash_client_interval_s is not None:
             return KafkaGroupClient(inner, partitions=spec.partitions, settings=spec.consumer)
         return inner

@@ -22,6 +22,16 @@ called again on the same producer, as librdkafka asks: a new producer would star
 second InitProducerId while the first is still aborting the old transaction, and be
 refused with CONCURRENT_TRANSACTIONS, again and again under load.
 `poll` and `assign` operations (the final reads) are the queue client's.
+
+With `--sub-via subscribe` the polls are the run's consumer group's (a
+KafkaGroupClient's consumer at the run's isolation.level, auto-commit off), and
+the transaction is the exactly-once loop of workloads/txn.py `run_transaction`:
+its polls' positions go into it with send_offsets_to_transaction and the
+consumer's group metadata (a rebalance after its polls consumed records fails
+it: it aborts);
+unless it commits, the consumer seeks back to the group's committed offsets
+(fetched once stable) before its next transaction. `subscribe` and the final
+`assign`s are the group client's.
 """
 
 from __future__ import annotations
@@ -31,12 +41,21 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 
-from harness.runfiles import Op
+from harness.runfiles import Op, OpType
 from systems.kafka import config
 from systems.kafka.client import KafkaQueueClient, _rdkafka_logger
-from workloads.txn import run_micro_ops
+from systems.kafka.group_client import GroupConsumer, KafkaGroupClient
+from workloads.txn import run_transaction
 
 TRANSACTION_TIMEOUT_MS = 10_000  # as our broker's txn client: what a lost client holds open
 COMMIT_TRIES = 3  # a retriable commit error: commit_transaction may be called again
@@ -59,9 +78,15 @@ class KafkaTxnClient:
     """harness.protocols.Client for `txn`, `poll` and `assign` on Kafka; one per process."""
 
     def __init__(self, queue: KafkaQueueClient, *, isolation: str = "read_committed",
-                 transaction_timeout_ms: int = TRANSACTION_TIMEOUT_MS) -> None:
-        """isolation: the consumers' isolation.level (read_committed, read_uncommitted)."""
+                 transaction_timeout_ms: int = TRANSACTION_TIMEOUT_MS,
+                 group: KafkaGroupClient | None = None) -> None:
+        """isolation: the consumers' isolation.level (read_committed, read_uncommitted);
+        group: the consumer group's client (--sub-via subscribe), over `queue`."""
         self.queue = queue
+        self.group = group
+        self.current: Producer | None = None  # the ongoing transaction's producer
+        self.rebalances = 0  # the group consumer's count when the transaction began
+        self.moved = False  # its polls moved the group consumer's positions
         self.isolation = isolation
         self.timeout_ms = transaction_timeout_ms
         self.tid = ""
@@ -71,13 +96,15 @@ class KafkaTxnClient:
         self.resume_init = False  # init_transactions failed retriably: call it again
 
     def open(self, run: Any, node: str) -> KafkaTxnClient:
-        q = self.queue.open(run, node)
+        group = self.group.open(run, node) if self.group is not None else None
+        q = group.inner if group is not None else self.queue.open(run, node)
         assert q.consumer is not None
         q.consumer.close()  # the queue client's, at librdkafka's default isolation
         q.consumer = Consumer({**config.consumer_config(q.bootstrap, timeout_s=q.timeout_s,
                                                         isolation=self.isolation),
                                "logger": _rdkafka_logger(run)})
-        out = KafkaTxnClient(q, isolation=self.isolation, transaction_timeout_ms=self.timeout_ms)
+        out = KafkaTxnClient(q, isolation=self.isolation, transaction_timeout_ms=self.timeout_ms,
+                             group=group)
         out.tid = f"txn-{uuid.uuid4().hex[:12]}"
         # the delivery timeout bounds each send; a transaction outlives its sends
         out.producer_config = {**q.producer_config, "enable.idempotence": True,
@@ -88,8 +115,8 @@ class KafkaTxnClient:
 
     def invoke(self, run: Any, op: Op) -> Op:
         if op.f == "txn":
-            return self._txn(op)
-        done: Op = self.queue.invoke(run, op)
+            return run_transaction(op, self)
+        done: Op = (self.group or self.queue).invoke(run, op)
         return done
 
     # -- the producer --------------------------------------------------------------------
@@ -165,52 +192,126 @@ class KafkaTxnClient:
                 out.append(msg)
         return out, error
 
-    def _poll(self) -> tuple[list[Any], str | None]:
-        """One poll micro-op through the queue client's consumer, and its error."""
-        done = self.queue.invoke(None, Op("invoke", 0, "poll", [["poll"]]))
-        micro = list(done.value[0])
-        return (micro if len(micro) > 1 and micro[1] else ["poll"]), done.error
+    # -- workloads.txn.Transactional -------------------------------------------------------
 
-    def _txn(self, op: Op) -> Op:
+    def _consumer(self) -> GroupConsumer | None:
+        return self.group.consumer if self.group is not None else None
+
+    def begin(self, keys: set[int]) -> str | None:
+        self.current, self.moved = None, False
+        c = self._consumer()
+        if c is not None and c.behind:
+            try:
+                self._rewind(c)
+            except KafkaException as e:
+                return f"rewind: {_text(e)}"
         try:
             p = self._init()
             p.begin_transaction()
         except KafkaException as e:
             self.ready = False
-            return op.complete("fail", error=_text(e))
-        def send_run(items: list[tuple[int, int]]) -> tuple[list[int | None], str | None]:
-            msgs, error = self._send_all(p, items)
-            return [_offset(m) for m in msgs], error
+            return _text(e)
+        self.current = p
+        self.rebalances = c.rebalances if c is not None else 0
+        return None
 
-        done, error = run_micro_ops(op.value, self._poll, send_run)
-        if error is not None or op.extra.get("abort"):
-            # never committed, whether or not the abort goes through
-            if not self._abort(p):
-                self._drop()
-            return op.complete("fail", done, error=error or "aborted")
-        return self._commit(p, op, done)
+    def _rewind(self, c: GroupConsumer) -> None:
+        """Seek each assigned key back to the group's committed offset (the beginning where
+        none), fetched once stable; an unassigned consumer starts there anyway."""
+        tps = c.assignment()
+        if tps:
+            for tp in c.committed(tps, timeout=self._wait_s):
+                c.seek(TopicPartition(tp.topic, tp.partition,
+                                      tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+        c.behind = False
 
-    def _commit(self, p: Producer, op: Op, done: list[list[Any]]) -> Op:
+    def _rebalanced(self, c: GroupConsumer) -> str | None:
+        if c.rebalances != self.rebalances:
+            return "REBALANCE: the group rebalanced during the transaction"
+        return None
+
+    def poll(self) -> tuple[list[Any], str | None]:
+        c = self._consumer()
+        if c is None or self.group is None:
+            done = self.queue.invoke(None, Op("invoke", 0, "poll", [["poll"]]))
+            micro = list(done.value[0])
+            return (micro if len(micro) > 1 and micro[1] else ["poll"]), done.error
+        read, error = self.group.fetch_batch()
+        if not (self.moved or read):
+            self.rebalances = c.rebalances  # nothing consumed yet: a rebalance costs nothing
+        self.moved = self.moved or bool(read)
+        return (["poll", read] if read else ["poll"]), error or self._rebalanced(c)
+
+    def send_run(self, items: list[tuple[int, int]]) -> tuple[list[int | None], str | None]:
+        assert self.current is not None
+        msgs, error = self._send_all(self.current, items)
+        return [_offset(m) for m in msgs], error
+
+    def send_offsets(self) -> str | None:
+        c = self._consumer()
+        if c is None or not self.moved:
+            return None
+        assert self.current is not None
+        if (moved := self._rebalanced(c)) is not None:
+            return moved
+        try:
+            positions = [tp for tp in c.position(c.assignment()) if tp.offset >= 0]
+            self.current.send_offsets_to_transaction(positions, c.consumer_group_metadata(),
+                                                     self._wait_s)
+        except KafkaException as e:
+            return _text(e)
+        return None
+
+    def commit(self) -> tuple[OpType, str | None]:
+        assert self.current is not None
+        p = self.current
         last = ""
         for _ in range(COMMIT_TRIES):
             try:
                 p.commit_transaction(self._wait_s)
-                return op.complete("ok", done)
+                return "ok", None
             except KafkaException as e:
                 last = _text(e)
                 err = e.args[0]
                 if isinstance(err, KafkaError) and err.txn_requires_abort():
+                    self._behind()
                     if self._abort(p):
-                        return op.complete("fail", done, error=f"aborted after {last}")
+                        return "fail", f"aborted after {last}"
                     break
                 if not _retriable(e):
                     break
+        self._behind()
         self._drop()
-        return op.complete("info", done, error=f"commit outcome unknown: {last}")
+        return "info", f"commit outcome unknown: {last}"
+
+    def abort(self) -> None:
+        self._behind()
+        if self.current is not None and not self._abort(self.current):
+            self._drop()  # never committed, whether or not the abort went through
+
+    def text(self, error: str) -> str:
+        return error
+
+    def extra(self) -> dict[str, Any]:
+        c = self._consumer()
+        if c is None:
+            return {}
+        try:
+            return {"assignment": sorted(tp.partition for tp in c.assignment())}
+        except (KafkaException, RuntimeError):
+            return {}
+
+    def _behind(self) -> None:
+        c = self._consumer()
+        if c is not None and self.moved:
+            c.behind = True
 
     def close(self, run: Any) -> None:
         self._drop()
-        self.queue.close(run)
+        if self.group is not None:
+            self.group.close(run)
+        else:
+            self.queue.close(run)
 
 
 def _offset(m: Message | None) -> int | None:

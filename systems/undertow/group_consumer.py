@@ -13,7 +13,7 @@ doing; `processed` commits the positions of the polls whose completions were
 handed on (marked at the worker's next operation); `off` never commits.
 
 A client closed after an `info` hands its membership to the worker's next
-process (its first `subscribe` takes it over, unless it asks to rejoin): a send
+process (its first `subscribe` takes it over; a rejoin takes it and leaves): a send
 that timed out is no reason for the group to rebalance twice, and under faults
 such churn kept an eager group from ever settling.
 
@@ -46,6 +46,9 @@ IDLE_POLL_S = 0.05  # a poll with no key assigned (a rebalance is on) waits this
 CRASH_FETCH_S = 2.0  # a crash waits this long at most for a batch to die holding
 REBALANCE_TIMEOUT_MS = 10_000
 LEAVE_WAIT_S = 30.0  # how long the final reads' leave waits for the last commit and leave
+# the final committed offsets: long enough for a transaction a lost client left open to
+# be aborted at its timeout (the fetch waits for pending transactional offsets)
+COMMITTED_WAIT_S = 20.0
 
 
 class GroupSession:
@@ -66,6 +69,7 @@ class GroupSession:
         self.positions: dict[int, int] = {}  # consumed: the next offset each key hands on
         self.processed: tuple[int, dict[int, int]] | None = None  # (generation, positions)
         self.commits: list[tuple[int, dict[int, int]]] = []  # (generation, what) committed
+        self.behind = False  # positions ran ahead of the group's commits: rewind (txn workload)
         self._stop = threading.Event()
         self._leave = False
         self.thread = threading.Thread(target=self._run, name=f"group-{client_id}", daemon=True)
@@ -75,6 +79,22 @@ class GroupSession:
     def snapshot(self) -> tuple[int, tuple[int, ...], dict[int, int]]:
         with self.lock:
             return self.generation, self.keys, dict(self.positions)
+
+    def holding(self) -> tuple[int, str, tuple[int, ...], dict[int, int]]:
+        """The generation, member id, keys and positions (the member id is the one of that
+        generation: the thread sets the generation after each join)."""
+        with self.lock:
+            return self.generation, self.member.member_id, self.keys, dict(self.positions)
+
+    def rewind(self, generation: int, committed: Mapping[int, int]) -> bool:
+        """Back to the group's committed positions (0 where none) after a transaction that
+        did not commit; False when the group rebalanced meanwhile (its join rewound)."""
+        with self.lock:
+            if generation != self.generation:
+                return False
+            self.positions = {k: committed.get(k, 0) for k in self.keys}
+            self.behind = False
+            return True
 
     def consume(self, generation: int, read: Mapping[int, list[tuple[int, int]]]) -> bool:
         """Records a poll of `generation` hands on: positions move past them. False (nothing
@@ -149,6 +169,7 @@ class GroupSession:
             self.generation = self.member.generation
             self.keys = keys
             self.positions = {k: committed.get((TOPIC, k), 0) for k in keys}
+            self.behind = False
 
     def _revoke(self, *, commit: bool) -> bool:
         """Before a rejoin: commit by the mode (eager: the member then owns nothing)."""
@@ -245,9 +266,10 @@ class GroupQueueClient:
         if self.session is not None:
             self.session.mark_processed()  # the last op's completion was handed on
         if op.f == "subscribe":
-            if self.session is None and not op.extra.get("rejoin"):
-                self.session = self.spares.take()  # a predecessor's membership, if one waits
-                if self.session is not None:
+            if self.session is None:  # a predecessor's membership, if one waits: kept,
+                # or left by a rejoin (else it would stay in the group, read by no one)
+                self.session = self.spares.take()
+                if self.session is not None and not op.extra.get("rejoin"):
                     return op.complete("ok")
             self._end_session()
             self.session = GroupSession(self.addrs, self.partitions, self.settings,
@@ -263,8 +285,9 @@ class GroupQueueClient:
             extra: dict[str, Any] = {}
             if op.extra.get("fetch_committed"):
                 try:
-                    extra["committed"] = committed_offsets(self.addrs, self.partitions,
-                                                           self.inner.timeout_s * 3)
+                    extra["committed"] = committed_offsets(
+                        self.addrs, self.partitions,
+                        max(self.inner.timeout_s * 3, COMMITTED_WAIT_S))
                 except ClientError as e:
                     return op.complete("fail", error=f"committed offsets: {e.code}: {e}")
             done = self.inner.invoke(run, op)
@@ -276,9 +299,11 @@ class GroupQueueClient:
             return op.complete("info", error="crashed: the client was abandoned unclosed")
         return self.inner.invoke(run, op)
 
-    def _fetch(self, s: GroupSession) -> tuple[int, tuple[int, ...],
-                                               dict[int, list[tuple[int, int]]], str | None]:
-        """One poll's records from the session's keys (each key's turn first in rotation)."""
+    def fetch_batch(self, s: GroupSession) -> tuple[int, tuple[int, ...],
+                                               dict[int, list[tuple[int, int]]],
+                                               ClientError | None]:
+        """One poll's records from the session's keys (each key's turn first in rotation), at
+        the consumer's isolation level."""
         gen, keys, positions = s.snapshot()
         read: dict[int, list[tuple[int, int]]] = {}
         if not keys:
@@ -291,24 +316,26 @@ class GroupQueueClient:
             for key in keys[start:] + keys[:start]:
                 if budget <= 0:
                     break
-                records = self.inner.conn.fetch(key, positions[key], max_records=budget)
+                records, _next = self.inner.conn.fetch_next(key, positions[key],
+                                                            max_records=budget,
+                                                            isolation=self.inner.isolation)
                 if records:
                     read[key] = records
                     budget -= len(records)
         except ClientError as e:
-            return gen, keys, read, f"{e.code}: {e}"
+            return gen, keys, read, e
         return gen, keys, read, None
 
     def _poll(self, op: Op) -> Op:
         assert self.session is not None
-        gen, keys, read, error = self._fetch(self.session)
+        gen, keys, read, error = self.fetch_batch(self.session)
         if not self.session.consume(gen, read):
             read = {}  # the group rebalanced during the fetch: nothing was handed on
         out = {str(k): [[o, v] for o, v in rs] for k, rs in read.items()}
         extra: dict[str, Any] = {"generation": gen, "assignment": list(keys)}
         if error is not None:
-            return op.complete("fail", [["poll", out]] if out else [["poll"]], error=error,
-                               **extra)
+            return op.complete("fail", [["poll", out]] if out else [["poll"]],
+                               error=f"{error.code}: {error}", **extra)
         return op.complete("ok", [["poll", out]], **extra)
 
     def _crash(self) -> None:
@@ -318,7 +345,7 @@ class GroupQueueClient:
             deadline = time.monotonic() + CRASH_FETCH_S
             consumed = False
             while not consumed and time.monotonic() < deadline:
-                gen, _, read, _ = self._fetch(s)
+                gen, _, read, _ = self.fetch_batch(s)
                 consumed = bool(read) and s.consume(gen, read)
             if consumed and self.settings.commit == "auto":
                 upto = {k: rs[-1][0] + 1 for k, rs in read.items()}

@@ -12,6 +12,7 @@ cooperative-sticky (which needs the cooperative protocol) is refused.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -20,6 +21,8 @@ from systems.undertow.client import BrokerClient, ClientError
 
 EAGER_ASSIGNORS = ("range", "roundrobin", "sticky")
 REJOIN = frozenset({"REBALANCE_IN_PROGRESS", "ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID"})
+UNSTABLE = "UNSTABLE_OFFSET_COMMIT"  # a transaction holds the offsets pending: ask again
+UNSTABLE_BACKOFF_S = 0.02
 
 
 class GroupError(Exception):
@@ -118,16 +121,31 @@ class GroupMember:
         return True
 
     def committed(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
-        reply = self._request({"type": "offset_fetch",
-                               "partitions": [list(tp) for tp in partitions]})
-        if reply.get("error"):
-            raise ClientError(str(reply["error"]), str(reply.get("message")), definite=True)
-        return {(str(t), int(p)): int(o) for t, p, o in reply["offsets"]}
+        return fetch_committed(self.client, self.group, partitions)
 
     def leave(self) -> None:
         if self.member_id:
             self._request({"type": "leave_group", "member_id": self.member_id})
         self.member_id, self.generation, self.assignment, self.owned = "", -1, (), ()
+
+
+def fetch_committed(client: BrokerClient, group: str, partitions: Sequence[TopicPartition], *,
+                    timeout_s: float | None = None) -> dict[TopicPartition, int]:
+    """The group's committed offsets of those partitions that have one, once stable (Kafka's
+    requireStable): asked again while a transaction holds offsets of them pending, so a
+    consumer never starts from an offset an open transaction is about to move."""
+    deadline = time.monotonic() + (client.timeout_s if timeout_s is None else timeout_s)
+    while True:
+        reply = client.group_request({"type": "offset_fetch", "group": group,
+                                      "partitions": [list(tp) for tp in partitions],
+                                      "require_stable": True},
+                                     timeout_s=max(0.1, deadline - time.monotonic()))
+        err = reply.get("error")
+        if err is None:
+            return {(str(t), int(p)): int(o) for t, p, o in reply["offsets"]}
+        if err != UNSTABLE or time.monotonic() + UNSTABLE_BACKOFF_S >= deadline:
+            raise ClientError(str(err), str(reply.get("message")), definite=True)
+        time.sleep(UNSTABLE_BACKOFF_S)
 
 
 def run_member(member: GroupMember, stop: threading.Event,

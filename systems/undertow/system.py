@@ -9,6 +9,7 @@ system's business, not the harness's.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +40,9 @@ class UndertowSystem:
         if spec.workload not in WORKLOADS:
             raise SpecError(f"--workload {spec.workload}: the undertow system speaks "
                             f"{', '.join(WORKLOADS)}")
-        if spec.workload != "queue" and (spec.sub_via != "assign"
-                                         or spec.crash_client_interval_s is not None):
-            raise SpecError("--sub-via subscribe and --crash-client-interval: only the queue "
-                            f"workload has them, not {spec.workload}")
+        if spec.workload != "queue" and spec.crash_client_interval_s is not None:
+            raise SpecError("--crash-client-interval: only the queue workload has it, not "
+                            f"{spec.workload}")
         if spec.workload == "txn" and spec.broker.acks != "all":
             raise SpecError(f"--workload txn needs --acks all, not {spec.broker.acks} "
                             "(a transactional producer is idempotent)")
@@ -71,7 +71,11 @@ class UndertowSystem:
                             isolation=spec.isolation.replace("-", "_") if txn else None)
         if txn:
             shared = spec.extra.get("shared_transactional_ids")
-            return TxnClient(queue, shared_ids=int(shared) if shared else None)
+            group = None
+            if spec.sub_via == "subscribe":  # offsets are committed inside transactions only
+                group = GroupQueueClient(queue, partitions=spec.partitions,
+                                         settings=replace(spec.consumer, commit="off"))
+            return TxnClient(queue, shared_ids=int(shared) if shared else None, group=group)
         if spec.sub_via == "subscribe" or spec.crash_client_interval_s is not None:
             return GroupQueueClient(queue, partitions=spec.partitions, settings=spec.consumer)
         return queue

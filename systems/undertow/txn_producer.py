@@ -13,6 +13,8 @@ history's rules:
 - a commit with no definite answer in time is `UNKNOWN`.
 After anything but a clean commit or abort the producer initialises again
 (which also aborts whatever it left open), as Kafka's producer must.
+`send_offsets` is Kafka's sendOffsetsToTransaction: a consumer group's offsets
+join the transaction and are committed with it (consume, transform, produce).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class TxnProducer:
         cl.idempotent = True
         cl.transactional = True
         self.partitions: set[int] = set()  # added to the ongoing transaction
+        self.groups: set[str] = set()  # whose offsets the ongoing transaction holds
         self.coordinator: str | None = None  # as last found
         self.ready = False  # initialised, with no transaction left in doubt
 
@@ -106,13 +109,13 @@ class TxnProducer:
             raise ClientError(str(reply["error"]), str(reply.get("message")), definite=True)
         self.cl.producer = (int(reply["producer_id"]), int(reply["producer_epoch"]))
         self.cl._seqs = {}
-        self.partitions = set()
+        self.partitions, self.groups = set(), set()
         self.ready = True
 
     def begin(self) -> None:
         if not self.ready:
             self.init()
-        self.partitions = set()
+        self.partitions, self.groups = set(), set()
 
     def add_partitions(self, keys: Iterable[int]) -> None:
         """Add keys to the ongoing transaction before sending to them; raises ClientError."""
@@ -132,11 +135,40 @@ class TxnProducer:
             raise ClientError(str(reply["error"]), str(reply.get("message")), definite=True)
         self.partitions |= want
 
+    def send_offsets(self, group: str, offsets: Mapping[tuple[str, int], int], *,
+                     generation: int, member_id: str) -> None:
+        """The group's offsets (topic, partition) -> next offset, committed with the ongoing
+        transaction (KIP-98): its coordinator adds the group's offsets partition to the
+        transaction, then the group's coordinator holds them pending, refusing a member of
+        an older generation (KIP-447). Raises ClientError; the transaction must then abort."""
+        assert self.cl.producer is not None, "begin() first"
+        pid, epoch = self.cl.producer
+        try:
+            if group not in self.groups:
+                reply = self.request({"type": "add_txn_offsets", "producer_id": pid,
+                                      "producer_epoch": epoch, "group": group})
+                if reply.get("error"):
+                    raise ClientError(str(reply["error"]), str(reply.get("message")),
+                                      definite=True)
+                self.groups.add(group)
+            reply = self.cl.group_request({
+                "type": "txn_offset_commit", "group": group, "transactional_id": self.tid,
+                "producer_id": pid, "producer_epoch": epoch, "member_id": member_id,
+                "generation": generation,
+                "offsets": [[t, p, o] for (t, p), o in sorted(offsets.items())]})
+            if reply.get("error"):
+                raise ClientError(str(reply["error"]), str(reply.get("message")), definite=True)
+        except ClientError:
+            self.ready = False
+            raise
+
     def end(self, commit: bool) -> Outcome:
         """Commit or abort the ongoing transaction: what became of it."""
-        if not self.partitions:
+        if not self.partitions and not self.groups:
             return Outcome.COMMITTED if commit else Outcome.ABORTED  # nothing was written
-        assert self.cl.producer is not None
+        if self.cl.producer is None:  # a send of unknown outcome dropped the producer id:
+            self.abandon()  # no end_txn can be sent; never committed, the next init aborts
+            return Outcome.ABORTED
         pid, epoch = self.cl.producer
         try:
             reply = self.request({"type": "end_txn", "producer_id": pid,
@@ -145,7 +177,7 @@ class TxnProducer:
             self.ready = False
             return Outcome.ABORTED if not commit or e.definite else Outcome.UNKNOWN
         code = reply.get("error")
-        self.partitions = set()
+        self.partitions, self.groups = set(), set()
         if code is None:
             return Outcome.COMMITTED if commit else Outcome.ABORTED
         self.ready = False
@@ -157,7 +189,7 @@ class TxnProducer:
         """Something failed mid-transaction: never commit it; the next begin initialises
         again, which aborts it at once (else the coordinator's timeout does)."""
         self.ready = False
-        self.partitions = set()
+        self.partitions, self.groups = set(), set()
 
 
 def code_moved(last: str) -> bool:

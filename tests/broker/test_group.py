@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ from broker.group import (
     Group,
     Reply,
 )
+from broker.txnindex import marker_value
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -239,6 +241,55 @@ def test_commits_count_once_appended_and_a_new_coordinator_replays_everything() 
     assert new.tick(10_000 + SESSION_MS) == []
     [app] = appends(new.tick(10_500 + SESSION_MS + 1))  # the last member gone: empty
     assert app.record["members"] == {} and new.state == EMPTY and new.generation == 2
+
+
+def test_transactional_offsets_count_only_at_their_commit_marker_and_replay_so() -> None:
+    g = Group("g")
+    log: list[dict[str, Any]] = []
+
+    def commit_all(effects: list[Effect]) -> list[Effect]:
+        out: list[Effect] = []
+        for e in effects:
+            if isinstance(e, Append):
+                log.append(e.record)
+                out += g.appended(e.record)
+                out += list(e.then)
+            else:
+                out.append(e)
+        return out
+
+    def marker(producer_id: int, commit: bool) -> None:
+        log.append(json.loads(marker_value(producer_id, 0, commit)))
+        g.txn_marker(producer_id, commit)
+
+    a = next(iter(replies(commit_all(join(g, "", 1)), "join")))
+    commit_all(g.sync(a, 1, {a: [["queue", 3], ["queue", 4]]}, 2))
+    commit_all(g.commit(a, 1, {("queue", 3): 5}, 3))
+    tp3, tp4 = ("queue", 3), ("queue", 4)
+    # producer 7's offsets are pending: not committed, and fetches requiring stability wait
+    out = commit_all(g.commit(a, 1, {tp3: 9, tp4: 2}, 4, producer=(7, 0)))
+    assert replies(out, "commit")[a] == {"error": None}
+    assert log[-1]["type"] == "txn_offsets" and log[-1]["producer_id"] == 7
+    assert g.committed([tp3, tp4]) == {tp3: 5}
+    assert g.unstable([tp3, tp4, ("queue", 0)]) == [tp3, tp4]
+    marker(8, True)  # another producer's marker moves nothing
+    assert g.committed([tp3]) == {tp3: 5} and g.unstable([tp3]) == [tp3]
+    marker(7, False)  # aborted: the old offsets stay, and they are stable
+    assert g.committed([tp3, tp4]) == {tp3: 5} and g.unstable([tp3, tp4]) == []
+    commit_all(g.commit(a, 1, {tp3: 11}, 5, producer=(7, 1)))
+    marker(7, True)
+    assert g.committed([tp3, tp4]) == {tp3: 11} and g.unstable([tp3]) == []
+    commit_all(g.commit(a, 1, {tp4: 6}, 6, producer=(7, 1)))  # left open at the failover
+    # a fenced generation's and a stranger's transactional commits are refused
+    refused = g.commit(a, 0, {tp3: 99}, 7, producer=(9, 0))
+    assert replies(refused, "commit")[a]["error"] == ILLEGAL_GENERATION and not appends(refused)
+    refused = g.commit("x", 1, {tp3: 99}, 7, producer=(9, 0))
+    assert replies(refused, "commit")["x"]["error"] == UNKNOWN_MEMBER_ID
+    # a new coordinator replays the markers in order: the open commit stays pending
+    new = Group.replay("g", log, now_ms=10_000)
+    assert new.committed([tp3, tp4]) == {tp3: 11} and new.unstable([tp3, tp4]) == [tp4]
+    new.txn_marker(7, True)
+    assert new.committed([tp3, tp4]) == {tp3: 11, tp4: 6} and new.unstable([tp4]) == []
 
 
 OPS = st.lists(st.tuples(st.sampled_from(["new", "rejoin", "sync", "heartbeat", "leave",

@@ -61,7 +61,10 @@ def test_commit_and_abort_under_both_isolation_levels_and_the_lso(
         p.add_partitions([0])
         cl.produce(0, 4)
         assert p.end(commit=True) is Outcome.COMMITTED
-        c.wait(lambda: read(reader, 0, COMMITTED) == [1, 4], 20, "the second commit")
+        # the marker is appended before it is committed: wait for both
+        c.wait(lambda: read(reader, 0, COMMITTED) == [1, 4]
+               and reader.fetch_next(0, 0, isolation=UNCOMMITTED)[1] == 6, 20,
+               "the second commit")
         assert read(reader, 0, UNCOMMITTED) == [1, 3, 4]
         # offsets of markers are gaps: records at 0 (1), 2 (3), 4 (4)
         records, nxt = reader.fetch_next(0, 0, isolation=UNCOMMITTED)
@@ -203,3 +206,29 @@ def test_back_to_back_transactions_stay_whole_across_a_coordinator_failover(
     finally:
         for x in (cl, again_cl, reader):
             x.close()
+
+
+def test_one_markers_request_writes_every_partition_its_broker_leads(
+        make_cluster: Callable[..., LocalCluster]) -> None:
+    """write_txn_markers: the partitions led there each get a committed marker before the
+    answer; those not led there are named in `errors`, and nothing is written for them."""
+    c = make_cluster(settings=SETTINGS)
+    c.start_all()
+    c.wait_ready(20)
+    parts = c.metadata("n1")["partitions"]
+    node = parts["0"]["leader"]
+    here = [int(k) for k, m in parts.items() if m["leader"] == node]
+    elsewhere = next(int(k) for k, m in parts.items() if m["leader"] != node)
+    before = {k: v["leo"] for k, v in c.metadata(node)["local"].items()}
+    reply = request(c.addrs[node], {"type": "write_txn_markers", "partitions": [
+        *here, elsewhere, 999], "producer_id": 7, "producer_epoch": 0, "commit": False},
+        timeout_s=10)
+    assert reply["error"] is None
+    assert reply["errors"] == {str(elsewhere): "NOT_LEADER", "999": "UNKNOWN_PARTITION"}
+    local = c.metadata(node)["local"]
+    for k in map(str, here):  # answered once committed: the HW is past each marker
+        assert local[k]["leo"] == before[k] + 1 and local[k]["hw"] == local[k]["leo"]
+    assert local[str(elsewhere)]["leo"] == before[str(elsewhere)]
+    bad = request(c.addrs[node], {"type": "write_txn_markers", "partitions": ["a"],
+                                  "producer_id": 7, "producer_epoch": 0, "commit": True})
+    assert bad["error"] == "INVALID_REQUEST"

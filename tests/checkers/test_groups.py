@@ -64,3 +64,64 @@ def test_membership_stretches_follow_what_each_poll_reported() -> None:
            line(6, "invoke", 0, "assign", []), poll(7, 1, 2, [0])]
     assert membership(ops) == [Held(0, 1, 3, 1, (0, 1)), Held(0, 4, 6, 2, (1,)),
                                Held(1, 7, 7, 2, (0,))]
+
+
+def _eos_history(second_reader: str) -> list[dict[str, Any]]:
+    """Producer 9 wrote key 0 offsets 0..3 in a committed txn; processes 0 and 1 of the group
+    consumed them in transactions, process 1's last one being `second_reader`."""
+    return [
+        line(0, "invoke", 0, "subscribe", [0]),
+        line(1, "ok", 0, "subscribe", [0]),
+        line(2, "invoke", 1, "subscribe", [0]),
+        line(3, "ok", 1, "subscribe", [0]),
+        line(4, "invoke", 9, "txn", [["send", 0, 10], ["send", 0, 11], ["send", 0, 12],
+                                     ["send", 0, 13]]),
+        line(5, "ok", 9, "txn", [["send", 0, [0, 10]], ["send", 0, [1, 11]],
+                                 ["send", 0, [2, 12]], ["send", 0, [3, 13]]]),
+        # an aborted transaction read 0 and 1: it does not count, the next one reads again
+        line(6, "invoke", 0, "txn", [["poll"], ["send", 0, 20], ["send", 0, 21]], abort=True),
+        line(7, "fail", 0, "txn", [["poll", {"0": [[0, 10], [1, 11]]}], ["send", 0, 20],
+                                   ["send", 0, 21]], error="aborted", abort=True),
+        line(8, "invoke", 0, "txn", [["poll"]]),
+        line(9, "ok", 0, "txn", [["poll", {"0": [[0, 10], [1, 11]]}]]),
+        line(10, "invoke", 1, "txn", [["poll"]]),
+        line(11, second_reader, 1, "txn", [["poll", {"0": [[1, 11], [2, 12]]}]]),
+        line(12, "invoke", 3, "assign", [], fetch_committed=True),
+        line(13, "ok", 3, "assign", [], fetch_committed=True, committed={"0": 4}),
+    ]
+
+
+def test_exactly_once_lists_offsets_read_twice_and_offsets_no_committed_txn_read() -> None:
+    from checkers.groups import exactly_once
+
+    # process 1 re-read offset 1 (a rebalance it did not abort for), and offset 3 was
+    # committed past without any committed transaction reading it: both are listed
+    got = exactly_once(_eos_history("ok"))
+    assert got is not None and got.committed_index == 13 and got.transactions == 2
+    [k0] = got.keys
+    assert (k0.key, k0.committed, k0.known_below, k0.once) == (0, 4, 4, 2)
+    assert k0.repeated == ((1, 2),) and k0.unread == (3,) and k0.uncertain == ()
+    assert not got.holds and (got.repeated, got.unread) == (1, 1)
+    # the same second transaction with an unknown outcome: what it alone read is uncertain
+    got = exactly_once(_eos_history("info"))
+    assert got is not None
+    [k0] = got.keys
+    assert k0.repeated == () and k0.unread == (3,) and k0.uncertain == (2,)
+    assert not got.holds
+
+
+def test_exactly_once_holds_when_each_offset_has_one_committed_reader() -> None:
+    from checkers.groups import exactly_once
+
+    ops = _eos_history("ok")
+    ops[11] = line(11, "ok", 1, "txn", [["poll", {"0": [[2, 12], [3, 13]]}]])
+    got = exactly_once(ops)
+    assert got is not None and got.holds and got.keys[0].once == 4
+    # no txn from a subscribed process (the queue workload): no section
+    assert exactly_once(ops[:4] + ops[12:]) is None
+    # an `info` transaction's sends are not known offsets: it may have been aborted
+    ops += [line(14, "invoke", 9, "txn", [["send", 0, 30], ["send", 0, 31]]),
+            line(15, "info", 9, "txn", [["send", 0, [5, 30]], ["send", 0, [6, 31]]])]
+    ops[13] = line(13, "ok", 3, "assign", [], fetch_committed=True, committed={"0": 7})
+    got = exactly_once(ops)
+    assert got is not None and got.holds and got.keys[0].known_below == 4

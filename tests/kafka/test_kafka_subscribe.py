@@ -10,9 +10,13 @@ from pathlib import Path
 import pytest
 
 from harness import core
-from harness.spec import SpecError, build_spec
+from harness.control.local import free_port
+from harness.runfiles import Op
+from harness.spec import ConsumerSettings, SpecError, build_spec
 from harness.test import assemble
 from systems.kafka import jars
+from systems.kafka.client import KafkaQueueClient
+from systems.kafka.group_client import KafkaGroupClient, Spares
 
 
 def test_an_assignor_librdkafka_lacks_is_refused() -> None:
@@ -39,3 +43,27 @@ def test_a_short_subscribe_run_is_valid(tmp_path: Path, kafka_jars: jars.KafkaJa
     assert len(readers) >= 2  # the group spread the keys over more than one member
     final = [o for o in ops if o["type"] == "ok" and o.get("fetch_committed")]
     assert len(final) == 1 and final[0]["committed"]
+
+
+def test_a_rejoin_as_first_op_leaves_the_predecessors_waiting_membership() -> None:
+    """A membership handed on after an `info` is taken over by the next process's first
+    subscribe; when that one is a rejoin it must leave, not stay in the group polled by no
+    one (librdkafka rejoins only once polled, so a forgotten member holds up every
+    rebalance). Real librdkafka consumers, pointed at a port nothing listens on."""
+    inner = KafkaQueueClient(keys=2, bootstrap=f"127.0.0.1:{free_port()}")
+    spares = Spares()
+    client = KafkaGroupClient(inner, partitions=2, settings=ConsumerSettings(), spares=spares)
+    plain = Op("invoke", 0, "subscribe", [0, 1])
+    assert client.invoke(None, plain).type == "ok"
+    first = client.consumer
+    assert first is not None
+    client.close(None)  # after an info: the membership waits for the next process
+    successor = KafkaGroupClient(inner, partitions=2, settings=ConsumerSettings(),
+                                 spares=spares)
+    rejoin = Op("invoke", 1, "subscribe", [0, 1], extra={"rejoin": True})
+    assert successor.invoke(None, rejoin).type == "ok"
+    assert spares.take() is None
+    assert successor.consumer is not None and successor.consumer is not first
+    with pytest.raises(RuntimeError, match="closed"):
+        first.assignment()
+    successor._end()

@@ -50,3 +50,29 @@ def test_a_short_txn_run_is_valid_with_commits_and_aborts(
     assert done["ok"] > 10 and done["fail"] > 3, done  # committed, and aborted at the coin
     results = json.loads((outcome.run_dir / "results.json").read_text())
     assert "G1a" not in results["anomaly_types"]
+
+
+def test_txn_with_subscribe_joins_the_group_without_committing_outside_transactions() -> None:
+    test = assemble(_spec(sub_via="subscribe", isolation="read-committed"))
+    client = test.system.client(test)
+    assert isinstance(client, KafkaTxnClient) and client.group is not None
+    assert client.group.settings.commit == "off" and client.group.isolation == "read_committed"
+
+
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_a_short_consume_transform_produce_run_reads_each_offset_once(
+        tmp_path: Path, kafka_jars: jars.KafkaJars) -> None:
+    """--sub-via subscribe: each transaction sends the group consumer's positions into itself
+    (send_offsets_to_transaction); with kills and pauses the run is valid and every offset
+    below the group's final committed positions was read by exactly one committed txn."""
+    from checkers.groups import exactly_once
+
+    outcome = core.run(_spec(time_limit_s=20.0, nemesis_interval_s=6.0, seed=3, keys=4,
+                             sub_via="subscribe", results_dir=str(tmp_path)))
+    assert outcome.valid is True, outcome.summary()
+    ops = [json.loads(x) for x in (outcome.run_dir / "history.jsonl").read_text().splitlines()]
+    eos = exactly_once(ops)
+    assert eos is not None and eos.committed_index is not None
+    assert eos.holds, [k for k in eos.keys if k.unread or k.repeated]
+    assert eos.transactions >= 2 and sum(k.once for k in eos.keys) >= 5  # loaded machines

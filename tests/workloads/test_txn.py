@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -95,3 +96,53 @@ def test_committed_and_aborted_transactions_under_both_isolation_levels(tmp_path
             c.close(run)
     finally:
         core.cluster_down(backend, run)
+
+
+def test_with_subscribe_each_process_subscribes_first_and_no_assign_comes(
+        tmp_path: Path) -> None:
+    spec = build_spec({"keys": 4, "key_pool": 6, "workload": "txn", "sub_via": "subscribe"})
+
+    def slow_ok(o: Op, rng: object) -> tuple[int, Any]:
+        return 20_000_000, "ok"
+
+    h = g.simulate(g.clients(g.time_limit(20, txn.generator(spec))), concurrency=5, seed=3,
+                   complete=slow_ok)
+    inv = [o for o in h if o.type == "invoke"]
+    assert {o.f for o in inv} == {"txn", "subscribe"}
+    first: dict[object, Op] = {}
+    for o in inv:
+        first.setdefault(o.process, o)
+    assert len(first) == 5 and all(o.f == "subscribe" and o.value == list(range(6))
+                                   for o in first.values())
+    assert any(o.extra.get("rejoin") for o in inv if o.f == "subscribe")
+    # the final phase leaves the group and asks its committed offsets, as the queue's does
+    history = tmp_path / "history.jsonl"
+    history.write_text("")
+    test: Any = SimpleNamespace(spec=spec)
+    final_gen = txn.workload.final_generator(test, history)
+    assert final_gen is not None
+    final = g.simulate(g.clients(final_gen), concurrency=3)
+    assert [o.extra for o in final if o.type == "invoke"][3] == {"fetch_committed": True}
+
+
+@pytest.mark.slow
+def test_a_short_consume_transform_produce_run_with_faults_reads_each_offset_once(
+        tmp_path: Path) -> None:
+    """--sub-via subscribe on our broker, kills and pauses: valid, and every offset below the
+    group's final committed positions was read by exactly one committed transaction."""
+    import json
+
+    from checkers.groups import exactly_once
+
+    spec = build_spec({"name": "txn-subscribe", "workload": "txn", "sub_via": "subscribe",
+                       "time_limit_s": 20.0, "nemesis": ("kill", "pause"),
+                       "nemesis_interval_s": 5.0, "seed": 3, "keys": 6, "concurrency": 6,
+                       "results_dir": str(tmp_path)})
+    outcome = core.run(spec)
+    assert outcome.valid is True, outcome.summary()
+    ops = [json.loads(x) for x in (outcome.run_dir / "history.jsonl").read_text().splitlines()]
+    eos = exactly_once(ops)
+    assert eos is not None and eos.committed_index is not None
+    assert eos.holds, [k for k in eos.keys if k.unread or k.repeated]
+    assert eos.transactions >= 2 and sum(k.once for k in eos.keys) >= 5  # loaded machines
+    assert "exactly-once" in (outcome.run_dir / "report.html").read_text()
