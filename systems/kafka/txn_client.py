@@ -237,6 +237,12 @@ class KafkaTxnClient:
             micro = list(done.value[0])
             return (micro if len(micro) > 1 and micro[1] else ["poll"]), done.error
         read, error = self.group.fetch_batch()
+        if self.moved and c.rebalances != self.rebalances:
+            # the group rebalanced after this transaction consumed records (librdkafka
+            # serves the rebalance inside the fetch): it aborts, and this fetch read from
+            # the new assignment's committed positions, which may lie below what it read
+            # before. Kept out of the operation, whose reads would seem to go backwards.
+            return ["poll"], self._rebalanced(c)
         if not (self.moved or read):
             self.rebalances = c.rebalances  # nothing consumed yet: a rebalance costs nothing
         self.moved = self.moved or bool(read)
