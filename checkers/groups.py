@@ -31,8 +31,8 @@ processed twice. Also a report section, not an anomaly type.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -76,48 +76,71 @@ def _sent(value: Any) -> Iterable[tuple[int, int]]:
             yield int(micro[1]), int(micro[2][0])
 
 
+@dataclass(slots=True)
+class _GroupWalk:
+    """One pass over a history's client operations, as both views read it: which process is
+    in the group at each completion, what it read, the known offsets of each key, and the
+    group's final committed positions."""
+
+    known: dict[int, set[int]] = field(default_factory=dict)
+    committed: Mapping[str, Any] | None = None
+    committed_index: int | None = None
+    any_subscribe: bool = False
+
+    def completions(self, ops: Iterable[Mapping[str, Any]]
+                    ) -> Iterator[tuple[Mapping[str, Any], bool, set[tuple[int, int]]]]:
+        """Each client completion, whether its process was subscribed, and the (key,
+        offset) records it read; `known` and `committed` follow as the walk goes."""
+        subscribed: set[Any] = set()
+        for o in ops:
+            p, f, typ = o.get("process"), o.get("f"), o.get("type")
+            if p == "nemesis":
+                continue
+            if typ == "invoke":
+                if f == "subscribe":
+                    subscribed.add(p)
+                    self.any_subscribe = True
+                elif f == "assign":
+                    subscribed.discard(p)
+                continue
+            c = o.get("committed")
+            if isinstance(c, Mapping):
+                self.committed, self.committed_index = c, o.get("index")
+            value = o.get("value")
+            read = set(_records(value))
+            # an `info` transaction may have been aborted: its sends are not known offsets
+            sent = _sent(value) if typ == "ok" or (typ == "info" and f != "txn") else ()
+            for k, off in (*sent, *read):
+                self.known.setdefault(k, set()).add(off)
+            yield o, p in subscribed, read
+
+    def positions(self) -> Iterator[tuple[int, int, list[int]]]:
+        """Per key of the final committed positions, in key order: the key, its position
+        and the known offsets below it, sorted."""
+        for ks, pos in sorted((self.committed or {}).items(), key=lambda kv: int(kv[0])):
+            k, pos = int(ks), int(pos)
+            yield k, pos, sorted(x for x in self.known.get(k, ()) if x < pos)
+
+
 def group_delivery(ops: Iterable[Mapping[str, Any]]) -> GroupDelivery | None:
     """Per key, what the group read below its final committed position; None when the
     history holds no `subscribe`."""
-    subscribed: set[Any] = set()
-    any_subscribe = False
+    walk = _GroupWalk()
     group_read: dict[int, set[int]] = {}
-    known: dict[int, set[int]] = {}
-    committed: Mapping[str, Any] | None = None
-    committed_index: int | None = None
-    for o in ops:
-        p, f, typ = o.get("process"), o.get("f"), o.get("type")
-        if p == "nemesis":
-            continue
-        if typ == "invoke":
-            if f == "subscribe":
-                subscribed.add(p)
-                any_subscribe = True
-            elif f == "assign":
-                subscribed.discard(p)
-            continue
-        c = o.get("committed")
-        if isinstance(c, Mapping):
-            committed, committed_index = c, o.get("index")
-        value = o.get("value")
-        if typ == "ok" or (typ == "info" and f != "txn"):
-            for k, off in _sent(value):
-                known.setdefault(k, set()).add(off)
-        for k, off in _records(value):
-            known.setdefault(k, set()).add(off)
-            if p in subscribed:
+    for _o, in_group, read in walk.completions(ops):
+        if in_group:
+            for k, off in read:
                 group_read.setdefault(k, set()).add(off)
-    if not any_subscribe:
+    if not walk.any_subscribe:
         return None
     rows = []
-    for ks, pos in sorted((committed or {}).items(), key=lambda kv: int(kv[0])):
-        k, pos = int(ks), int(pos)
+    for k, pos, below in walk.positions():
         if pos <= 0:
             continue  # nothing below it to have read
-        below = {x for x in known.get(k, ()) if x < pos}
-        read = below & group_read.get(k, set())
-        rows.append(KeyDelivery(k, pos, len(below), len(read), tuple(sorted(below - read))))
-    return GroupDelivery(committed_index if committed is not None else None, tuple(rows))
+        got = group_read.get(k, set())
+        missing = tuple(x for x in below if x not in got)
+        rows.append(KeyDelivery(k, pos, len(below), len(below) - len(missing), missing))
+    return GroupDelivery(walk.committed_index, tuple(rows))
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,47 +181,25 @@ class ExactlyOnce:
 def exactly_once(ops: Iterable[Mapping[str, Any]]) -> ExactlyOnce | None:
     """Per key, how many committed transactions of the group read each known offset below
     the group's final committed position; None when no subscribed process ran a `txn`."""
-    subscribed: set[Any] = set()
+    walk = _GroupWalk()
     any_txn = False
     by_ok: dict[tuple[int, int], int] = {}  # (key, offset) -> committed txns that read it
     by_info: set[tuple[int, int]] = set()
-    known: set[tuple[int, int]] = set()
     transactions = 0
-    committed: Mapping[str, Any] | None = None
-    committed_index: int | None = None
-    for o in ops:
-        p, f, typ = o.get("process"), o.get("f"), o.get("type")
-        if p == "nemesis":
-            continue
-        if typ == "invoke":
-            if f == "subscribe":
-                subscribed.add(p)
-            elif f == "assign":
-                subscribed.discard(p)
-            continue
-        c = o.get("committed")
-        if isinstance(c, Mapping):
-            committed, committed_index = c, o.get("index")
-        value = o.get("value")
-        if typ == "ok" or (typ == "info" and f != "txn"):
-            known.update(_sent(value))
-        read = set(_records(value))
-        known |= read
-        if f != "txn" or p not in subscribed:
+    for o, in_group, read in walk.completions(ops):
+        if o.get("f") != "txn" or not in_group:
             continue
         any_txn = True
-        if typ == "ok":
+        if o.get("type") == "ok":
             transactions += bool(read)
             for kv in read:
                 by_ok[kv] = by_ok.get(kv, 0) + 1
-        elif typ == "info":
+        elif o.get("type") == "info":
             by_info |= read
     if not any_txn:
         return None
     rows = []
-    for ks, pos in sorted((committed or {}).items(), key=lambda kv: int(kv[0])):
-        k, pos = int(ks), int(pos)
-        below = sorted(off for key, off in known if key == k and off < pos)
+    for k, pos, below in walk.positions():
         if not below:
             continue
         unread = tuple(x for x in below if (k, x) not in by_ok and (k, x) not in by_info)
@@ -206,8 +207,7 @@ def exactly_once(ops: Iterable[Mapping[str, Any]]) -> ExactlyOnce | None:
         repeated = tuple((x, by_ok[(k, x)]) for x in below if by_ok.get((k, x), 0) > 1)
         once = sum(1 for x in below if by_ok.get((k, x)) == 1)
         rows.append(KeyOnce(k, pos, len(below), once, unread, uncertain, repeated))
-    return ExactlyOnce(committed_index if committed is not None else None, transactions,
-                       tuple(rows))
+    return ExactlyOnce(walk.committed_index, transactions, tuple(rows))
 
 
 @dataclass(frozen=True, slots=True)
