@@ -15,9 +15,13 @@ with n the operations that are graph nodes (those that must have happened), ther
 are at most 2n nodes (one barrier per distinct completion time) and
 E = ww + wr + n (process) + 3n (real time) edges, where ww and wr are the log
 job's edges: wr at most one per record read, ww one per placed value while each
-offset holds one value (more only where an offset holds several). Arrays take
-about 40 bytes per edge and 40 per node (ids, kinds, labels, one stage's CSR at a
-time); a witness search adds O(edges of its component) for that component only.
+offset holds one value (more only where an offset holds several). Node and edge
+ids are int32 (int64 only past 2**31). The graph is built once as one CSR, each
+row's targets sorted and distinct (5 bytes an edge: target, kinds); each stage's
+CSR is that one masked by kind. At the peak, while it is built, the ww and wr
+inputs (8 bytes an edge), the unsorted copy (9) and the CSR (5) are held: about 22
+bytes per edge, plus about 40 per node; a witness search adds O(edges of its
+component) for that component only.
 """
 
 from __future__ import annotations
