@@ -158,8 +158,8 @@ def take_edges(log: dict[str, Any], kind: str) -> tuple[Any, Any]:
             if t == "e" and k == kind]
     wide = any(np.dtype(log["detail"][i]).itemsize > 4 for i in rows)
     total = sum(int(log["n"][i]) for i in rows)
-    out = np.empty(total, np.int64 if wide else np.int32), np.empty(total, np.int64 if wide
-                                                                     else np.int32)
+    dtype = np.int64 if wide else np.int32
+    out = np.empty(total, dtype), np.empty(total, dtype)
     at = 0
     for i in rows:
         n = int(log["n"][i])
