@@ -4,10 +4,11 @@
 INVALID and VALID are run folders (e.g. a `kip101-loss` run and the same scenario's
 control, `--truncation leader-epoch`). The two are made the same size: the longer
 history is cut to the shorter's line count (a prefix of a history is a history; its
-open operations end info) and keeps its replicas.jsonl. Both are then checked
-alternately, `--rounds` times each, in one Spark session warmed first (so no JVM start
-is in either figure), each from a fresh copy (check writes results.json). Prints each
-check's wall time and stages (read, Spark job, cycle search), the medians, the ratio,
+open operations end info) and keeps its replicas.jsonl, which is then larger than the
+other's; `--without-replicas` checks both histories without their replicas.jsonl.
+Both are then checked alternately, `--rounds` times each, in one Spark session warmed
+first (so no JVM start is in either figure), each from a fresh copy (check writes
+results.json). Prints each check's wall time and stages (read, Spark job, cycle search), the medians, the ratio,
 and writes bench/out/invalid_ratio.json.
 """
 
@@ -32,10 +33,10 @@ def lines(history: Path) -> int:
         return sum(block.count(b"\n") for block in iter(lambda: fh.read(1 << 24), b""))
 
 
-def same_size(src: Path, dst: Path, n: int) -> None:
-    """src's folder at dst, its history cut to its first n lines."""
+def same_size(src: Path, dst: Path, n: int, names: tuple[str, ...]) -> None:
+    """src's folder at dst, its history cut to its first n lines, and its files `names`."""
     dst.mkdir(parents=True)
-    for name in ("replicas.jsonl", "test.json"):
+    for name in names:
         if (src / name).exists():
             shutil.copy(src / name, dst / name)
     with (src / "history.jsonl").open("rb") as fin, (dst / "history.jsonl").open("wb") as fout:
@@ -52,6 +53,7 @@ def main() -> None:
     ap.add_argument("valid", type=Path)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--without-replicas", action="store_true")
     args = ap.parse_args()
 
     from checkers.api import check_with
@@ -64,7 +66,8 @@ def main() -> None:
         sources = {}
         for kind, src in (("invalid", args.invalid), ("valid", args.valid)):
             sources[kind] = Path(d) / f"{kind}-src"
-            same_size(src.resolve(), sources[kind], n)
+            same_size(src.resolve(), sources[kind], n,
+                      ("test.json",) if args.without_replicas else ("test.json", "replicas.jsonl"))
         with spark_session(args.master) as spark:
             warm_up(spark, local=True)
             for r in range(args.rounds):
@@ -89,11 +92,12 @@ def main() -> None:
     med = {k: statistics.median(r["wall_s"] for r in rows if r["kind"] == k)
            for k in ("invalid", "valid")}
     ratio = med["invalid"] / med["valid"]
-    summary = {"lines": n, "median_wall_s": med, "ratio": round(ratio, 2), "bound": BOUND,
-               "rows": rows}
+    summary = {"lines": n, "replicas": not args.without_replicas, "median_wall_s": med,
+               "ratio": round(ratio, 2), "bound": BOUND, "rows": rows}
     (OUT / "invalid_ratio.json").write_text(json.dumps(summary, indent=1) + "\n")
-    print(f"{n} lines: invalid {med['invalid']:.2f} s, valid {med['valid']:.2f} s (medians of "
-          f"{args.rounds}): ratio {ratio:.2f} (bound {BOUND})")
+    what = "" if args.without_replicas else " and replicas"
+    print(f"{n} lines{what}: invalid {med['invalid']:.2f} s, valid {med['valid']:.2f} s "
+          f"(medians of {args.rounds}): ratio {ratio:.2f} (bound {BOUND})")
 
 
 if __name__ == "__main__":
