@@ -8,8 +8,8 @@ open operations end info) and keeps its replicas.jsonl, which is then larger tha
 other's; `--without-replicas` checks both histories without their replicas.jsonl.
 Both are then checked alternately, `--rounds` times each, in one Spark session warmed
 first (so no JVM start is in either figure), each from a fresh copy (check writes
-results.json). Prints each check's wall time and stages (read, Spark job, cycle search), the medians, the ratio,
-and writes bench/out/invalid_ratio.json.
+results.json). Prints each check's wall time and stages (read, Spark job, cycle
+search), the medians and their ratio; writes bench/out/invalid_ratio.json.
 """
 
 from __future__ import annotations
