@@ -23,6 +23,7 @@ from typing import Any, cast
 import numpy as np
 
 from checkers.logcheck import OUT_COLUMNS, Out, check_key
+from checkers.spark_cds import JVM_FLAGS, QUIET, java_options
 from checkers.spark_server import DAEMON_MODULE, log4j2_properties
 from checkers.tables import ENTRY_COLUMNS, Tables, narrowest_dtype
 
@@ -33,13 +34,16 @@ OUT_SCHEMA = "tag string, type string, n long, detail string, src binary, dst bi
 
 @contextmanager
 def spark_session(master: str = "local[*]", remote: str | None = None,
-                  driver_memory: str = "3g", *, hush: bool = True) -> Iterator[Any]:
+                  driver_memory: str = "3g", *, hush: bool = True,
+                  dump_archive: str | None = None) -> Iterator[Any]:
     """A Spark session that starts fast and keeps the JVM quiet; stopped on exit.
 
     The JVM's stderr goes to a log file by its own launch. `hush` also points this
     process's fd 2 there while the session starts, for what Python itself prints
     meanwhile (a fork from a thread can print a stray lock warning); not when other
-    threads write to stderr that must be seen (a run's workload)."""
+    threads write to stderr that must be seen (a run's workload). A local JVM maps this
+    venv's class-data archive when there is one; `dump_archive` names a file the JVM
+    writes one to at its exit instead (checkers.spark_cds)."""
     from pyspark.sql import SparkSession
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -55,14 +59,15 @@ def spark_session(master: str = "local[*]", remote: str | None = None,
         opts["spark.remote"] = remote
     else:
         # C1 only and the serial GC: less JIT and GC work at start, which is most of ours
-        java_opts = (f"-Dlog4j.configurationFile=file:{log4j} -Dlog4j2.level=error "
-                     "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+        java_opts = f"-Dlog4j.configurationFile=file:{log4j} -Dlog4j2.level=error {JVM_FLAGS}"
+        cds = (f"-XX:ArchiveClassesAtExit={dump_archive} {QUIET}" if dump_archive
+               else java_options())
         opts.update({"spark.master": master,
                      "spark.python.daemon.module": DAEMON_MODULE,
                      "spark.ui.enabled": "false",
                      "spark.ui.showConsoleProgress": "false",
                      "spark.driver.memory": driver_memory,
-                     "spark.driver.extraJavaOptions": java_opts,
+                     "spark.driver.extraJavaOptions": f"{java_opts} {cds}".strip(),
                      "spark.executor.extraJavaOptions": java_opts,
                      "spark.local.dir": conf_dir})
     jvm_log = os.open(Path(conf_dir) / "jvm.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)

@@ -28,6 +28,7 @@ from harness.spec import TestSpec
 if TYPE_CHECKING:
     from checkers.spark import SessionStarter
     from checkers.spark_server import SparkTarget
+    from harness.runfiles import HistoryScan
 
 EARLY_ENV = "UNDERTOW_SPARK_EARLY"
 EARLY_NICE = 10
@@ -50,6 +51,7 @@ class RunFileChecker:
         self._early: tuple[SparkTarget, SessionStarter] | None = None
         self._early_error = ""
         self._unnice: threading.Timer | None = None
+        self._reading: EarlyRead | None = None
 
     def prepare(self, spec: TestSpec) -> None:
         """Start the Spark session in the background (harness.protocols.Prepares)."""
@@ -71,9 +73,18 @@ class RunFileChecker:
         self._unnice.daemon = True
         self._unnice.start()
 
+    def history_written(self, history: Path) -> None:
+        """Start reading the finished history in the background, when the early session
+        will check it and the driver reads it (harness.protocols.ReadsHistoryEarly)."""
+        from checkers.sparkread import wants_spark_read
+
+        if self._early is not None and not wants_spark_read(history.parent):
+            self._reading = EarlyRead(history)
+
     def release(self) -> None:
         """Stop the early session, if any (waits for a start under way); never raises."""
         early, self._early = self._early, None
+        self._reading = None
         if self._unnice is not None:
             self._unnice.cancel()
         if early is not None:
@@ -114,7 +125,11 @@ class RunFileChecker:
         target, starter = self._early
         by_spark = wants_spark_read(run_dir)
         t0 = time.monotonic()
-        tables = None if by_spark else load_tables(run_dir, workers=parse_workers())
+        reading, self._reading = self._reading, None
+        scan = reading.result() if reading is not None and reading.run_dir == run_dir.resolve() \
+            else None
+        tables = None if by_spark else load_tables(run_dir, workers=parse_workers(),
+                                                   scan=scan)
         t1 = time.monotonic()
         try:
             spark = starter.get()
@@ -138,3 +153,34 @@ class RunFileChecker:
                                 spark_wait_s=round(waited_s, 3))
         write_results(run_dir, results)
         return results
+
+
+class EarlyRead:
+    """history.jsonl read in a thread (checkers.fastscan.scan_fast, DuckDB's C++ mostly
+    outside the GIL) while the run dumps replicas and tears the cluster down."""
+
+    def __init__(self, history: Path) -> None:
+        from checkers.api import parse_workers
+
+        self.run_dir = history.parent.resolve()
+        self._history = history
+        self._workers = parse_workers()
+        self._scan: HistoryScan | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._read, name="history-read", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        from checkers.fastscan import scan_fast
+
+        try:
+            self._scan = scan_fast(self._history, workers=self._workers)
+        except BaseException as e:  # raised again by result(), as a read in check would
+            self._error = e
+
+    def result(self) -> HistoryScan:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._scan is not None
+        return self._scan

@@ -57,11 +57,13 @@ def narrowest_dtype(a: Any) -> Any:
                 if np.iinfo(d).min <= lo and hi <= np.iinfo(d).max)
 
 
-def load_tables(run_dir: Path, *, workers: int = 1) -> Tables:
-    """Read (strictly) history.jsonl and replicas.jsonl when present; build the columns."""
+def load_tables(run_dir: Path, *, workers: int = 1, scan: HistoryScan | None = None) -> Tables:
+    """Read (strictly) history.jsonl, unless `scan` is its reading already, and
+    replicas.jsonl when present; build the columns."""
     from checkers.fastscan import scan_fast
 
-    scan = scan_fast(run_dir / "history.jsonl", workers=workers)
+    if scan is None:
+        scan = scan_fast(run_dir / "history.jsonl", workers=workers)
     rpath = run_dir / "replicas.jsonl"
     replicas = read_replicas(rpath) if rpath.exists() else None
     return build_tables(scan, replicas)

@@ -6,7 +6,8 @@ links wired -> ready -> clients + nemesis under the workload's generator (time
 limit; checkers that can prepare, `Prepares`, start their slow parts in the
 background meanwhile, and those that watch the history, `WatchesHistory`, see each op
 as it is written) -> the nemesis's final heal -> wait for the system -> the workload's
-final reads -> replicas dumped to replicas.jsonl -> node files collected ->
+final reads (history.jsonl is complete: checkers that can, `ReadsHistoryEarly`, start
+reading it) -> replicas dumped to replicas.jsonl -> node files collected ->
 system torn down and backend down (always, in a finally, also on SIGINT) ->
 the Test's checkers -> report. The runner names no system and no workload.
 A report that fails to render is logged and the verdict kept. On SIGINT/SIGTERM,
@@ -39,6 +40,7 @@ from harness.protocols import (
     HasLogs,
     Nemesis,
     Prepares,
+    ReadsHistoryEarly,
     Run,
     WatchesHistory,
 )
@@ -264,6 +266,10 @@ def _drive(test: Test, run: Run, history: HistoryWriter, stopper: Stopper,
     finally:
         interp.close()
         history.close()
+    if not stopper.requested.is_set():
+        for c in checkers:
+            if isinstance(c, ReadsHistoryEarly):
+                c.history_written(run.paths.history)
     watch.phase = "dumping replicas"
     if isinstance(db, DumpsReplicas):
         try:

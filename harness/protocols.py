@@ -298,6 +298,15 @@ class WatchesHistory(Protocol):
     def watch(self, history: Path) -> Callable[[Op], None]: ...
 
 
+@runtime_checkable
+class ReadsHistoryEarly(Protocol):
+    """A checker that starts reading history.jsonl as soon as the run has written its
+    last op, while replicas are dumped and the cluster goes down; its check then takes
+    what was read. Never raises (a read that failed is the check's to report)."""
+
+    def history_written(self, history: Path) -> None: ...
+
+
 class Workload(Protocol):
     """What the clients do and how the outcome is judged."""
 

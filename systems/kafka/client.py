@@ -177,8 +177,12 @@ class KafkaQueueClient:
                                   on_delivery=lambda err, msg: report.append((err, msg)))
         except BufferError:
             raise KafkaException(KafkaError(KafkaError._QUEUE_FULL)) from None
-        # message.timeout.ms bounds the wait: a report always comes by then
-        self.producer.flush(self.timeout_s + 2.0)
+        # message.timeout.ms bounds the wait: a report always comes by then. poll() serves
+        # the report as flush() would, without flush()'s waking every broker thread of the
+        # producer for each send (the leader's thread was woken by produce() already)
+        deadline = time.monotonic() + self.timeout_s + 2.0
+        while not report and (left := deadline - time.monotonic()) > 0:
+            self.producer.poll(left)
         if not report:
             raise KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT, "no delivery report"))
         err, msg = report[0]

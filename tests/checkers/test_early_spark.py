@@ -100,3 +100,49 @@ def test_a_large_history_is_read_by_spark_in_the_early_session(tmp_path: Path) -
     for key in ("valid", "anomaly_types", "counts"):
         assert by_spark[key] == by_driver[key], key
     assert by_spark["anomaly_types"] == ["duplicate"], by_spark
+
+
+READ_EARLY = """
+import json, sys
+from pathlib import Path
+from checkers.suite import RunFileChecker
+from harness.spec import TestSpec
+
+spec = TestSpec(spark="cold", spark_master="local[1]")
+checker = RunFileChecker()
+checker.prepare(spec)
+out = []
+for run in map(Path, sys.argv[1:]):
+    checker.history_written(run / "history.jsonl")  # as a run does, before its dumps
+    assert checker._reading is not None
+    out.append(checker.check(run, spec))
+print(json.dumps(out))
+checker.release()
+"""
+
+
+def test_a_history_read_early_gives_the_results_and_errors_of_a_read_at_check(
+        tmp_path: Path) -> None:
+    from checkers.api import check_local
+    from checkers.fastscan import scan_fast
+    from harness.runfiles import HistoryError
+
+    b = HistoryBuilder()
+    b.send(0, 0, 10, 0)
+    b.send(1, 0, 11, 1)
+    b.poll(2, {0: [(0, 10), (1, 10)]})  # 10 twice, 11 never: invalid
+    bad = b.write(tmp_path / "bad")
+    with (bad / "history.jsonl").open("a") as fh:
+        fh.write('{"index": 6, "type": "invoke"}\n')
+    with pytest.raises(HistoryError) as err:
+        scan_fast(bad / "history.jsonl")
+    invalid = b.write(tmp_path / "invalid")
+    done = subprocess.run([sys.executable, "-c", READ_EARLY, str(invalid), str(bad)],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got, got_bad = json.loads(done.stdout.splitlines()[-1])
+    want = check_local(invalid)
+    assert got["valid"] is False
+    for field in ("valid", "counts", "anomalies", "anomaly_types", "bad_anomaly_types"):
+        assert got[field] == want[field]
+    assert got_bad == {"valid": "unknown", "error": f"bad history: {err.value}"}

@@ -1,0 +1,119 @@
+"""A class-data-sharing archive for the cold Spark JVM: its start loads ~10k classes.
+
+A cold check's JVM spends seconds of CPU parsing and verifying the same Spark
+classes every time. JDK 17 can map them from an archive dumped by an earlier JVM
+(`-XX:ArchiveClassesAtExit`, then `-XX:SharedArchiveFile`). The archive is only
+valid for the JDK and the jars it was dumped from, so it is kept per venv, named by
+a key over both, built by `python -m checkers.spark_cds` (`./scripts/bootstrap` runs
+it), and used only when its key matches: absent or stale, sessions start as before.
+The JVM writes it at its exit, so the build waits for that JVM and then renames the
+file into place (a reader never sees half an archive).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+CDS_DIR_ENV = "UNDERTOW_CDS_DIR"  # where archives live (default: in this venv)
+OFF_ENV = "UNDERTOW_CDS"  # "0": never use or build an archive
+# the JVM options the archive is dumped under (the GC must match at use)
+JVM_FLAGS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# a missing or mismatched archive is a warning on stderr: silence all CDS logging
+QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off -Xlog:class+path=off"
+
+
+def cds_dir() -> Path:
+    return Path(os.environ.get(CDS_DIR_ENV) or Path(sys.prefix) / "var" / "undertow-cds")
+
+
+def _java() -> Path | None:
+    """The java that Spark's launcher runs: $JAVA_HOME/bin/java, else the one on PATH."""
+    home = os.environ.get("JAVA_HOME")
+    found = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    return Path(found).resolve() if found and Path(found).exists() else None
+
+
+def archive_path() -> Path | None:
+    """This venv's archive for the current JDK and Spark jars (it may not exist yet);
+    None when no java or no pyspark is found."""
+    java = _java()
+    try:
+        import pyspark
+    except ImportError:
+        return None
+    if java is None:
+        return None
+    h = hashlib.sha256(f"{java}\n{JVM_FLAGS}\n".encode())
+    jdk = java.parent.parent
+    jars = Path(pyspark.__file__).parent / "jars"
+    try:
+        for f in [jdk / "lib" / "modules", *sorted(jars.iterdir())]:
+            st = f.stat()
+            h.update(f"{f}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    except OSError:
+        return None
+    return cds_dir() / f"spark-{h.hexdigest()[:20]}.jsa"
+
+
+def java_options() -> str:
+    """Options that map the archive into the driver JVM when a current one exists, else
+    "" (the JVM starts as it always did)."""
+    if os.environ.get(OFF_ENV) == "0":
+        return ""
+    path = archive_path()
+    if path is None or not path.is_file():
+        return ""
+    return f"-XX:SharedArchiveFile={path} {QUIET}"
+
+
+def build() -> Path | None:
+    """Dump the archive from a session that runs the real job once (checkers.spark.warm_up);
+    return its path (None without java or pyspark). Older archives in the folder go."""
+    from pyspark import SparkContext
+
+    from checkers.spark import spark_session, warm_up
+
+    final = archive_path()
+    if final is None:
+        return None
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".building-", suffix=".jsa", dir=final.parent)
+    os.close(fd)
+    os.unlink(tmp)  # the JVM creates it at exit
+    try:
+        with spark_session("local[2]", dump_archive=tmp) as spark:
+            warm_up(spark, local=True)
+        gateway = SparkContext._gateway
+        proc = getattr(gateway, "proc", None)
+        if gateway is not None:
+            gateway.shutdown()
+        if proc is not None:
+            proc.stdin.close()  # the gateway JVM exits at EOF on its stdin, dumping then
+            proc.wait(timeout=300)
+        if not Path(tmp).is_file() or Path(tmp).stat().st_size == 0:
+            raise RuntimeError(f"the JVM wrote no class-data archive at {tmp}")
+        os.replace(tmp, final)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    for old in final.parent.glob("spark-*.jsa"):
+        if old != final:
+            old.unlink(missing_ok=True)
+    return final
+
+
+def main() -> None:
+    """`python -m checkers.spark_cds [--if-missing]`: (re)build this venv's archive;
+    with --if-missing only when there is no current one."""
+    if os.environ.get(OFF_ENV) == "0" or ("--if-missing" in sys.argv[1:] and java_options()):
+        return
+    path = build()
+    print(f"class-data archive: {path}" if path else "class-data archive: no java or pyspark")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""The cold JVM's class-data archive (checkers.spark_cds): built whole into this venv's
+folder, mapped by the next session, and harmless when it is not a valid archive.
+
+Each session runs in its own interpreter (one Spark JVM per process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from checkers.api import check_local
+from checkers.spark_cds import CDS_DIR_ENV, archive_path
+from checkers.testing import HistoryBuilder
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(shutil.which("java") is None, reason="no java on PATH")]
+
+SESSION = """
+import json, os, sys
+from pathlib import Path
+from pyspark import SparkContext
+from checkers.api import check_with
+from checkers.spark import spark_session
+from checkers.api import check_local
+from checkers.spark_cds import java_options
+
+with spark_session("local[1]") as spark:
+    results = check_with(spark, Path(sys.argv[1]))
+    jvm = SparkContext._gateway.proc.pid
+    mapped = Path(f"/proc/{jvm}/maps").read_text()
+print(json.dumps({"valid": results["valid"], "counts": results["counts"],
+                  "options": java_options(), "mapped": mapped}))
+"""
+
+
+def session(run: Path, env: dict[str, str]) -> tuple[dict[str, object], str]:
+    done = subprocess.run([sys.executable, "-c", SESSION, str(run)], env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
+    return out, done.stderr
+
+
+def test_an_archive_is_built_whole_then_mapped_and_a_broken_one_is_ignored(
+        tmp_path: Path) -> None:
+    env = {**os.environ, CDS_DIR_ENV: str(tmp_path / "cds")}
+    (tmp_path / "cds").mkdir()
+    (tmp_path / "cds" / "spark-0000.jsa").write_bytes(b"an archive of other jars")
+    built = subprocess.run([sys.executable, "-m", "checkers.spark_cds"], env=env,
+                           capture_output=True, text=True, timeout=900)
+    assert built.returncode == 0, built.stderr[-3000:]
+    os.environ[CDS_DIR_ENV] = env[CDS_DIR_ENV]
+    try:
+        archive = archive_path()
+    finally:
+        del os.environ[CDS_DIR_ENV]
+    assert archive is not None
+    # only the current archive is left: no half-written file, no archive of other jars
+    assert [p.name for p in (tmp_path / "cds").iterdir()] == [archive.name]
+    assert archive.stat().st_size > 10_000_000
+
+    b = HistoryBuilder()
+    b.send(0, 0, 10, 0)
+    b.send(1, 0, 11, 1)
+    b.poll(2, {0: [(0, 10), (1, 10)]})
+    run = b.write(tmp_path / "run")
+    used, err = session(run, env)
+    assert str(archive) in str(used["options"])
+    assert str(archive) in str(used["mapped"])  # the JVM runs on it
+    assert "cds" not in err.lower()
+
+    archive.write_bytes(b"\0" * 4096)  # not an archive: the JVM starts without it
+    broken, err = session(run, env)
+    assert str(archive) not in str(broken["mapped"])
+    assert "cds" not in err.lower()
+    want = check_local(run)
+    assert want["valid"] is False
+    assert (used["valid"], used["counts"]) == (broken["valid"], broken["counts"]) \
+        == (want["valid"], want["counts"])
