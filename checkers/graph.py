@@ -18,14 +18,16 @@ job's edges: wr at most one per record read, ww one per placed value while each
 offset holds one value (more only where an offset holds several). Node and edge
 ids are int32 (int64 only past 2**31). The graph is built once as one CSR, each
 row's targets sorted and distinct (5 bytes an edge: target, kinds); each stage's
-CSR is that one masked by kind. At the peak, while it is built, the ww and wr
-inputs (8 bytes an edge), the unsorted copy (9) and the CSR (5) are held: about 22
-bytes per edge, plus about 40 per node; a witness search adds O(edges of its
+CSR is that one masked by kind. The ww and wr edges come in chunks, copied into
+place as the log job's answer is dropped, so at the peak about 15 bytes an edge are
+held (the unsorted copy and the CSR while it is built; the CSR, a stage's mask and
+its copy later), plus about 40 per node; a witness search adds O(edges of its
 component) for that component only.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +55,11 @@ class Cycle:
     witness: dict[str, Any]
 
 
-def find_cycles(t: Tables, ww: tuple[Any, Any], wr: tuple[Any, Any]) -> list[Cycle]:
+# how many edges, then their (src, dst) op ids chunk by chunk (checkers.spark.take_edges)
+Edges = tuple[int, Iterable[tuple[Any, Any]]]
+
+
+def find_cycles(t: Tables, ww: Edges, wr: Edges) -> list[Cycle]:
     """One Cycle per strongly connected component that a stage finds new."""
     g = np.flatnonzero(t.op_must)
     n = len(g)
@@ -68,7 +74,7 @@ def find_cycles(t: Tables, ww: tuple[Any, Any], wr: tuple[Any, Any]) -> list[Cyc
     nb = len(times)
     total = n + nb
     # one graph's worth of edges in int32 when the nodes allow (scipy's own index type)
-    idx = np.int32 if max(total, len(ww[0]) + len(wr[0]) + 5 * n) < 2**31 else np.int64
+    idx = np.int32 if max(total, ww[0] + wr[0] + 5 * n) < 2**31 else np.int64
     indptr, indices, kinds = _graph(t, g, gop, proc, ok, cmp_ok, times, ww, wr, idx)
 
     n_sends = t.op_n_sends[g]
@@ -108,7 +114,7 @@ def find_cycles(t: Tables, ww: tuple[Any, Any], wr: tuple[Any, Any]) -> list[Cyc
 
 
 def _graph(t: Tables, g: Any, gop: Any, proc: Any, ok: Any, cmp_ok: Any, times: Any,
-           ww: tuple[Any, Any], wr: tuple[Any, Any], idx: Any) -> tuple[Any, Any, Any]:
+           ww: Edges, wr: Edges, idx: Any) -> tuple[Any, Any, Any]:
     """The whole graph as CSR (indptr, indices, kinds): each row's targets ascending and
     distinct, an edge's kinds OR'd over its copies. Every stage's graph is this one
     masked by kind, so it has exactly the rows that coo -> csr of that stage's edges
@@ -123,28 +129,31 @@ def _graph(t: Tables, g: Any, gop: Any, proc: Any, ok: Any, cmp_ok: Any, times: 
     same = np.flatnonzero(proc[po[1:]] == proc[po[:-1]])
     last = np.searchsorted(times, t.op_inv_time[g], "left") - 1  # last barrier strictly before
     has = np.flatnonzero(last >= 0)
-    parts = [  # (sources, targets, kind), as node ids
-        (ww[0], ww[1], WW, True), (wr[0], wr[1], WR, True),
-        (po[:-1][same], po[1:][same], PR, False),  # each op to its process's next op
+    parts = [  # (count, (sources, targets) chunks, kind, whether op ids), else node ids
+        (*ww, WW, True), (*wr, WR, True),
+        (len(same), [(po[:-1][same], po[1:][same])], PR, False),  # to the process's next op
         # real time through barriers: ok op -> barrier at its completion -> next
         # barriers -> each op invoked after that barrier
-        (ok, n + np.searchsorted(times, cmp_ok), RT, False),
-        (n + np.arange(nb - 1), n + np.arange(1, nb), RT, False),
-        (n + last[has], has, RT, False)]
-    e = sum(len(a) for a, _, _, _ in parts)
+        (len(ok), [(ok, n + np.searchsorted(times, cmp_ok))], RT, False),
+        (max(nb - 1, 0), [(n + np.arange(nb - 1), n + np.arange(1, nb))], RT, False),
+        (len(has), [(n + last[has], has)], RT, False)]
+    e = sum(c for c, _, _, _ in parts)
     s = np.empty(e, idx)
     d = np.empty(e, idx)
     k = np.empty(e, np.int8)
     at = 0
-    for a, b, kind, ops in parts:
-        if ops:  # op ids: into node ids, straight into place
-            np.take(where, a, out=s[at:at + len(a)])
-            np.take(where, b, out=d[at:at + len(a)])
-        else:
-            s[at:at + len(a)] = a
-            d[at:at + len(a)] = b
-        k[at:at + len(a)] = kind
-        at += len(a)
+    for count, chunks, kind, ops in parts:
+        k[at:at + count] = kind
+        for a, b in chunks:
+            sl = slice(at, at + len(a))
+            if ops:  # op ids into node ids, straight into place
+                np.take(where, a, out=s[sl])
+                np.take(where, b, out=d[sl])
+            else:
+                s[sl], d[sl] = a, b
+            at += len(a)
+    if at != e:
+        raise ValueError(f"{at} edges given where {e} were announced")
     del parts, where, po, same, last, has
     indptr = np.empty(total + 1, idx)
     indices = np.empty(e, idx)

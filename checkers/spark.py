@@ -155,24 +155,20 @@ def out_table(out: dict[str, list[Any]]) -> Any:
                                 names=list(OUT_COLUMNS))
 
 
-def take_edges(log: dict[str, Any], kind: str) -> tuple[Any, Any]:
-    """The (src, dst) op ids of one edge kind from the job's answer, in int32 where
-    they fit; each row's bytes are dropped from `log` once copied, so the answer and
-    the arrays are never both held whole."""
+def take_edges(log: dict[str, Any], kind: str) -> tuple[int, Iterator[tuple[Any, Any]]]:
+    """How many edges of one kind the job's answer holds, and their (src, dst) op ids
+    row by row; each row's bytes are dropped from `log` once the consumer moves on, so
+    the answer and the graph's arrays are never both held whole."""
     rows = [i for i, (t, k) in enumerate(zip(log["tag"], log["type"], strict=True))
             if t == "e" and k == kind]
-    wide = any(np.dtype(log["detail"][i]).itemsize > 4 for i in rows)
-    total = sum(int(log["n"][i]) for i in rows)
-    dtype = np.int64 if wide else np.int32
-    out = np.empty(total, dtype), np.empty(total, dtype)
-    at = 0
-    for i in rows:
-        n = int(log["n"][i])
-        for col, arr in zip(("src", "dst"), out, strict=True):
-            arr[at:at + n] = np.frombuffer(log[col][i], log["detail"][i])
-            log[col][i] = b""
-        at += n
-    return out
+
+    def chunks() -> Iterator[tuple[Any, Any]]:
+        for i in rows:
+            yield (np.frombuffer(log["src"][i], log["detail"][i]),
+                   np.frombuffer(log["dst"][i], log["detail"][i]))
+            log["src"][i] = log["dst"][i] = b""
+
+    return sum(int(log["n"][i]) for i in rows), chunks()
 
 
 BLOB_ROWS = 1 << 19  # entries per packed row (about 40 MB of columns at most)
