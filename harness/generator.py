@@ -94,8 +94,11 @@ class Context:
         return Context(time_ns=time_ns, threads=threads, free=frozenset(threads),
                        processes=procs, rng=random.Random(seed), client_threads=concurrency)
 
+    # at, restrict, busy and freed run several times per op on the scheduler's path: they
+    # build the Context directly (dataclasses.replace costs several times more)
     def at(self, time_ns: int) -> Context:
-        return replace(self, time_ns=time_ns)
+        return Context(time_ns, self.threads, self.free, self.processes, self.rng,
+                       self.client_threads)
 
     def thread_of(self, process: Process) -> Thread:
         if process == NEMESIS or isinstance(process, str):
@@ -103,11 +106,12 @@ class Context:
         return process % self.client_threads
 
     def restrict(self, pred: Callable[[Thread], bool]) -> Context:
-        """The same context seen by a generator that may only use threads matching pred."""
-        threads = tuple(t for t in self.threads if pred(t))
-        keep = set(threads)
-        return replace(self, threads=threads, free=self.free & keep,
-                       processes={t: p for t, p in self.processes.items() if t in keep})
+        """The same context seen by a generator that may only use threads matching pred
+        (a pure predicate: which threads it keeps is remembered, _kept)."""
+        threads, keep = _kept(pred, self.threads)
+        return Context(self.time_ns, threads, self.free & keep,
+                       {t: p for t, p in self.processes.items() if t in keep}, self.rng,
+                       self.client_threads)
 
     def free_threads(self) -> list[Thread]:
         return [t for t in self.threads if t in self.free]
@@ -116,13 +120,35 @@ class Context:
         return all(t in self.free for t in self.threads)
 
     def busy(self, thread: Thread) -> Context:
-        return replace(self, free=self.free - {thread})
+        return Context(self.time_ns, self.threads, self.free - {thread}, self.processes,
+                       self.rng, self.client_threads)
 
     def freed(self, thread: Thread, process: Process | None = None) -> Context:
         procs = self.processes
         if process is not None:
             procs = {**procs, thread: process}
-        return replace(self, free=self.free | {thread}, processes=procs)
+        return Context(self.time_ns, self.threads, self.free | {thread}, procs, self.rng,
+                       self.client_threads)
+
+
+# (pred, threads) -> the threads pred keeps, as a tuple and a set. The keys hold their
+# predicates, so an id is never reused while cached; cleared when it grows (each_thread
+# makes a predicate per thread and call).
+_KEPT: dict[tuple[Callable[[Thread], bool], tuple[Thread, ...]],
+            tuple[tuple[Thread, ...], frozenset[Thread]]] = {}
+_KEPT_MAX = 256
+
+
+def _kept(pred: Callable[[Thread], bool],
+          threads: tuple[Thread, ...]) -> tuple[tuple[Thread, ...], frozenset[Thread]]:
+    key = (pred, threads)
+    kept = _KEPT.get(key)
+    if kept is None:
+        mine = tuple(t for t in threads if pred(t))
+        if len(_KEPT) >= _KEPT_MAX:
+            _KEPT.clear()
+        kept = _KEPT[key] = (mine, frozenset(mine))
+    return kept
 
 
 Result = tuple["Op | Pending", "Gen"] | None

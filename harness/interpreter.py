@@ -173,7 +173,7 @@ class Interpreter:
 
     def _completed(self, thread: Thread, done: Op) -> None:
         """Called by a worker: write the completion now, then tell the scheduler."""
-        written = self._record(done.with_(time=self.now_ns()))
+        written = self._record(done.at(self.now_ns()))
         self._done.put((thread, written))
 
     def stop(self) -> None:
@@ -195,7 +195,7 @@ class Interpreter:
         return ctx, gen.update(ctx, op)
 
     def _dispatch(self, inv: Op) -> None:
-        written = self._record(inv.with_(time=self.now_ns()))
+        written = self._record(inv.at(self.now_ns()))
         self._workers[self._ctx.thread_of(inv.process)].inbox.put(written)
 
     def run(self, gen: Gen) -> None:
@@ -226,7 +226,7 @@ class Interpreter:
                         wake_ns = x.wake_ns
                     else:
                         t = ctx.thread_of(x.process)
-                        inv = x.with_(time=max(x.time, now))
+                        inv = x if x.time >= now else x.at(now)
                         ctx = ctx.busy(t)
                         self._busy.add(t)
                         gen = gen.update(ctx, inv)

@@ -142,3 +142,20 @@ def test_deadlock_ends_simulation_instead_of_spinning() -> None:
     # a nemesis op with no nemesis thread can never run: simulate returns
     h = g.simulate(g.nemesis(g.op("kill")), concurrency=2, with_nemesis=False)
     assert h == []
+
+
+def test_restrict_keeps_each_predicates_threads_past_the_remembered_ones() -> None:
+    """Context.restrict remembers which threads a predicate keeps; many predicates (more
+    than it remembers, as each_thread makes) still each see exactly their own threads."""
+    ctx = g.Context.initial(4, seed=1).busy(2)
+    for round_ in range(2):
+        for i in range(600):
+            t = i % 4
+            mine = ctx.restrict(g._only(t))
+            assert mine.threads == (t,), (round_, i)
+            assert mine.free == (frozenset() if t == 2 else {t})
+            assert dict(mine.processes) == {t: t}
+    clients = ctx.restrict(lambda u: u != NEMESIS)
+    assert clients.threads == (0, 1, 2, 3) and clients.free == {0, 1, 3}
+    assert NEMESIS not in clients.processes and ctx.freed(2).restrict(
+        lambda u: u != NEMESIS).free == {0, 1, 2, 3}
