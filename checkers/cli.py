@@ -43,11 +43,8 @@ def check(run_dirs: tuple[Path, ...], choice: str, spark_master: str | None,
 
     Exit 0 valid, 1 invalid, 3 unknown, 2 bad usage or unreadable input (worst of all).
     """
-    from checkers.api import check_read_by_spark, check_tables, parse_workers
     from checkers.spark import SessionStarter
     from checkers.spark_server import SparkError, resolve
-    from checkers.sparkread import classic, wants_spark_read
-    from checkers.tables import load_tables
     from harness.runfiles import EXIT_USAGE, HistoryError, exit_code, worst_exit_code, write_results
 
     try:
@@ -62,6 +59,11 @@ def check(run_dirs: tuple[Path, ...], choice: str, spark_master: str | None,
         # starts while we parse
         starter = SessionStarter(target.master, target.remote, local=target.shares_files)
     try:
+        # imported once the JVM is on its way: scipy (the cycle search) alone takes a second
+        from checkers.api import check_read_by_spark, check_tables, parse_workers
+        from checkers.sparkread import classic, wants_spark_read
+        from checkers.tables import load_tables
+
         for d in run_dirs:
             if not (d / "history.jsonl").is_file():
                 codes.append(_error(starter, f"{d}: error: no history.jsonl in this folder"))
