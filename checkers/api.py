@@ -28,7 +28,7 @@ def parse_workers() -> int:
 def verdict(t: Tables, log: dict[str, Any]) -> dict[str, Any]:
     """results.json from the log job's answer (see checkers.logcheck.OUT_COLUMNS)."""
     t0 = time.monotonic()
-    from checkers.spark import edges
+    from checkers.spark import take_edges
 
     counts: dict[str, int] = {}
     anomalies: dict[str, list[Any]] = {}
@@ -42,7 +42,7 @@ def verdict(t: Tables, log: dict[str, Any]) -> dict[str, Any]:
                 ex.append(orjson.loads(detail))
     for ex_list in anomalies.values():
         ex_list.sort(key=lambda x: (x.get("key", 0), x.get("offset") or 0, str(x)))
-    cycles = find_cycles(t, edges(log, "ww"), edges(log, "wr"))
+    cycles = find_cycles(t, take_edges(log, "ww"), take_edges(log, "wr"))
     c_counts, c_examples, c_bad = cycle_results(cycles)
     counts.update(c_counts)
     anomalies.update(c_examples)

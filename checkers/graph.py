@@ -15,18 +15,28 @@ with n the operations that are graph nodes (those that must have happened), ther
 are at most 2n nodes (one barrier per distinct completion time) and
 E = ww + wr + n (process) + 3n (real time) edges, where ww and wr are the log
 job's edges: wr at most one per record read, ww one per placed value while each
-offset holds one value (more only where an offset holds several). Arrays take
-about 40 bytes per edge and 40 per node (ids, kinds, labels, one stage's CSR at a
-time); a witness search adds O(edges of its component) for that component only.
+offset holds one value (more only where an offset holds several). Node and edge
+ids are int32 (int64 only past 2**31). The graph is built once as one CSR, each
+row's targets sorted and distinct (5 bytes an edge: target, kinds); each stage's
+CSR is that one masked by kind. The ww and wr edges come in chunks, copied into
+place as the log job's answer is dropped, so at the peak about 15 bytes an edge are
+held (the unsorted copy and the CSR while it is built; the CSR, a stage's mask and
+its copy later), plus about 40 per node; a witness search adds O(edges of its
+component) for that component only.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.sparse import coo_matrix, csr_matrix
+from scipy.sparse import csr_matrix
+
+# linear coo -> csr keeping copies, and sorting each row in place: the public
+# tocsr() would sum the copies' kinds
+from scipy.sparse._sparsetools import coo_tocsr, csr_sort_indices
 from scipy.sparse.csgraph import connected_components, dijkstra
 
 from checkers.logcheck import EXAMPLES
@@ -45,57 +55,39 @@ class Cycle:
     witness: dict[str, Any]
 
 
-def find_cycles(t: Tables, ww: tuple[Any, Any], wr: tuple[Any, Any]) -> list[Cycle]:
+# how many edges, then their (src, dst) op ids chunk by chunk (checkers.spark.take_edges)
+Edges = tuple[int, Iterable[tuple[Any, Any]]]
+
+
+def find_cycles(t: Tables, ww: Edges, wr: Edges) -> list[Cycle]:
     """One Cycle per strongly connected component that a stage finds new."""
     g = np.flatnonzero(t.op_must)
     n = len(g)
+    if not n:
+        return []
     gop = t.op[g]
-
-    # op id -> graph node: a gather from a table (searchsorted of unsorted queries
-    # into millions of ids costs seconds in cache misses)
-    where = np.zeros(int(gop[-1]) + 1 if n else 0, dtype=np.int64)
-    where[gop] = np.arange(n)
-
-    def node(ops: Any) -> Any:
-        return where[ops]
-
-    src = [node(ww[0]), node(wr[0])]
-    dst = [node(ww[1]), node(wr[1])]
-    kinds = [np.full(len(ww[0]), WW, np.int8), np.full(len(wr[0]), WR, np.int8)]
-    # process: each graph op to the next graph op of its process
-    po = np.lexsort((gop, t.op_process[g]))
-    same = t.op_process[g][po[1:]] == t.op_process[g][po[:-1]]
-    src.append(po[:-1][same])
-    dst.append(po[1:][same])
-    kinds.append(np.full(int(same.sum()), PR, np.int8))
-    # real time through barriers
+    proc = t.op_process[g]
     ok = np.flatnonzero(t.op_status[g] == OK)
-    times = np.sort(t.op_cmp_time[g][ok])
+    cmp_ok = t.op_cmp_time[g][ok]
+    times = np.sort(cmp_ok)
     times = times[np.r_[True, times[1:] != times[:-1]]] if len(times) else times
     nb = len(times)
-    src.append(ok)
-    dst.append(n + np.searchsorted(times, t.op_cmp_time[g][ok]))
-    src.append(n + np.arange(nb - 1))
-    dst.append(n + np.arange(1, nb))
-    last = np.searchsorted(times, t.op_inv_time[g], "left") - 1  # last barrier strictly before
-    has = np.flatnonzero(last >= 0)
-    src.append(n + last[has])
-    dst.append(has)
-    kinds.append(np.full(len(ok) + max(nb - 1, 0) + len(has), RT, np.int8))
-    idx = np.int32 if n + nb < 2**31 else np.int64  # what scipy would convert to anyway
-    s_all = np.concatenate(src).astype(idx)
-    d_all = np.concatenate(dst).astype(idx)
-    k_all = np.concatenate(kinds)
     total = n + nb
+    # one graph's worth of edges in int32 when the nodes allow (scipy's own index type)
+    idx = np.int32 if max(total, ww[0] + wr[0] + 5 * n) < 2**31 else np.int64
+    indptr, indices, kinds = _graph(t, g, gop, proc, ok, cmp_ok, times, ww, wr, idx)
 
     n_sends = t.op_n_sends[g]
     cycles: list[Cycle] = []
     prev = np.arange(n)  # stage 0: every op its own component
     for allowed, required, suffix in STAGES:
-        m = (k_all & allowed) != 0
-        mat = coo_matrix((np.ones(int(m.sum()), np.int8), (s_all[m], d_all[m])),
-                         shape=(total, total)).tocsr()
+        m = None if allowed == WW | WR | PR | RT else (kinds & allowed) != 0
+        s_ptr, s_ind = _stage(indptr, indices, m, idx)
+        # only the structure is read: a constant weight takes no memory
+        mat = csr_matrix((np.broadcast_to(np.float64(1.0), (len(s_ind),)), s_ind, s_ptr),
+                         shape=(total, total), copy=False)
         _, labels = connected_components(mat, directed=True, connection="strong")
+        del mat, s_ind, s_ptr
         real = labels[:n]
         # a component is new when its ops came from two or more components before
         # (some member's prev stands for its component; any other member differing
@@ -104,22 +96,111 @@ def find_cycles(t: Tables, ww: tuple[Any, Any], wr: tuple[Any, Any]) -> list[Cyc
         rep[real] = prev
         new = np.unique(real[prev != rep[real]])
         if len(new):
-            ls = labels[s_all]
-            em = m & (ls == labels[d_all]) & np.isin(ls, new)
-            eo = np.flatnonzero(em)
-            eo = eo[np.argsort(ls[eo], kind="stable")]
-            bounds = np.searchsorted(ls[eo], new), np.searchsorted(ls[eo], new, "right")
+            src, dst, ek = _component_edges(indptr, indices, kinds, m, labels, new)
+            ls = labels[src]
+            eo = np.argsort(ls, kind="stable")
+            ls = ls[eo]
+            bounds = np.searchsorted(ls, new), np.searchsorted(ls, new, "right")
             node_order = np.argsort(labels, kind="stable")
             nb_lo = np.searchsorted(labels[node_order], new)
             nb_hi = np.searchsorted(labels[node_order], new, "right")
             for j in range(len(new)):
                 members = node_order[nb_lo[j]:nb_hi[j]]
                 sel = eo[bounds[0][j]:bounds[1][j]]
-                cycles.append(_classify(members, n, s_all[sel], d_all[sel], k_all[sel],
-                                        allowed, required, suffix, n_sends, gop,
-                                        t.op_process[g]))
+                cycles.append(_classify(members, n, src[sel], dst[sel], ek[sel],
+                                        allowed, required, suffix, n_sends, gop, proc))
         prev = real
     return cycles
+
+
+def _graph(t: Tables, g: Any, gop: Any, proc: Any, ok: Any, cmp_ok: Any, times: Any,
+           ww: Edges, wr: Edges, idx: Any) -> tuple[Any, Any, Any]:
+    """The whole graph as CSR (indptr, indices, kinds): each row's targets ascending and
+    distinct, an edge's kinds OR'd over its copies. Every stage's graph is this one
+    masked by kind, so it has exactly the rows that coo -> csr of that stage's edges
+    gives (scipy's component labels depend on that order)."""
+    n, nb = len(g), len(times)
+    total = n + nb
+    # op id -> graph node: a gather from a table (searchsorted of unsorted queries
+    # into millions of ids costs seconds in cache misses)
+    where = np.zeros(int(gop[-1]) + 1, dtype=idx)
+    where[gop] = np.arange(n, dtype=idx)
+    po = np.lexsort((gop, proc))
+    same = np.flatnonzero(proc[po[1:]] == proc[po[:-1]])
+    last = np.searchsorted(times, t.op_inv_time[g], "left") - 1  # last barrier strictly before
+    has = np.flatnonzero(last >= 0)
+    parts = [  # (count, (sources, targets) chunks, kind, whether op ids), else node ids
+        (*ww, WW, True), (*wr, WR, True),
+        (len(same), [(po[:-1][same], po[1:][same])], PR, False),  # to the process's next op
+        # real time through barriers: ok op -> barrier at its completion -> next
+        # barriers -> each op invoked after that barrier
+        (len(ok), [(ok, n + np.searchsorted(times, cmp_ok))], RT, False),
+        (max(nb - 1, 0), [(n + np.arange(nb - 1), n + np.arange(1, nb))], RT, False),
+        (len(has), [(n + last[has], has)], RT, False)]
+    e = sum(c for c, _, _, _ in parts)
+    s = np.empty(e, idx)
+    d = np.empty(e, idx)
+    k = np.empty(e, np.int8)
+    at = 0
+    for count, chunks, kind, ops in parts:
+        k[at:at + count] = kind
+        for a, b in chunks:
+            sl = slice(at, at + len(a))
+            if ops:  # op ids into node ids, straight into place
+                np.take(where, a, out=s[sl])
+                np.take(where, b, out=d[sl])
+            else:
+                s[sl], d[sl] = a, b
+            at += len(a)
+    if at != e:
+        raise ValueError(f"{at} edges given where {e} were announced")
+    del parts, where, po, same, last, has
+    indptr = np.empty(total + 1, idx)
+    indices = np.empty(e, idx)
+    kinds = np.empty(e, np.int8)
+    coo_tocsr(total, total, e, s, d, k, indptr, indices, kinds)  # linear, copies kept
+    del s, d, k
+    csr_sort_indices(total, indptr, indices, kinds)
+    # distinct targets per row: a copy is an edge equal to the one before in its row
+    first = np.ones(e, bool)
+    first[1:] = indices[1:] != indices[:-1]
+    first[indptr[:-1][indptr[:-1] < e]] = True
+    if first.all():
+        return indptr, indices, kinds
+    cum = np.zeros(e + 1, idx)
+    np.cumsum(first, out=cum[1:])
+    copies = np.flatnonzero(~first)
+    merged = kinds[first]
+    np.bitwise_or.at(merged, cum[copies + 1] - 1, kinds[copies])
+    return cum[indptr], indices[first], merged
+
+
+def _stage(indptr: Any, indices: Any, m: Any, idx: Any) -> tuple[Any, Any]:
+    """The CSR of the edges in mask m (all when None)."""
+    if m is None:
+        return indptr, indices
+    cum = np.zeros(len(m) + 1, idx)
+    np.cumsum(m, out=cum[1:])
+    return cum[indptr], indices[m]
+
+
+def _component_edges(indptr: Any, indices: Any, kinds: Any, m: Any, labels: Any,
+                     new: Any) -> tuple[Any, Any, Any]:
+    """(sources, targets, kinds) of the stage's edges inside the components `new`
+    (memory in proportion to those components' edges, not the graph's)."""
+    is_new = np.zeros(int(labels.max()) + 1, bool)
+    is_new[new] = True
+    nodes = np.flatnonzero(is_new[labels])
+    lo, hi = indptr[nodes], indptr[nodes + 1]
+    deg = (hi - lo).astype(np.int64)
+    src = np.repeat(nodes, deg)
+    # each edge position: its row's start plus its rank in the row
+    pos = np.repeat(lo.astype(np.int64) - np.cumsum(deg) + deg, deg) + np.arange(len(src))
+    dst = indices[pos]
+    keep = labels[dst] == labels[src]
+    if m is not None:
+        keep &= m[pos]
+    return src[keep], dst[keep], kinds[pos[keep]]
 
 
 def _classify(members: Any, n: int, s_all: Any, d_all: Any, k_all: Any, allowed: int,
@@ -162,7 +243,8 @@ def _shortest_cycle(members: Any, les: Any, led: Any, ek: Any, kinds: int, requi
     if not len(key):
         return None
     first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-    key, k = key[first], np.bitwise_or.reduceat(k, first)  # one edge per pair, kinds OR'd
+    # one edge per pair, its kinds OR'd (within `kinds`: a pair may carry others)
+    key, k = key[first], np.bitwise_or.reduceat(k, first) & kinds
     a, b = key // size, key % size
     real = members < n
     if required == RT:  # entering the barrier chain is where a real-time edge starts

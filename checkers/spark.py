@@ -124,7 +124,9 @@ def _cores(master: str) -> int:
 
 def out_frame(key: int, out: Out) -> dict[str, list[Any]]:
     """check_key's answer as columns: anomaly rows, then one row per edge kind whose
-    src/dst hold the int64 edge ends as bytes (a few rows per key, not one per edge)."""
+    src/dst hold the edge ends as bytes of the narrowest integer type (its dtype in
+    `detail`): a few rows per key, not one per edge, and at scale the edges are most of
+    what the driver receives."""
     tags = [r[0] for r in out.rows]
     types = [r[1] for r in out.rows]
     ns = [r[2] for r in out.rows]
@@ -132,12 +134,14 @@ def out_frame(key: int, out: Out) -> dict[str, list[Any]]:
     src = [b""] * len(out.rows)
     dst = [b""] * len(out.rows)
     for kind, a, b in out.edges:
+        a, b = np.ascontiguousarray(a, np.int64), np.ascontiguousarray(b, np.int64)
+        dt = max(narrowest_dtype(a), narrowest_dtype(b), key=lambda d: d.itemsize)
         tags.append("e")
         types.append(kind)
         ns.append(len(a))
-        details.append("")
-        src.append(np.ascontiguousarray(a, dtype=np.int64).tobytes())
-        dst.append(np.ascontiguousarray(b, dtype=np.int64).tobytes())
+        details.append(dt.str)
+        src.append(a.astype(dt).tobytes())
+        dst.append(b.astype(dt).tobytes())
     return {"tag": tags, "type": types, "n": ns, "detail": details, "src": src, "dst": dst}
 
 
@@ -151,14 +155,20 @@ def out_table(out: dict[str, list[Any]]) -> Any:
                                 names=list(OUT_COLUMNS))
 
 
-def edges(log: dict[str, Any], kind: str) -> tuple[Any, Any]:
-    """The (src, dst) op ids of one edge kind from the job's answer."""
+def take_edges(log: dict[str, Any], kind: str) -> tuple[int, Iterator[tuple[Any, Any]]]:
+    """How many edges of one kind the job's answer holds, and their (src, dst) op ids
+    row by row; each row's bytes are dropped from `log` once the consumer moves on, so
+    the answer and the graph's arrays are never both held whole."""
     rows = [i for i, (t, k) in enumerate(zip(log["tag"], log["type"], strict=True))
             if t == "e" and k == kind]
-    if not rows:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return (np.concatenate([np.frombuffer(log["src"][i], np.int64) for i in rows]),
-            np.concatenate([np.frombuffer(log["dst"][i], np.int64) for i in rows]))
+
+    def chunks() -> Iterator[tuple[Any, Any]]:
+        for i in rows:
+            yield (np.frombuffer(log["src"][i], log["detail"][i]),
+                   np.frombuffer(log["dst"][i], log["detail"][i]))
+            log["src"][i] = log["dst"][i] = b""
+
+    return sum(int(log["n"][i]) for i in rows), chunks()
 
 
 BLOB_ROWS = 1 << 19  # entries per packed row (about 40 MB of columns at most)

@@ -8,9 +8,9 @@ single-process floor: the strict Python reader in one process, the DuckDB reader
 one thread, then the same per-key numpy log checks in a plain loop (no Spark).
 Peak memory is the largest sum of RSS over the checker's process tree (Python
 driver, JVM, Python workers; on a cluster also its master, workers and executors),
-sampled every 0.2 s. Histories are generated once into bench/out/ and reused:
-`--shape compact` (gen.generate, about 110 bytes a line) or `realistic`
-(gen.generate_realistic, re-sampled from a real run, about 260).
+sampled every 0.2 s, and beside it each part's own peak. Histories are generated
+once into bench/out/ and reused: `--shape compact` (gen.generate, about 110 bytes a
+line) or `realistic` (gen.generate_realistic, re-sampled from a real run, about 260).
 """
 
 from __future__ import annotations
@@ -31,44 +31,61 @@ from bench.checker.gen import PLANTED, generate, generate_realistic
 OUT = Path(__file__).resolve().parents[1] / "out"
 
 
-def tree_rss_bytes(*roots: int) -> int:
-    """Sum of RSS of the roots and all their descendants (from /proc)."""
+PARTS = ("driver", "jvm", "python_workers", "cluster")
+
+
+def tree_rss_bytes(*roots: int) -> dict[str, int]:
+    """RSS of the first root's tree by part (PARTS: the first root itself, the JVMs under
+    it, the other processes under it) and of the other roots' trees ("cluster"), from
+    /proc."""
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
+    java: set[int] = set()
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
         try:
             with open(f"/proc/{d}/stat") as fh:
-                parts = fh.read().rsplit(")", 1)[1].split()
+                head, tail = fh.read().rsplit(")", 1)
         except OSError:
             continue
+        parts = tail.split()
         pid = int(d)
         children.setdefault(int(parts[1]), []).append(pid)
         rss[pid] = int(parts[21]) * os.sysconf("SC_PAGE_SIZE")
-    total, todo = 0, list(roots)
-    while todo:
-        p = todo.pop()
-        total += rss.get(p, 0)
-        todo += children.get(p, [])
-    return total
+        if head.endswith("(java"):
+            java.add(pid)
+    out = dict.fromkeys(PARTS, 0)
+    for i, root in enumerate(roots):
+        todo = [root]
+        while todo:
+            p = todo.pop()
+            part = ("cluster" if i else "driver" if p == root else
+                    "jvm" if p in java else "python_workers")
+            out[part] += rss.get(p, 0)
+            todo += children.get(p, [])
+    return out
 
 
 def timed_check(run_dir: Path, master: str, reader: str = "auto",
-                also: tuple[int, ...] = ()) -> tuple[float, int, int]:
-    """Wall seconds, peak RSS (its tree and the trees of `also`) and exit code of
-    `undertow check`."""
+                also: tuple[int, ...] = ()) -> tuple[float, int, int, dict[str, int]]:
+    """Wall seconds, peak RSS (its tree and the trees of `also`), exit code of `undertow
+    check`, and each part's own peak (PARTS; parts peak at different moments)."""
     exe = Path(sys.executable).with_name("undertow")
     t0 = time.monotonic()
     proc = subprocess.Popen([str(exe), "check", "--spark", "cold", "--spark-master", master,
                              "--reader", reader, str(run_dir)])
     peak = 0
+    peaks = dict.fromkeys(PARTS, 0)
     done = threading.Event()
 
     def sample() -> None:
         nonlocal peak
         while not done.is_set():
-            peak = max(peak, tree_rss_bytes(proc.pid, *also))
+            now = tree_rss_bytes(proc.pid, *also)
+            peak = max(peak, sum(now.values()))
+            for k, v in now.items():
+                peaks[k] = max(peaks[k], v)
             done.wait(0.2)
 
     th = threading.Thread(target=sample, daemon=True)
@@ -77,7 +94,7 @@ def timed_check(run_dir: Path, master: str, reader: str = "auto",
     wall = time.monotonic() - t0
     done.set()
     th.join()
-    return wall, peak, code
+    return wall, peak, code, peaks
 
 
 def floor(run_dir: Path) -> dict[str, Any]:
@@ -105,6 +122,9 @@ def floor(run_dir: Path) -> dict[str, Any]:
             "log_checks_s": round(t3 - t2, 2), "counts": counts}
 
 
+# the check's own timings (results.json stats): Spark's parse, the driver's cross-line
+# checks, the per-key job, the verdict with the cycle search
+STAGES = ("read_s", "parse_s", "driver_s", "spark_job_s", "graph_s")
 VERDICT = ("valid", "anomaly_types", "bad_anomaly_types", "counts", "anomalies")
 
 
@@ -112,14 +132,17 @@ def measured(run_dir: Path, size: int, label: str, master: str, reader: str,
              also: tuple[int, ...] = ()) -> dict[str, Any]:
     """One timed check as a row; the results.json it wrote goes in `verdict`."""
     load_before = os.getloadavg()[0]
-    wall, peak, code = timed_check(run_dir, master, reader, also)
+    wall, peak, code, peaks = timed_check(run_dir, master, reader, also)
     results = orjson.loads((run_dir / "results.json").read_bytes())
     st = results["stats"]
     return {
         "ops": size, "check": label, "lines": st.get("lines"), "check_wall_s": round(wall, 1),
-        "peak_rss_gb": round(peak / 2**30, 2), "exit": code, "reader": st.get("reader",
+        "peak_rss_gb": round(peak / 2**30, 2),
+        "peak_rss_gb_by_part": {k: round(v / 2**30, 2) for k, v in peaks.items() if v},
+        "exit": code, "reader": st.get("reader",
                                                                               "driver"),
         "read_s": st.get("read_s", st.get("parse_s")), "check_s": st.get("check_s"),
+        "stages_s": {k: st[k] for k in STAGES if k in st},
         "counts": results["counts"], "error": results.get("error"),
         "planted_found": all(p in results["counts"] for p in PLANTED),
         "load_1m": [round(load_before, 1), round(os.getloadavg()[0], 1)],
