@@ -230,7 +230,8 @@ def _shortest_cycle(members: Any, les: Any, led: Any, ek: Any, kinds: int, requi
     over the component's edges (local ids) of `kinds` between `nodes` (a mask, or all).
 
     Dijkstra in C (scipy) from the head of each of the first MAX_CANDIDATES candidate
-    edges back to its tail; each search is cut off at the best length found so far. An
+    edges back to its tail; each search is cut off at the best length found so far, and
+    none starts once no later candidate can be shorter (`_least_totals`). An
     edge into an operation weighs 1, into a barrier 1/(size + 2), so that barriers
     never add up to a whole operation."""
     size = len(members)
@@ -258,9 +259,15 @@ def _shortest_cycle(members: Any, les: Any, led: Any, ek: Any, kinds: int, requi
     eps = 1.0 / (size + 2)
     w = np.where(real[b], 1.0, eps)
     graph = csr_matrix((w, (a, b)), shape=(size, size))
+    todo = cand[:MAX_CANDIDATES]
+    # the least of this and every later candidate's lower bound: once the best cycle
+    # found is that short, no later candidate can replace it (only a shorter one does)
+    floor = np.minimum.accumulate(_least_totals(a, b, real)[todo][::-1])[::-1]
     best: list[int] | None = None
     best_len = 0
-    for c in cand[:MAX_CANDIDATES].tolist():  # keys ascending: by (tail, head), as before
+    for i, c in enumerate(todo.tolist()):  # keys ascending: by (tail, head), as before
+        if best is not None and best_len <= floor[i]:
+            break
         ca, cb = int(a[c]), int(b[c])
         limit = np.inf if best is None else float(best_len)
         dist, pred = dijkstra(graph, indices=cb, return_predecessors=True, limit=limit)
@@ -289,6 +296,19 @@ def _shortest_cycle(members: Any, les: Any, led: Any, ek: Any, kinds: int, requi
             e = np.searchsorted(key, step[0] * size + step[1])
             used.append(next(x for x in (WW, WR, PR, RT) if int(k[e]) & kinds & x))
     return path, used
+
+
+def _least_totals(a: Any, b: Any, real: Any) -> Any:
+    """A lower bound of the total each edge a -> b can give as a candidate.
+
+    2 (two operations) unless the cycle can hold a single one: a self-loop, or a
+    real-time edge into a barrier from which the chain (which only runs forward in
+    time) reaches the one barrier that enters a, i.e. a completed before it was
+    invoked. Pruning on it keeps the witness exactly what the full search finds."""
+    entry = np.full(len(real), -1, dtype=np.int64)  # each operation's entry barrier
+    into = ~real[a] & real[b]
+    entry[b[into]] = a[into]
+    return np.where((a == b) | (~real[b] & (entry[a] >= b)), 1, 2)
 
 
 def cycle_results(cycles: list[Cycle]) -> tuple[dict[str, int], dict[str, list[Any]], set[str]]:
