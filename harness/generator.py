@@ -96,9 +96,18 @@ class Context:
 
     # at, restrict, busy and freed run several times per op on the scheduler's path: they
     # build the Context directly (dataclasses.replace costs several times more)
+    def _but(self, *, time_ns: int | None = None, threads: tuple[Thread, ...] | None = None,
+             free: frozenset[Thread] | None = None,
+             processes: Mapping[Thread, Process] | None = None) -> Context:
+        """A copy with the given fields replaced, the others kept."""
+        return Context(self.time_ns if time_ns is None else time_ns,
+                       self.threads if threads is None else threads,
+                       self.free if free is None else free,
+                       self.processes if processes is None else processes,
+                       self.rng, self.client_threads)
+
     def at(self, time_ns: int) -> Context:
-        return Context(time_ns, self.threads, self.free, self.processes, self.rng,
-                       self.client_threads)
+        return self._but(time_ns=time_ns)
 
     def thread_of(self, process: Process) -> Thread:
         if process == NEMESIS or isinstance(process, str):
@@ -109,9 +118,8 @@ class Context:
         """The same context seen by a generator that may only use threads matching pred
         (a pure predicate: which threads it keeps is remembered, _kept)."""
         threads, keep = _kept(pred, self.threads)
-        return Context(self.time_ns, threads, self.free & keep,
-                       {t: p for t, p in self.processes.items() if t in keep}, self.rng,
-                       self.client_threads)
+        return self._but(threads=threads, free=self.free & keep,
+                         processes={t: p for t, p in self.processes.items() if t in keep})
 
     def free_threads(self) -> list[Thread]:
         return [t for t in self.threads if t in self.free]
@@ -120,15 +128,13 @@ class Context:
         return all(t in self.free for t in self.threads)
 
     def busy(self, thread: Thread) -> Context:
-        return Context(self.time_ns, self.threads, self.free - {thread}, self.processes,
-                       self.rng, self.client_threads)
+        return self._but(free=self.free - {thread})
 
     def freed(self, thread: Thread, process: Process | None = None) -> Context:
         procs = self.processes
         if process is not None:
             procs = {**procs, thread: process}
-        return Context(self.time_ns, self.threads, self.free | {thread}, procs, self.rng,
-                       self.client_threads)
+        return self._but(free=self.free | {thread}, processes=procs)
 
 
 # (pred, threads) -> the threads pred keeps, as a tuple and a set. The keys hold their

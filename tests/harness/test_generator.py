@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import Counter
 from collections.abc import Iterator
@@ -159,3 +160,20 @@ def test_restrict_keeps_each_predicates_threads_past_the_remembered_ones() -> No
     assert clients.threads == (0, 1, 2, 3) and clients.free == {0, 1, 3}
     assert NEMESIS not in clients.processes and ctx.freed(2).restrict(
         lambda u: u != NEMESIS).free == {0, 1, 2, 3}
+
+
+def test_the_fast_copies_keep_every_field_they_do_not_change() -> None:
+    """Op.at and Context's copies call the constructors field by field (for speed); a
+    field added to either class later must not be dropped by them silently."""
+    op = Op("ok", 3, "send", [1, 2], time=5, index=7, error="e", extra={"k": 1})
+    moved = op.at(9)
+    assert moved.time == 9
+    assert {f.name: getattr(moved, f.name) for f in dataclasses.fields(Op) if f.name != "time"} \
+        == {f.name: getattr(op, f.name) for f in dataclasses.fields(Op) if f.name != "time"}
+    ctx = g.Context.initial(3, seed=4, time_ns=11).busy(1)
+    for copy, changed in ((ctx.at(12), {"time_ns"}), (ctx.busy(0), {"free"}),
+                          (ctx.freed(1, 5), {"free", "processes"}),
+                          (ctx.restrict(lambda t: t != 2), {"threads", "free", "processes"})):
+        for f in dataclasses.fields(g.Context):
+            same = getattr(copy, f.name) == getattr(ctx, f.name)
+            assert same != (f.name in changed), f.name
