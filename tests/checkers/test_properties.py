@@ -138,3 +138,20 @@ def test_planted_anomaly_found(args: tuple[int, int, int, int], plant: str, pick
     result = check(b)
     assert plant in result["anomaly_types"], result["anomaly_types"]
     assert result["valid"] is False
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(-(2**63), 2**63 - 1), st.integers(-(2**63), 2**63 - 1)),
+                max_size=60), st.integers(0, 3))
+def test_unique_pairs_is_numpys_unique_of_rows(rows: list[tuple[int, int]], repeat: int) -> None:
+    """The log checks' distinct (offset, value) rows: the rows and order np.unique gives."""
+    import numpy as np
+
+    from checkers.logcheck import unique_pairs
+
+    a = np.array([r[0] for r in rows] * (repeat + 1), np.int64)
+    b = np.array([r[1] for r in rows] * (repeat + 1), np.int64)
+    want = np.unique(np.stack([a, b], axis=1), axis=0) if len(a) else np.zeros((0, 2), np.int64)
+    got = unique_pairs(a, b)
+    assert got.dtype == np.int64 and got.shape == want.shape
+    assert np.array_equal(got, want)
