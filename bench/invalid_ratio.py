@@ -25,13 +25,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from checkers.fastscan import line_count
+
 OUT = Path(__file__).resolve().parent / "out"
 BOUND = 1.5
-
-
-def lines(history: Path) -> int:
-    with history.open("rb") as fh:
-        return sum(block.count(b"\n") for block in iter(lambda: fh.read(1 << 24), b""))
 
 
 def same_size(src: Path, dst: Path, n: int, names: tuple[str, ...]) -> None:
@@ -64,7 +61,7 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-ratio-", dir=OUT) as d:
-        n = min(lines(args.invalid / "history.jsonl"), lines(args.valid / "history.jsonl"))
+        n = min(line_count(str(src / "history.jsonl")) for src in (args.invalid, args.valid))
         sources = {}
         for kind, src in (("invalid", args.invalid), ("valid", args.valid)):
             sources[kind] = Path(d) / f"{kind}-src"

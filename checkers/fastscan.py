@@ -180,7 +180,7 @@ ORDER BY line, i, j, q
 """
 
 
-def _line_count(path: str) -> int:
+def line_count(path: str) -> int:
     """Lines as the Python reader splits them (a last line may lack its newline).
 
     DuckDB skips blank lines; a count that differs from its rows sends the file
@@ -230,7 +230,7 @@ def _scan_duckdb(path: str, threads: int) -> HistoryScan | None:
     import duckdb
 
     pool = ThreadPoolExecutor(1)  # counts lines while DuckDB (GIL released) parses
-    counted = pool.submit(_line_count, path)
+    counted = pool.submit(line_count, path)
     try:
         scan = _scan_columns(duckdb, path, threads)
         expected = counted.result()

@@ -262,7 +262,7 @@ def _shortest_cycle(members: Any, les: Any, led: Any, ek: Any, kinds: int, requi
     todo = cand[:MAX_CANDIDATES]
     # the least of this and every later candidate's lower bound: once the best cycle
     # found is that short, no later candidate can replace it (only a shorter one does)
-    floor = np.minimum.accumulate(_least_totals(a, b, real)[todo][::-1])[::-1]
+    floor = np.minimum.accumulate(_least_totals(a, b, real, todo)[::-1])[::-1]
     best: list[int] | None = None
     best_len = 0
     for i, c in enumerate(todo.tolist()):  # keys ascending: by (tail, head), as before
@@ -298,8 +298,9 @@ def _shortest_cycle(members: Any, les: Any, led: Any, ek: Any, kinds: int, requi
     return path, used
 
 
-def _least_totals(a: Any, b: Any, real: Any) -> Any:
-    """A lower bound of the total each edge a -> b can give as a candidate.
+def _least_totals(a: Any, b: Any, real: Any, edges: Any) -> Any:
+    """A lower bound of the total each of `edges` (indices into a -> b) can give as a
+    candidate.
 
     2 (two operations) unless the cycle can hold a single one: a self-loop, or a
     real-time edge into a barrier from which the chain (which only runs forward in
@@ -308,7 +309,8 @@ def _least_totals(a: Any, b: Any, real: Any) -> Any:
     entry = np.full(len(real), -1, dtype=np.int64)  # each operation's entry barrier
     into = ~real[a] & real[b]
     entry[b[into]] = a[into]
-    return np.where((a == b) | (~real[b] & (entry[a] >= b)), 1, 2)
+    ea, eb = a[edges], b[edges]
+    return np.where((ea == eb) | (~real[eb] & (entry[ea] >= eb)), 1, 2)
 
 
 def cycle_results(cycles: list[Cycle]) -> tuple[dict[str, int], dict[str, list[Any]], set[str]]:

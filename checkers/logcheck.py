@@ -125,8 +125,7 @@ def check_key(key: int, e: Mapping[str, Any], has_replicas: bool, nodes: list[st
     # G1a: an ok poll read a value whose send failed (per reading op and value)
     failed = s["status"] == FAIL
     g = np.flatnonzero(r_ok & np.isin(r["value"], s["value"][failed]))
-    g_pairs = np.unique(np.stack([r["op"][g], r["value"][g]], axis=1), axis=0) if len(g) \
-        else np.zeros((0, 2), np.int64)
+    g_pairs = unique_pairs(r["op"][g], r["value"][g])
     writer_of_failed = s["op"][failed]
     out.anomaly("G1a", len(g_pairs), [
         {"key": key, "value": int(v), "reader_index": int(o),

@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from bench import proctree
 from bench.checker.gen import PLANTED, generate, generate_realistic
 
 OUT = Path(__file__).resolve().parents[1] / "out"
@@ -36,34 +37,15 @@ PARTS = ("driver", "jvm", "python_workers", "cluster")
 
 def tree_rss_bytes(*roots: int) -> dict[str, int]:
     """RSS of the first root's tree by part (PARTS: the first root itself, the JVMs under
-    it, the other processes under it) and of the other roots' trees ("cluster"), from
-    /proc."""
-    children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
-    java: set[int] = set()
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as fh:
-                head, tail = fh.read().rsplit(")", 1)
-        except OSError:
-            continue
-        parts = tail.split()
-        pid = int(d)
-        children.setdefault(int(parts[1]), []).append(pid)
-        rss[pid] = int(parts[21]) * os.sysconf("SC_PAGE_SIZE")
-        if head.endswith("(java"):
-            java.add(pid)
+    it, the other processes under it) and of the other roots' trees ("cluster")."""
+    procs = proctree.snapshot()
     out = dict.fromkeys(PARTS, 0)
     for i, root in enumerate(roots):
-        todo = [root]
-        while todo:
-            p = todo.pop()
-            part = ("cluster" if i else "driver" if p == root else
-                    "jvm" if p in java else "python_workers")
-            out[part] += rss.get(p, 0)
-            todo += children.get(p, [])
+        for p in (root, *proctree.descendants(procs, root)):
+            if p in procs:
+                part = ("cluster" if i else "driver" if p == root else
+                        "jvm" if procs[p].name == "java" else "python_workers")
+                out[part] += procs[p].rss_bytes
     return out
 
 

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
-PROC = Path("/proc")
-_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+from bench import proctree
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,32 +27,12 @@ class CpuTimes:
     servers: float
 
 
-def _stat(pid: int) -> tuple[int, float] | None:
-    """(parent pid, CPU seconds) of a live process; None when it is gone."""
-    try:
-        text = (PROC / str(pid) / "stat").read_text()
-    except OSError:
-        return None
-    fields = text[text.rindex(")") + 2:].split()  # the command name may hold spaces
-    return int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICKS
-
-
 def sample(root: int | None = None) -> CpuTimes:
     """CPU seconds of root (default: this process) and of its live descendants."""
     me = os.getpid() if root is None else root
-    stats: dict[int, tuple[int, float]] = {}
-    for entry in PROC.iterdir():
-        if entry.name.isdigit() and (st := _stat(int(entry.name))) is not None:
-            stats[int(entry.name)] = st
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in stats.items():
-        children.setdefault(ppid, []).append(pid)
-    servers, todo = 0.0, list(children.get(me, ()))
-    while todo:
-        pid = todo.pop()
-        servers += stats[pid][1]
-        todo += children.get(pid, ())
-    return CpuTimes(harness=stats[me][1] if me in stats else 0.0, servers=servers)
+    procs = proctree.snapshot()
+    return CpuTimes(harness=procs[me].cpu_s if me in procs else 0.0,
+                    servers=sum(procs[p].cpu_s for p in proctree.descendants(procs, me)))
 
 
 def _spent(before: CpuTimes, after: CpuTimes) -> dict[str, float]:

@@ -72,7 +72,8 @@ def test_pruned_witness_search_finds_what_the_full_search_finds(
     for mask in (None, nodes):
         pruned = graph._shortest_cycle(members, les, led, ek, kinds, required, mask, n)
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(graph, "_least_totals", lambda a, b, real: np.zeros(len(a), np.int64))
+            mp.setattr(graph, "_least_totals",
+                       lambda a, b, real, edges: np.zeros(len(edges), np.int64))
             full = graph._shortest_cycle(members, les, led, ek, kinds, required, mask, n)
         assert pruned == full
 
