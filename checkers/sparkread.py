@@ -158,6 +158,18 @@ def check_group(key: int, rows: Iterable[Any], ctx: dict[str, Any], dtypes: dict
 # -- driver side -----------------------------------------------------------------------
 
 
+def read_by_any(values: Any, ranges: list[Any]) -> Any:
+    """Which of `values` some range read, given each range's distinct values read,
+    sorted: a binary search per value and range, instead of sorting every range's
+    values together (tens of millions at 10M lines) as np.isin would."""
+    hit = np.zeros(len(values), bool)
+    for v in ranges:
+        if len(v) and len(values):
+            at = np.minimum(np.searchsorted(v, values), len(v) - 1)
+            hit |= v[at] == values
+    return hit
+
+
 def read_context(scan: HistoryScan, t: Tables, first: Any) -> dict[str, Any]:
     """What the records read on a line need of their operation, for the lines that can
     hold records (completions with a poll: a fifth of a typical history's lines), in
@@ -224,7 +236,7 @@ def load_and_check(spark: Any, run_dir: Path, *,
         replicas = read_replicas(rpath) if rpath.exists() else None
         status = op_status(scan)
         info = np.unique(scan.send_value[status[scan.send_line] == INFO])
-        hits = info[np.isin(info, np.concatenate(read))] if len(info) else info
+        hits = info[read_by_any(info, read)]
         del read
         t = build_tables(scan, replicas, read_values=hits, status=status)
         t2 = time.monotonic()

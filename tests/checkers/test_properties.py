@@ -155,3 +155,18 @@ def test_unique_pairs_is_numpys_unique_of_rows(rows: list[tuple[int, int]], repe
     got = unique_pairs(a, b)
     assert got.dtype == np.int64 and got.shape == want.shape
     assert np.array_equal(got, want)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(-(2**63), 2**63 - 1), max_size=30), max_size=5),
+       st.lists(st.integers(-(2**63), 2**63 - 1), max_size=20))
+def test_read_by_any_is_isin_over_every_range(ranges: list[list[int]], values: list[int]) -> None:
+    """Which info values some Spark task read: np.isin over all the tasks' values."""
+    import numpy as np
+
+    from checkers.sparkread import read_by_any
+
+    distinct = [np.unique(np.array(r, np.int64)) for r in ranges]
+    vals = np.unique(np.array(values, np.int64))
+    every = np.concatenate(distinct) if distinct else np.zeros(0, np.int64)
+    assert np.array_equal(read_by_any(vals, distinct), np.isin(vals, every))
