@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from checkers.logcheck import OUT_COLUMNS, check_key
+from checkers.logcheck import OUT_COLUMNS, check_key, in_sorted
 from checkers.tables import (
     ENTRY_COLUMNS,
     INFO,
@@ -164,9 +164,7 @@ def read_by_any(values: Any, ranges: list[Any]) -> Any:
     values together (tens of millions at 10M lines) as np.isin would."""
     hit = np.zeros(len(values), bool)
     for v in ranges:
-        if len(v) and len(values):
-            at = np.minimum(np.searchsorted(v, values), len(v) - 1)
-            hit |= v[at] == values
+        hit |= in_sorted(values, v)
     return hit
 
 
