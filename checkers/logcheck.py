@@ -150,6 +150,8 @@ def check_key(key: int, e: Mapping[str, Any], has_replicas: bool, nodes: list[st
 
 
 def _read_min(r: Mapping[str, Any]) -> tuple[Any, Any]:
+    """Each value read, once, ascending (in_sorted relies on that), with the lowest
+    offset it was read at."""
     if not len(r["value"]):
         return r["value"], r["offset"]
     o = np.lexsort((r["offset"], r["value"]))
