@@ -207,38 +207,58 @@ BLOCK_LINES = 250_000  # lines parsed before their Python lists become numpy arr
 def parse_chunk(path: str, start: int, end: int, first_line: int) -> tuple[Any, ...]:
     """Parse bytes [start, end) of the file, whose first line is number first_line (0-based).
 
-    Works in blocks of BLOCK_LINES, turning each block's lists into arrays, with the
-    cyclic GC off: millions of live Python ints otherwise make parsing superlinear.
+    The lines in the common shapes are parsed by compiled code (`fastlines`); every
+    other line by `_parse_line` here, which alone decides what is wrong. Returns (error
+    or None, index, time, type, process, f, flags, send rows, read rows), the columns
+    covering the lines before the first error.
     """
+    import numpy as np
+
+    from harness.runfiles.fastlines import scan_lines
+
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        data = fh.read(end - start)
+    head, send, read, declined = scan_lines(data)
+    del data
+    err: tuple[int, str] | None = None
+    if declined:
+        err, slow_send, slow_read = _parse_declined(declined, head)
+        if err is not None:
+            cut = err[0]
+            head = head[:cut]
+            send = send[send[:, 0] < cut]
+            read = read[read[:, 0] < cut]
+        send = _merge_rows(send, slow_send)
+        read = _merge_rows(read, slow_read)
+    send[:, 0] += first_line
+    read[:, 0] += first_line
+    if err is not None:
+        err = (err[0] + first_line, err[1])
+    return (err, head[:, 0].copy(), head[:, 1].copy(), head[:, 2].astype(np.int8),
+            head[:, 3].copy(), head[:, 4].astype(np.int8), head[:, 5].astype(np.int8), send,
+            read)
+
+
+def _parse_declined(declined: list[tuple[int, bytes]], head: Any) -> tuple[Any, ...]:
+    """The lines the compiled parser left, by the per-line code: their heads written into
+    `head`, their rows returned; (error or None, send, read), lines numbered as given.
+    In blocks of BLOCK_LINES with the cyclic GC off: millions of live Python ints (a
+    history in shapes the compiled code declines) otherwise make it superlinear."""
     import gc
 
     import numpy as np
 
-    i64 = np.int64
-    heads: list[Any] = []
-    sends: list[Any] = []
-    reads: list[Any] = []
-
-    def flush(cols: _Cols) -> None:
-        heads.append(np.fromiter(cols.head, dtype=i64, count=len(cols.head)).reshape(-1, 6))
-        sends.append(np.fromiter(cols.send, dtype=i64, count=len(cols.send)).reshape(-1, 5))
-        reads.append(np.fromiter(cols.read, dtype=i64, count=len(cols.read)).reshape(-1, 5))
-
-    line = first_line
+    sends: list[Any] = [np.empty((0, 5), np.int64)]
+    reads: list[Any] = [np.empty((0, 5), np.int64)]
     err: tuple[int, str] | None = None
     enabled = gc.isenabled()
     gc.disable()
     try:
-        with open(path, "rb") as fh:
-            fh.seek(start)
-            data = fh.read(end - start)
-        raws = data.split(b"\n")
-        del data
-        if raws and not raws[-1]:
-            raws.pop()
-        for b0 in range(0, max(len(raws), 1), BLOCK_LINES):
+        for b0 in range(0, len(declined), BLOCK_LINES):
             cols = _Cols()
-            for raw in raws[b0:b0 + BLOCK_LINES]:
+            lines: list[int] = []
+            for line, raw in declined[b0:b0 + BLOCK_LINES]:
                 if not raw.strip():
                     err = (line, "empty line")
                     break
@@ -247,19 +267,31 @@ def parse_chunk(path: str, start: int, end: int, first_line: int) -> tuple[Any, 
                 except LineError as e:
                     err = (line, e.problem)
                     break
-                line += 1
-            flush(cols)
+                lines.append(line)
+            if lines:
+                head[lines] = np.array(cols.head, np.int64).reshape(-1, 6)
+            sends.append(np.fromiter(cols.send, np.int64, len(cols.send)).reshape(-1, 5))
+            reads.append(np.fromiter(cols.read, np.int64, len(cols.read)).reshape(-1, 5))
             if err is not None:
                 break
     finally:
         if enabled:
             gc.enable()
-    head = np.concatenate(heads)
-    send = np.concatenate(sends)
-    read = np.concatenate(reads)
-    return (err, head[:, 0].copy(), head[:, 1].copy(), head[:, 2].astype(np.int8),
-            head[:, 3].copy(), head[:, 4].astype(np.int8), head[:, 5].astype(np.int8), send,
-            read)
+    send, read = np.concatenate(sends), np.concatenate(reads)
+    if err is not None:
+        send, read = send[send[:, 0] < err[0]], read[read[:, 0] < err[0]]
+    return err, send, read
+
+
+def _merge_rows(fast: Any, slow: Any) -> Any:
+    """Rows of both parsers in line order (each line's rows come from one of them, in
+    their own order)."""
+    import numpy as np
+
+    if not len(slow):
+        return fast
+    rows = np.concatenate([fast, slow])
+    return rows[np.argsort(rows[:, 0], kind="stable")]
 
 
 def _chunks(path: str, parts: int) -> list[tuple[int, int, int]]:

@@ -1,0 +1,171 @@
+"""The compiled line parser (harness.runfiles.fastlines) against the strict reader's own
+per-line code: on valid lines of every shape and on mutated ones, `parse_chunk` gives
+exactly the error and the columns that parsing each line in Python gives."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness.runfiles.fastlines import scan_lines
+from harness.runfiles.strict import LineError, _Cols, _parse_line, parse_chunk
+
+I64 = 2**63
+ints = st.one_of(st.integers(0, 50), st.integers(0, 10**18), st.integers(-(I64), I64 - 1),
+                 st.integers(I64, I64 + 5))
+values = st.one_of(ints, st.integers(-50, 50))
+
+
+def _send(completion: bool) -> Any:
+    plain = st.tuples(st.just("send"), ints, values).map(list)
+    if not completion:
+        return plain
+    done = st.tuples(st.just("send"), ints,
+                     st.tuples(st.one_of(st.none(), ints), values).map(list)).map(list)
+    return st.one_of(plain, done)
+
+
+def _poll(completion: bool) -> Any:
+    if not completion:
+        return st.just(["poll"])
+    recs = st.lists(st.tuples(ints, values).map(list), max_size=4)
+    keys = st.one_of(st.integers(0, 99).map(str), st.sampled_from(["007", "", "x", "-1"]))
+    return st.one_of(st.just(["poll"]),
+                     st.dictionaries(keys, recs, max_size=3).map(lambda d: ["poll", d]))
+
+
+@st.composite
+def ops(draw: Any) -> dict[str, Any]:
+    typ = draw(st.sampled_from(["invoke", "ok", "fail", "info", "bogus"]))
+    completion = typ != "invoke"
+    if draw(st.integers(0, 9)) == 0:
+        op: dict[str, Any] = {"process": "nemesis", "f": "kill", "value": {"nodes": ["n1"]}}
+    else:
+        f = draw(st.sampled_from(["send", "poll", "txn", "assign", "subscribe", "crash",
+                                  "other"]))
+        if f in ("send", "poll", "txn"):
+            value: Any = draw(st.one_of(
+                st.lists(st.one_of(_send(completion), _poll(completion)), max_size=3),
+                st.none()))
+        elif f in ("assign", "subscribe"):
+            value = draw(st.one_of(st.lists(ints, max_size=3), st.none()))
+        else:
+            value = draw(st.one_of(st.none(), st.just([])))
+        op = {"process": draw(st.one_of(ints, st.just("p"))), "f": f, "value": value}
+    op = {"index": draw(ints), "time": draw(ints), "type": typ, **op}
+    if draw(st.booleans()):
+        op["error"] = draw(st.sampled_from(["timeout", 'a "quoted" \\ tab\t', "é", 7]))
+    if draw(st.integers(0, 4)) == 0:
+        op["seek_to_beginning"] = draw(st.sampled_from([True, False, None, 1]))
+    if draw(st.integers(0, 9)) == 0:
+        op["extra"] = {"any": [1, 2.5]}
+    if draw(st.integers(0, 4)) == 0:  # another order of the fields
+        op = dict(reversed(list(op.items())))
+    return op
+
+
+def dump(op: dict[str, Any], style: int) -> bytes:
+    if style == 0:
+        return orjson.dumps(op)  # the harness's own writer
+    if style == 1:
+        return json.dumps(op).encode()  # spaces after separators
+    return json.dumps(op, indent=None, separators=(" ,", " :  ")).encode()
+
+
+def by_python(data: bytes) -> tuple[Any, ...]:
+    """The strict per-line code alone, as parse_chunk worked before the compiled one."""
+    cols = _Cols()
+    err = None
+    raws = data.split(b"\n")
+    if raws and not raws[-1]:
+        raws.pop()
+    for line, raw in enumerate(raws):
+        if not raw.strip():
+            err = (line, "empty line")
+            break
+        try:
+            _parse_line(raw, line, cols)
+        except LineError as e:
+            err = (line, e.problem)
+            break
+    send = np.array(cols.send, np.int64).reshape(-1, 5)
+    read = np.array(cols.read, np.int64).reshape(-1, 5)
+    if err is not None:  # the columns cover the lines before the error
+        send, read = send[send[:, 0] < err[0]], read[read[:, 0] < err[0]]
+    return err, np.array(cols.head, np.int64).reshape(-1, 6), send, read
+
+
+def same_as_python(tmp: Path, data: bytes) -> None:
+    path = tmp / "history.jsonl"
+    path.write_bytes(data)
+    got = parse_chunk(str(path), 0, len(data), 0)
+    err, head, send, read = by_python(data)
+    assert got[0] == err
+    assert np.array_equal(np.stack(got[1:7], axis=1).astype(np.int64), head)
+    assert np.array_equal(got[7], send) and np.array_equal(got[8], read)
+
+
+SLOW_OK = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]  # one file, rewritten
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=SLOW_OK)
+@given(st.lists(st.tuples(ops(), st.integers(0, 2)), min_size=1, max_size=8))
+def test_lines_parse_as_the_strict_code_parses_them(tmp_path: Path,
+                                                    lines: list[tuple[Any, int]]) -> None:
+    same_as_python(tmp_path, b"".join(dump(op, s) + b"\n" for op, s in lines))
+
+
+MUTATIONS = b'{}[],:"0-9.eE \\\tn\x00\xc3'
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=SLOW_OK)
+@given(ops(), st.integers(0, 2), st.data())
+def test_mutated_lines_get_the_strict_codes_verdict(tmp_path: Path, op: dict[str, Any],
+                                                    style: int, data: Any) -> None:
+    raw = bytearray(dump(op, style))
+    for _ in range(data.draw(st.integers(1, 3))):
+        at = data.draw(st.integers(0, len(raw)))
+        how = data.draw(st.integers(0, 2))
+        if how == 0 and at < len(raw):
+            del raw[at]
+        elif how == 1:
+            raw[at:at] = bytes([data.draw(st.sampled_from(MUTATIONS))])
+        else:
+            raw[at:at] = raw[at:at + data.draw(st.integers(1, 12))]  # a repeated piece
+    ending = data.draw(st.sampled_from([b"\n", b"", b"\r\n", b"\n\n"]))
+    same_as_python(tmp_path, b'{"index":0,"time":0,"type":"invoke","process":0,"f":"crash",'
+                             b'"value":null}\n' + bytes(raw) + ending)
+
+
+def test_the_harness_shapes_take_the_compiled_path() -> None:
+    """The lines the harness writes (but nemesis ones) are never left to Python: the
+    speed of a big check rests on it."""
+    lines = [
+        {"index": 0, "time": 5, "type": "invoke", "process": 3, "f": "send",
+         "value": [["send", 2, 10**17 + 5]]},
+        {"index": 1, "time": 9, "type": "ok", "process": 3, "f": "send",
+         "value": [["send", 2, [5, 10**17 + 5]]]},
+        {"index": 2, "time": 9, "type": "info", "process": 4, "f": "txn",
+         "value": [["send", 2, [None, -3]], ["poll", {"2": [[4, 12], [5, 17]], "9": []}]],
+         "error": "CONNECTION: n3: connection closed by the broker"},
+        {"index": 3, "time": 10, "type": "ok", "process": 5, "f": "assign", "value": [0, 7],
+         "seek_to_beginning": True},
+        {"index": 4, "time": 11, "type": "info", "process": 6, "f": "crash", "value": None},
+        {"index": 5, "time": 12, "type": "ok", "process": 1, "f": "poll", "value": [["poll"]]},
+    ]
+    for style in (0, 1):
+        data = b"".join(dump(op, style) + b"\n" for op in lines)
+        head, send, read, declined = scan_lines(data)
+        assert declined == []
+        assert head[:, 0].tolist() == list(range(6))
+        assert send.tolist() == [[0, 2, 10**17 + 5, -1, 0], [1, 2, 10**17 + 5, 5, 0],
+                                 [2, 2, -3, -1, 0]]
+        assert read.tolist() == [[2, 2, 4, 12, 0], [2, 2, 5, 17, 1]]
+    nemesis = b'{"index":0,"time":0,"type":"info","process":"nemesis","f":"kill","value":{}}'
+    assert scan_lines(nemesis)[3] == [(0, nemesis)]
