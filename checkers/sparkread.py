@@ -4,20 +4,19 @@ On a classic session (local, or a standalone cluster whose executors see the
 file at the same path), in four steps:
 1. ranges: each task takes a byte range of the file (SPLIT_BYTES) and moves both ends
    to line starts (a range owns the lines that begin in it);
-2. parse: each task parses its lines with the strict reader's own per-line code
-   (`harness.runfiles.strict`: the same rules, the same `file:line: problem`), its
-   line numbers counted from its range's first line (the driver adds the lines of
-   the ranges before, when it has their heads: no pass that only counts lines), keeps
-   the records read on the executors (packed per key, persisted on disk) and sends
-   the driver each line's fixed-width head, the send micro-ops and the distinct
-   values read;
+2. parse: each task parses its lines with the strict reader (`harness.runfiles.strict`:
+   the same rules, the same `file:line: problem`), its line numbers counted from its
+   range's first line (the driver adds the lines of the ranges before, when it has
+   their heads: no pass that only counts lines), and writes its items into one
+   shuffle by key: the records read (packed per key) stay on the executors; the driver
+   reads each range's fixed-width line heads, send micro-ops and distinct values read;
 3. the driver runs the cross-line checks (the same `check_lines` and `check_sends`)
    and builds the operation columns (which sends of operations ended info were read
    decides what must have happened);
-4. one shuffle by key brings each key's records, its sends and its replica rows
-   together; the facts of the operations records belong to travel as a broadcast of
-   compact arrays over the completions that polled; `check_key` answers counts,
-   examples and edges.
+4. that shuffle's partitions, joined with the driver's send and replica rows split
+   the same way, bring each key's records and rows together; the facts of the
+   operations records belong to travel as a broadcast of compact arrays over the
+   completions that polled; `check_key` answers counts, examples and edges.
 
 Driver memory: about 40 bytes per line (heads, pairing, operation columns) plus the
 send and replica rows, never the records read, so it does not grow with poll sizes.
@@ -63,13 +62,22 @@ def narrow(a: Any) -> Any:
     return a.astype(narrowest_dtype(a), copy=False)
 
 
-def pack(a: Any) -> tuple[bytes, str]:
-    a = narrow(np.ascontiguousarray(a))
-    return a.tobytes(), a.dtype.str
+def pack(a: Any) -> tuple[bytes, str, int]:
+    """a as (bytes, type, base): an integer column less its least value (the base), in
+    the smallest type that holds the rest, so values near 10**17 travel in 4 bytes."""
+    a = np.ascontiguousarray(a)
+    base = 0
+    if a.dtype.kind == "i" and len(a):
+        lo, hi = int(a.min()), int(a.max())
+        if hi - lo < 2**63:  # else the differences would not fit
+            base = lo
+    a = narrow(a - base if base else a)
+    return a.tobytes(), a.dtype.str, base
 
 
-def unpack(p: tuple[bytes, str], dtype: Any = np.int64) -> Any:
-    return np.frombuffer(p[0], dtype=p[1]).astype(dtype)
+def unpack(p: tuple[bytes, str, int], dtype: Any = np.int64) -> Any:
+    v = np.frombuffer(p[0], dtype=p[1]).astype(dtype)
+    return v + p[2] if p[2] else v
 
 
 # -- executor side ---------------------------------------------------------------------
@@ -109,13 +117,15 @@ def parse_range(path: str, chunk: int, start: int, end: int) -> Iterator[Any]:
            v[np.r_[True, v[1:] != v[:-1]]].tobytes() if len(v) else b"")
     if err is not None or not len(read):
         return
-    order = np.argsort(read[:, 1], kind="stable")
+    # stable, and a radix sort when the keys fit 16 bits (numpy's choice for them)
+    order = np.argsort(narrow(read[:, 1]), kind="stable")
     read = read[order]
     keys = read[:, 1]
     starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]).tolist()
     for s, e in zip(starts, [*starts[1:], len(keys)], strict=True):
         part = read[s:e]
-        yield ("r", int(keys[s]), chunk, {c: pack(part[:, i]) for i, c in enumerate(READ)})
+        yield ("r", int(keys[s]), chunk, {c: pack(part[:, i]) for i, c in enumerate(READ)
+                                          if c != "key"})
 
 
 def read_entries(ctx: dict[str, Any], cols: dict[str, Any]) -> dict[str, Any]:
@@ -191,13 +201,36 @@ def _ranges(path: str, split_bytes: int) -> list[tuple[int, int, int]]:
     return [(i, c, min(size, c + split_bytes)) for i, c in enumerate(cuts)]
 
 
+class KeyPartitions:
+    """Where an item of the parse goes in its one shuffle: a key's records to partition
+    key % keys (several keys a partition), every range's head to the last partition,
+    which the driver alone reads. One instance serves both sides of the per-key job's
+    union: Spark keeps that union partitioned (no second shuffle) only when both sides
+    were split by the same function object."""
+
+    def __init__(self, keys: int) -> None:
+        self.keys = keys
+        self.total = keys + 1
+
+    def __call__(self, key: int) -> int:
+        return self.keys if key < 0 else key % self.keys
+
+
+def _keyed(item: Any) -> tuple[int, Any]:
+    """A parse item with its shuffle key: the record's key, or -1 for a range's head."""
+    return (item[1] if item[0] == "r" else -1), item
+
+
 def load_and_check(spark: Any, run_dir: Path, *,
                    split_bytes: int = SPLIT_BYTES) -> tuple[Tables, dict[str, Any],
                                                             dict[str, float]]:
     """Tables (operation columns only) and the log job's answer, Spark reading the
-    history; HistoryError for bad input, exactly as the strict reader raises it."""
-    from pyspark import StorageLevel
+    history; HistoryError for bad input, exactly as the strict reader raises it.
 
+    The parse tasks write their items straight into the shuffle by key (KeyPartitions):
+    the driver's job reads only the heads' partition, and the per-key job reuses the
+    same shuffle files, so the records read cross from Python to the JVM and back once.
+    """
     t0 = time.monotonic()
     sc = spark.sparkContext
     path = str(Path(run_dir) / "history.jsonl")
@@ -205,52 +238,65 @@ def load_and_check(spark: Any, run_dir: Path, *,
         ranges = _ranges(path, split_bytes)
     except OSError as e:
         raise HistoryError(path, None, f"cannot read: {e.strerror or e}") from e
+    parts = KeyPartitions(8 * sc.defaultParallelism)
     parsed = sc.parallelize(ranges, len(ranges)).flatMap(
-        lambda r: parse_range(path, *r)).persist(StorageLevel.DISK_ONLY)
-    try:
-        heads = sorted(parsed.filter(lambda x: x[0] == "h").collect(), key=lambda h: h[1])
-        t1 = time.monotonic()
-        sizes = [len(np.frombuffer(h[2][0][0], h[2][0][1])) for h in heads]
-        first = np.r_[0, np.cumsum(sizes)[:-1]].astype(np.int64)
-        for h, line in zip(heads, first.tolist(), strict=True):
-            if h[4] is not None:
-                raise HistoryError(path, line + h[4][0] + 1, h[4][1])
-        cols = [np.concatenate([unpack(h[2][i]) for h in heads]) for i in range(len(HEAD))]
-        index, tm, typ, proc, f, flags = cols
-        typ, f, flags = typ.astype(np.int8), f.astype(np.int8), flags.astype(np.int8)
-        send = np.stack([np.concatenate([unpack(h[3][i]) + (first[k] if i == 0 else 0)
-                                         for k, h in enumerate(heads)])
-                         for i in range(len(SEND))], axis=1).reshape(-1, len(SEND))
-        read = [np.frombuffer(h[5], np.int64) for h in heads]
-        del heads, cols
-        pair = check_lines(path, index, tm, typ, proc, f)
-        check_sends(path, send, typ, pair)
-        empty = np.zeros(0, np.int64)
-        scan = HistoryScan(path, tm, typ, proc, f, flags, pair, send[:, 0], send[:, 1],
-                           send[:, 2], send[:, 3], send[:, 4], empty, empty, empty, empty,
-                           empty)
-        del index, send
-        rpath = Path(run_dir) / "replicas.jsonl"
-        replicas = read_replicas(rpath) if rpath.exists() else None
-        status = op_status(scan)
-        info = np.unique(scan.send_value[status[scan.send_line] == INFO])
-        hits = info[read_by_any(info, read)]
-        del read
-        t = build_tables(scan, replicas, read_values=hits, status=status)
-        t2 = time.monotonic()
-        log = _log_job(sc, parsed, scan, t, first)
-        # the send rows were the job's input; the verdict reads the operation columns
-        t.entries = {c: v[:0] for c, v in t.entries.items()}
-        t3 = time.monotonic()
-    finally:
-        parsed.unpersist()
+        lambda r: map(_keyed, parse_range(path, *r))).partitionBy(parts.total, parts)
+    heads = sorted(sc.runJob(parsed, lambda it: [v for _, v in it], [parts.keys]),
+                   key=lambda h: h[1])
+    t1 = time.monotonic()
+    sizes = [len(np.frombuffer(h[2][0][0], h[2][0][1])) for h in heads]
+    first = np.r_[0, np.cumsum(sizes)[:-1]].astype(np.int64)
+    for h, line in zip(heads, first.tolist(), strict=True):
+        if h[4] is not None:
+            raise HistoryError(path, line + h[4][0] + 1, h[4][1])
+    cols = [np.concatenate([unpack(h[2][i]) for h in heads]) for i in range(len(HEAD))]
+    index, tm, typ, proc, f, flags = cols
+    typ, f, flags = typ.astype(np.int8), f.astype(np.int8), flags.astype(np.int8)
+    send = np.stack([np.concatenate([unpack(h[3][i]) + (first[k] if i == 0 else 0)
+                                     for k, h in enumerate(heads)])
+                     for i in range(len(SEND))], axis=1).reshape(-1, len(SEND))
+    read = [np.frombuffer(h[5], np.int64) for h in heads]
+    del heads, cols
+    pair = check_lines(path, index, tm, typ, proc, f)
+    check_sends(path, send, typ, pair)
+    empty = np.zeros(0, np.int64)
+    scan = HistoryScan(path, tm, typ, proc, f, flags, pair, send[:, 0], send[:, 1],
+                       send[:, 2], send[:, 3], send[:, 4], empty, empty, empty, empty,
+                       empty)
+    del index, send
+    rpath = Path(run_dir) / "replicas.jsonl"
+    replicas = read_replicas(rpath) if rpath.exists() else None
+    status = op_status(scan)
+    info = np.unique(scan.send_value[status[scan.send_line] == INFO])
+    hits = info[read_by_any(info, read)]
+    del read
+    t = build_tables(scan, replicas, read_values=hits, status=status)
+    t2 = time.monotonic()
+    log = _log_job(sc, parsed, parts, scan, t, first)
+    # the send rows were the job's input; the verdict reads the operation columns
+    t.entries = {c: v[:0] for c, v in t.entries.items()}
+    t3 = time.monotonic()
     return t, log, {"parse_s": round(t1 - t0, 3), "driver_s": round(t2 - t1, 3),
                     "spark_job_s": round(t3 - t2, 3)}
 
 
-def _log_job(sc: Any, parsed: Any, scan: HistoryScan, t: Tables,
+def check_partition(items: Iterable[tuple[int, Any]], ctx: dict[str, Any],
+                    dtypes: dict[str, str], has_replicas: bool,
+                    nodes: list[str]) -> Iterator[tuple[int, dict[str, list[Any]]]]:
+    """One partition of the per-key job: its items grouped by key (heads skipped), each
+    key checked by check_group."""
+    by_key: dict[int, list[Any]] = {}
+    for key, item in items:
+        if key >= 0:
+            by_key.setdefault(key, []).append(item)
+    for key in sorted(by_key):
+        yield key, check_group(key, by_key.pop(key), ctx, dtypes, has_replicas, nodes)
+
+
+def _log_job(sc: Any, parsed: Any, parts: KeyPartitions, scan: HistoryScan, t: Tables,
              first: Any) -> dict[str, Any]:
-    """The per-key job after one shuffle by key; the answer in key order."""
+    """The per-key job on the parse's shuffle, joined by partition with the driver's
+    rows of each key; the answer in key order."""
     from checkers.spark import key_slices
 
     dtypes = {c: t.entries[c].dtype.str for c in ENTRY_COLUMNS}
@@ -258,16 +304,14 @@ def _log_job(sc: Any, parsed: Any, scan: HistoryScan, t: Tables,
             for key, idx in key_slices(t)]
     ctx = sc.broadcast(read_context(scan, t, first))
     has_replicas, nodes = t.has_replicas, list(t.nodes)
-    # a few keys a task: one task's keys then fit its Python worker's memory for
-    # groupByKey (spark.python.worker.memory) instead of spilling to disk
-    parts = max(1, min(len(ents), 8 * sc.defaultParallelism))
     try:
-        reads = parsed.filter(lambda x: x[0] == "r").map(lambda x: (x[1], x))
         given = sc.parallelize(ents, max(1, min(sc.defaultParallelism, len(ents))))
         del ents
-        answers = reads.union(given).groupByKey(parts).map(
-            lambda kv: (kv[0], check_group(kv[0], list(kv[1]), ctx.value, dtypes,
-                                           has_replicas, nodes))).collect()
+        joined = parsed.union(given.partitionBy(parts.total, parts))
+        if joined.getNumPartitions() != parts.total:  # Spark would have to keep them apart
+            raise RuntimeError("the per-key job's union lost its partitioning")
+        answers = joined.mapPartitions(
+            lambda it: check_partition(it, ctx.value, dtypes, has_replicas, nodes)).collect()
     finally:
         ctx.destroy()
     out: dict[str, list[Any]] = {c: [] for c in OUT_COLUMNS}
