@@ -17,12 +17,13 @@ E = ww + wr + n (process) + 3n (real time) edges, where ww and wr are the log
 job's edges: wr at most one per record read, ww one per placed value while each
 offset holds one value (more only where an offset holds several). Node and edge
 ids are int32 (int64 only past 2**31). The graph is built once as one CSR, each
-row's targets sorted and distinct (5 bytes an edge: target, kinds); each stage's
-CSR is that one masked by kind. The ww and wr edges come in chunks, copied into
-place as the log job's answer is dropped, so at the peak about 15 bytes an edge are
-held (the unsorted copy and the CSR while it is built; the CSR, a stage's mask and
-its copy later), plus about 40 per node; a witness search adds O(edges of its
-component) for that component only.
+row's targets sorted and distinct (5 bytes an edge: target, kinds). One search of
+it tells whether it has any cycle at all; most graphs have none, and then no stage,
+a part of it, can find one. Otherwise each stage's CSR is that one masked by kind.
+The ww and wr edges come in chunks, copied into place as the log job's answer is
+dropped, so at the peak about 15 bytes an edge are held (the unsorted copy and the
+CSR while it is built; the CSR, a stage's mask and its copy later), plus about 40
+per node; a witness search adds O(edges of its component) for that component only.
 """
 
 from __future__ import annotations
@@ -75,7 +76,10 @@ def find_cycles(t: Tables, ww: Edges, wr: Edges) -> list[Cycle]:
     total = n + nb
     # one graph's worth of edges in int32 when the nodes allow (scipy's own index type)
     idx = np.int32 if max(total, ww[0] + wr[0] + 5 * n) < 2**31 else np.int64
-    indptr, indices, kinds = _graph(t, g, gop, proc, ok, cmp_ok, times, ww, wr, idx)
+    indptr, indices, kinds = _sorted_distinct(
+        *_graph(t, g, gop, proc, ok, cmp_ok, times, ww, wr, idx))
+    if _acyclic(indptr, indices, total):
+        return []  # then no stage's graph, a part of this one, has a cycle either
 
     n_sends = t.op_n_sends[g]
     cycles: list[Cycle] = []
@@ -115,10 +119,8 @@ def find_cycles(t: Tables, ww: Edges, wr: Edges) -> list[Cycle]:
 
 def _graph(t: Tables, g: Any, gop: Any, proc: Any, ok: Any, cmp_ok: Any, times: Any,
            ww: Edges, wr: Edges, idx: Any) -> tuple[Any, Any, Any]:
-    """The whole graph as CSR (indptr, indices, kinds): each row's targets ascending and
-    distinct, an edge's kinds OR'd over its copies. Every stage's graph is this one
-    masked by kind, so it has exactly the rows that coo -> csr of that stage's edges
-    gives (scipy's component labels depend on that order)."""
+    """The whole graph as CSR (indptr, indices, kinds), each edge as often as it was
+    given, in the order given within its row (`_sorted_distinct` comes next)."""
     n, nb = len(g), len(times)
     total = n + nb
     # op id -> graph node: a gather from a table (searchsorted of unsorted queries
@@ -159,8 +161,27 @@ def _graph(t: Tables, g: Any, gop: Any, proc: Any, ok: Any, cmp_ok: Any, times: 
     indices = np.empty(e, idx)
     kinds = np.empty(e, np.int8)
     coo_tocsr(total, total, e, s, d, k, indptr, indices, kinds)  # linear, copies kept
-    del s, d, k
-    csr_sort_indices(total, indptr, indices, kinds)
+    return indptr, indices, kinds
+
+
+def _acyclic(indptr: Any, indices: Any, total: int) -> bool:
+    """No strongly connected component of two or more nodes in the whole graph (the
+    usual answer): then the stages need not search. Rows must hold no target twice in
+    a row: scipy 1.17's strong components never return on such a graph."""
+    mat = csr_matrix((np.broadcast_to(np.float64(1.0), (len(indices),)), indices, indptr),
+                     shape=(total, total), copy=False)
+    n_comp, _ = connected_components(mat, directed=True, connection="strong")
+    return bool(n_comp == total)
+
+
+def _sorted_distinct(indptr: Any, indices: Any, kinds: Any) -> tuple[Any, Any, Any]:
+    """The CSR with each row's targets ascending and distinct, an edge's kinds OR'd over
+    its copies (rows sorted in place first). Every stage's graph is this one masked by
+    kind, so it has exactly the rows that coo -> csr of that stage's edges gives
+    (scipy's component labels depend on that order)."""
+    csr_sort_indices(len(indptr) - 1, indptr, indices, kinds)
+    e = len(indices)
+    idx = indptr.dtype
     # distinct targets per row: a copy is an edge equal to the one before in its row
     first = np.ones(e, bool)
     first[1:] = indices[1:] != indices[:-1]
