@@ -157,6 +157,33 @@ def _sep(buf: Any, p: int, end: int, close: int) -> tuple[int, bool]:
 
 
 @njit(cache=True)
+def _pair(buf: Any, p: int, end: int, offset_may_be_null: bool) -> tuple[int, int, int]:
+    """(offset, value, p after the closing bracket) of `[offset, value]` at p, the
+    offset NO_OFFSET for a null one where allowed; p = -1 for anything else."""
+    if p >= end or buf[p] != 91:
+        return 0, 0, -1
+    p = _ws(buf, p + 1, end)
+    offset = NO_OFFSET
+    q = _word(buf, p, end, _NULL) if offset_may_be_null else -1
+    if q >= 0:
+        p = q
+    else:
+        offset, p = _int(buf, p, end, False)
+        if p < 0:
+            return 0, 0, -1
+    p, closed = _sep(buf, p, end, 93)
+    if p < 0 or closed:
+        return 0, 0, -1
+    value, p = _int(buf, p, end, True)
+    if p < 0:
+        return 0, 0, -1
+    p = _ws(buf, p, end)
+    if p >= end or buf[p] != 93:
+        return 0, 0, -1
+    return offset, value, p + 1
+
+
+@njit(cache=True)
 def _micro_ops(buf: Any, p: int, end: int, line: int, completion: bool,
                send: Any, ns: int, read: Any, nr: int, keys: Any) -> tuple[int, Any, int, Any,
                                                                        int, bool]:
@@ -190,24 +217,9 @@ def _micro_ops(buf: Any, p: int, end: int, line: int, completion: bool,
             if buf[p] == 91:
                 if not completion:
                     return -1, send, ns, read, nr, has_poll
-                p = _ws(buf, p + 1, end)
-                q = _word(buf, p, end, _NULL)
-                if q >= 0:
-                    p = q
-                else:
-                    offset, p = _int(buf, p, end, False)
-                    if p < 0:
-                        return -1, send, ns, read, nr, has_poll
-                p, closed = _sep(buf, p, end, 93)
-                if p < 0 or closed:
-                    return -1, send, ns, read, nr, has_poll
-                value, p = _int(buf, p, end, True)
+                offset, value, p = _pair(buf, p, end, True)
                 if p < 0:
                     return -1, send, ns, read, nr, has_poll
-                p = _ws(buf, p, end)
-                if p >= end or buf[p] != 93:
-                    return -1, send, ns, read, nr, has_poll
-                p += 1
             else:
                 value, p = _int(buf, p, end, True)
                 if p < 0:
@@ -264,19 +276,8 @@ def _micro_ops(buf: Any, p: int, end: int, line: int, completion: bool,
                             p += 1
                         else:
                             while True:
-                                if p >= end or buf[p] != 91:
-                                    return -1, send, ns, read, nr, has_poll
-                                offset, p = _int(buf, _ws(buf, p + 1, end), end, False)
+                                offset, value, p = _pair(buf, p, end, False)
                                 if p < 0:
-                                    return -1, send, ns, read, nr, has_poll
-                                p, closed = _sep(buf, p, end, 93)
-                                if p < 0 or closed:
-                                    return -1, send, ns, read, nr, has_poll
-                                value, p = _int(buf, p, end, True)
-                                if p < 0:
-                                    return -1, send, ns, read, nr, has_poll
-                                p = _ws(buf, p, end)
-                                if p >= end or buf[p] != 93:
                                     return -1, send, ns, read, nr, has_poll
                                 if len(read) < 5 * nr + 5:
                                     read = _grow(read, 5 * nr + 5)
@@ -287,7 +288,7 @@ def _micro_ops(buf: Any, p: int, end: int, line: int, completion: bool,
                                 read[5 * nr + 4] = rseq
                                 nr += 1
                                 rseq += 1
-                                p, closed = _sep(buf, p + 1, end, 93)
+                                p, closed = _sep(buf, p, end, 93)
                                 if p < 0:
                                     return -1, send, ns, read, nr, has_poll
                                 if closed:

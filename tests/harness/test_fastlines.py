@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.runfiles.fastlines import scan_lines
-from harness.runfiles.strict import LineError, _Cols, _parse_line, parse_chunk
+from harness.runfiles.strict import _parse_declined, parse_chunk
 
 I64 = 2**63
 ints = st.one_of(st.integers(0, 50), st.integers(0, 10**18), st.integers(-(I64), I64 - 1),
@@ -79,26 +79,14 @@ def dump(op: dict[str, Any], style: int) -> bytes:
 
 
 def by_python(data: bytes) -> tuple[Any, ...]:
-    """The strict per-line code alone, as parse_chunk worked before the compiled one."""
-    cols = _Cols()
-    err = None
+    """The strict per-line code alone (every line handed to it), as parse_chunk worked
+    before the compiled parser."""
     raws = data.split(b"\n")
     if raws and not raws[-1]:
         raws.pop()
-    for line, raw in enumerate(raws):
-        if not raw.strip():
-            err = (line, "empty line")
-            break
-        try:
-            _parse_line(raw, line, cols)
-        except LineError as e:
-            err = (line, e.problem)
-            break
-    send = np.array(cols.send, np.int64).reshape(-1, 5)
-    read = np.array(cols.read, np.int64).reshape(-1, 5)
-    if err is not None:  # the columns cover the lines before the error
-        send, read = send[send[:, 0] < err[0]], read[read[:, 0] < err[0]]
-    return err, np.array(cols.head, np.int64).reshape(-1, 6), send, read
+    head = np.zeros((len(raws), 6), np.int64)
+    err, send, read = _parse_declined(list(enumerate(raws)), head)
+    return err, head[:err[0]] if err else head, send, read
 
 
 def same_as_python(tmp: Path, data: bytes) -> None:
