@@ -145,6 +145,20 @@ def _grow(a: Any, n: int) -> Any:
 
 
 @njit(cache=True)
+def _row(rows: Any, n: int, a: int, b: int, c: int, d: int, e: int) -> Any:
+    """rows (flat, five values a row) with row n set to (a, b, c, d, e), grown first
+    when it has no room."""
+    if len(rows) < 5 * n + 5:
+        rows = _grow(rows, 5 * n + 5)
+    rows[5 * n] = a
+    rows[5 * n + 1] = b
+    rows[5 * n + 2] = c
+    rows[5 * n + 3] = d
+    rows[5 * n + 4] = e
+    return rows
+
+
+@njit(cache=True)
 def _sep(buf: Any, p: int, end: int, close: int) -> tuple[int, bool]:
     """After an element of a list or object: (p after the comma or closer, closed?);
     p = -1 when neither follows."""
@@ -228,13 +242,7 @@ def _micro_ops(buf: Any, p: int, end: int, line: int, completion: bool,
             if p >= end or buf[p] != 93:
                 return -1, send, ns, read, nr, has_poll
             p += 1
-            if len(send) < 5 * ns + 5:
-                send = _grow(send, 5 * ns + 5)
-            send[5 * ns] = line
-            send[5 * ns + 1] = key
-            send[5 * ns + 2] = value
-            send[5 * ns + 3] = offset
-            send[5 * ns + 4] = seq
+            send = _row(send, ns, line, key, value, offset, seq)
             ns += 1
             seq += 1
         elif _is(buf, a, p - 1, _F_POLL):
@@ -279,13 +287,7 @@ def _micro_ops(buf: Any, p: int, end: int, line: int, completion: bool,
                                 offset, value, p = _pair(buf, p, end, False)
                                 if p < 0:
                                     return -1, send, ns, read, nr, has_poll
-                                if len(read) < 5 * nr + 5:
-                                    read = _grow(read, 5 * nr + 5)
-                                read[5 * nr] = line
-                                read[5 * nr + 1] = key
-                                read[5 * nr + 2] = offset
-                                read[5 * nr + 3] = value
-                                read[5 * nr + 4] = rseq
+                                read = _row(read, nr, line, key, offset, value, rseq)
                                 nr += 1
                                 rseq += 1
                                 p, closed = _sep(buf, p, end, 93)
