@@ -78,20 +78,19 @@ def find_cycles(t: Tables, ww: Edges, wr: Edges) -> list[Cycle]:
     idx = np.int32 if max(total, ww[0] + wr[0] + 5 * n) < 2**31 else np.int64
     indptr, indices, kinds = _sorted_distinct(
         *_graph(t, g, gop, proc, ok, cmp_ok, times, ww, wr, idx))
-    if _acyclic(indptr, indices, total):
-        return []  # then no stage's graph, a part of this one, has a cycle either
+    n_comp, whole = _strong_components(indptr, indices, total)
+    if n_comp == total:
+        return []  # no cycle: then no stage's graph, a part of this one, has one either
 
     n_sends = t.op_n_sends[g]
     cycles: list[Cycle] = []
     prev = np.arange(n)  # stage 0: every op its own component
     for allowed, required, suffix in STAGES:
         m = None if allowed == WW | WR | PR | RT else (kinds & allowed) != 0
-        s_ptr, s_ind = _stage(indptr, indices, m, idx)
-        # only the structure is read: a constant weight takes no memory
-        mat = csr_matrix((np.broadcast_to(np.float64(1.0), (len(s_ind),)), s_ind, s_ptr),
-                         shape=(total, total), copy=False)
-        _, labels = connected_components(mat, directed=True, connection="strong")
-        del mat, s_ind, s_ptr
+        if m is None:
+            labels = whole  # the whole graph's, found above
+        else:
+            _, labels = _strong_components(*_stage(indptr, indices, m, idx), total)
         real = labels[:n]
         # a component is new when its ops came from two or more components before
         # (some member's prev stands for its component; any other member differing
@@ -164,14 +163,15 @@ def _graph(t: Tables, g: Any, gop: Any, proc: Any, ok: Any, cmp_ok: Any, times: 
     return indptr, indices, kinds
 
 
-def _acyclic(indptr: Any, indices: Any, total: int) -> bool:
-    """No strongly connected component of two or more nodes in the whole graph (the
-    usual answer): then the stages need not search. Rows must hold no target twice in
-    a row: scipy 1.17's strong components never return on such a graph."""
+def _strong_components(indptr: Any, indices: Any, total: int) -> tuple[int, Any]:
+    """(how many, each node's label) of the CSR's strongly connected components. Rows
+    must hold no target twice in a row: scipy 1.17's search never returns on such a
+    graph."""
+    # only the structure is read: a constant weight takes no memory
     mat = csr_matrix((np.broadcast_to(np.float64(1.0), (len(indices),)), indices, indptr),
                      shape=(total, total), copy=False)
-    n_comp, _ = connected_components(mat, directed=True, connection="strong")
-    return bool(n_comp == total)
+    n_comp, labels = connected_components(mat, directed=True, connection="strong")
+    return int(n_comp), labels
 
 
 def _sorted_distinct(indptr: Any, indices: Any, kinds: Any) -> tuple[Any, Any, Any]:
@@ -197,9 +197,7 @@ def _sorted_distinct(indptr: Any, indices: Any, kinds: Any) -> tuple[Any, Any, A
 
 
 def _stage(indptr: Any, indices: Any, m: Any, idx: Any) -> tuple[Any, Any]:
-    """The CSR of the edges in mask m (all when None)."""
-    if m is None:
-        return indptr, indices
+    """The CSR of the edges in mask m."""
     cum = np.zeros(len(m) + 1, idx)
     np.cumsum(m, out=cum[1:])
     return cum[indptr], indices[m]
