@@ -224,13 +224,11 @@ def parse_chunk(path: str, start: int, end: int, first_line: int) -> tuple[Any, 
     err: tuple[int, str] | None = None
     if declined:
         err, slow_send, slow_read = _parse_declined(declined, head)
-        if err is not None:
-            cut = err[0]
-            head = head[:cut]
-            send = send[send[:, 0] < cut]
-            read = read[read[:, 0] < cut]
         send = _merge_rows(send, slow_send)
         read = _merge_rows(read, slow_read)
+    if err is not None:  # the columns cover the lines before it
+        cut = err[0]
+        head, send, read = head[:cut], send[send[:, 0] < cut], read[read[:, 0] < cut]
     send[:, 0] += first_line
     read[:, 0] += first_line
     if err is not None:
@@ -242,7 +240,8 @@ def parse_chunk(path: str, start: int, end: int, first_line: int) -> tuple[Any, 
 
 def _parse_declined(declined: list[tuple[int, bytes]], head: Any) -> tuple[Any, ...]:
     """The lines the compiled parser left, by the per-line code: their heads written into
-    `head`, their rows returned; (error or None, send, read), lines numbered as given.
+    `head`, their rows returned; (error or None, send, read), lines numbered as given,
+    up to the first line in error (its rows may be partly there).
     In blocks of BLOCK_LINES with the cyclic GC off: millions of live Python ints (a
     history in shapes the compiled code declines) otherwise make it superlinear."""
     import gc
@@ -277,10 +276,7 @@ def _parse_declined(declined: list[tuple[int, bytes]], head: Any) -> tuple[Any, 
     finally:
         if enabled:
             gc.enable()
-    send, read = np.concatenate(sends), np.concatenate(reads)
-    if err is not None:
-        send, read = send[send[:, 0] < err[0]], read[read[:, 0] < err[0]]
-    return err, send, read
+    return err, np.concatenate(sends), np.concatenate(reads)
 
 
 def _merge_rows(fast: Any, slow: Any) -> Any:

@@ -86,7 +86,10 @@ def by_python(data: bytes) -> tuple[Any, ...]:
         raws.pop()
     head = np.zeros((len(raws), 6), np.int64)
     err, send, read = _parse_declined(list(enumerate(raws)), head)
-    return err, head[:err[0]] if err else head, send, read
+    if err is None:
+        return err, head, send, read
+    cut = err[0]  # the columns cover the lines before the error
+    return err, head[:cut], send[send[:, 0] < cut], read[read[:, 0] < cut]
 
 
 def same_as_python(tmp: Path, data: bytes) -> None:
