@@ -10,7 +10,7 @@ It never decides that a line is wrong. A line it does not fully recognise (nemes
 operations, extra keys, escapes, floats, integers of 19 digits or more, duplicate
 keys, anything malformed) is handed back, and the strict reader's own per-line code
 parses it, with its own errors. A line it accepts is one that code accepts, giving
-the same columns: `tests/runfiles/test_fastlines.py` checks both on generated and
+the same columns: `tests/harness/test_fastlines.py` checks both on generated and
 mutated lines.
 """
 
@@ -21,9 +21,10 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-NO_OFFSET = -1  # as harness.runfiles.strict.NO_OFFSET
+from harness.runfiles.strict import CLIENT_FS, NO_OFFSET, TYPE_NAMES
 
-# Field names and string values, as bytes (numba freezes global arrays as constants).
+# Field names and string values, as bytes (numba freezes global arrays as constants);
+# the type and f codes are their positions in the strict reader's own lists.
 _K_INDEX = np.frombuffer(b"index", np.uint8)
 _K_TIME = np.frombuffer(b"time", np.uint8)
 _K_TYPE = np.frombuffer(b"type", np.uint8)
@@ -32,16 +33,9 @@ _K_F = np.frombuffer(b"f", np.uint8)
 _K_VALUE = np.frombuffer(b"value", np.uint8)
 _K_SEEK = np.frombuffer(b"seek_to_beginning", np.uint8)
 _K_ERROR = np.frombuffer(b"error", np.uint8)
-_T_INVOKE = np.frombuffer(b"invoke", np.uint8)
-_T_OK = np.frombuffer(b"ok", np.uint8)
-_T_FAIL = np.frombuffer(b"fail", np.uint8)
-_T_INFO = np.frombuffer(b"info", np.uint8)
-_F_SEND = np.frombuffer(b"send", np.uint8)
-_F_POLL = np.frombuffer(b"poll", np.uint8)
-_F_TXN = np.frombuffer(b"txn", np.uint8)
-_F_ASSIGN = np.frombuffer(b"assign", np.uint8)
-_F_SUBSCRIBE = np.frombuffer(b"subscribe", np.uint8)
-_F_CRASH = np.frombuffer(b"crash", np.uint8)
+_T_INVOKE, _T_OK, _T_FAIL, _T_INFO = (np.frombuffer(n.encode(), np.uint8) for n in TYPE_NAMES)
+_F_SEND, _F_POLL, _F_TXN, _F_ASSIGN, _F_SUBSCRIBE, _F_CRASH = (
+    np.frombuffer(n.encode(), np.uint8) for n in CLIENT_FS)
 _NULL = np.frombuffer(b"null", np.uint8)
 _TRUE = np.frombuffer(b"true", np.uint8)
 _FALSE = np.frombuffer(b"false", np.uint8)
@@ -508,6 +502,6 @@ def scan_lines(data: bytes) -> tuple[Any, Any, Any, list[tuple[int, bytes]]]:
 
 def warm() -> None:
     """Load the compiled code now (compiling it, about 10 s, when no cache exists yet):
-    Spark's worker daemon does this once before it forks, and setup does it first."""
+    setup does this, so that no check pays for the compile."""
     scan_lines(b'{"index": 0, "time": 0, "type": "ok", "process": 0, "f": "poll", '
                b'"value": [["poll", {"0": [[0, 1]]}]]}\n')
