@@ -21,6 +21,10 @@ init_transactions that failed retriably (a timeout, a coordinator still loading)
 called again on the same producer, as librdkafka asks: a new producer would start a
 second InitProducerId while the first is still aborting the old transaction, and be
 refused with CONCURRENT_TRANSACTIONS, again and again under load.
+send_offsets_to_transaction can block past its own timeout while the group's
+coordinator is down (librdkafka #5456, #5511), so it runs in a thread waited for a
+bounded time: a transaction stuck there fails (its commit was never attempted) and
+the next begins on a new producer, which fences the stuck one.
 `poll` and `assign` operations (the final reads) are the queue client's.
 
 With `--sub-via subscribe` the polls are the run's consumer group's (a
@@ -37,8 +41,10 @@ unless it commits, the consumer seeks back to the group's committed offsets
 from __future__ import annotations
 
 import contextlib
+import threading
 import uuid
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 from confluent_kafka import (
@@ -58,6 +64,7 @@ from systems.kafka.group_client import GroupConsumer, KafkaGroupClient
 from workloads.txn import run_transaction
 
 TRANSACTION_TIMEOUT_MS = 10_000  # as our broker's txn client: what a lost client holds open
+STUCK_GRACE_S = 2.0  # past a call's own timeout: it is stuck (librdkafka #5456, #5511)
 COMMIT_TRIES = 3  # a retriable commit error: commit_transaction may be called again
 
 
@@ -67,6 +74,24 @@ def _text(e: KafkaException | KafkaError | BufferError) -> str:
     if isinstance(err, KafkaError):
         return f"{err.name()}: {err.str()}"
     return f"_QUEUE_FULL: {err}" if isinstance(e, BufferError) else str(err)
+
+
+def _within(deadline_s: float, call: Callable[[], None]) -> None:
+    """call() in a thread of its own, waited for deadline_s: TimeoutError if it has not
+    returned (a call into C cannot be interrupted: the daemon thread is left to it), and
+    what it raised otherwise."""
+    done: Future[None] = Future()
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as e:  # handed to the caller
+            done.set_exception(e)
+        else:
+            done.set_result(None)
+
+    threading.Thread(target=run, name="librdkafka-call", daemon=True).start()
+    done.result(timeout=deadline_s)
 
 
 def _retriable(e: KafkaException) -> bool:
@@ -124,6 +149,11 @@ class KafkaTxnClient:
     @property
     def _wait_s(self) -> float:
         return self.queue.timeout_s + 2.0
+
+    @property
+    def offsets_deadline_s(self) -> float:
+        """How long send_offsets waits for librdkafka's call, which may outlive its timeout."""
+        return self._wait_s + STUCK_GRACE_S
 
     def _init(self) -> Producer:
         """The producer, initialised; a new one (fencing the old) after a failure."""
@@ -260,12 +290,19 @@ class KafkaTxnClient:
         assert self.current is not None
         if (moved := self._rebalanced(c)) is not None:
             return moved
+        p = self.current
         try:
             positions = [tp for tp in c.position(c.assignment()) if tp.offset >= 0]
-            self.current.send_offsets_to_transaction(positions, c.consumer_group_metadata(),
-                                                     self._wait_s)
+            group = c.consumer_group_metadata()
+            _within(self.offsets_deadline_s,
+                    lambda: p.send_offsets_to_transaction(positions, group, self._wait_s))
         except KafkaException as e:
             return _text(e)
+        except TimeoutError:
+            # left to the thread still inside it: the next begin's producer fences it
+            self.current, self.producer, self.ready = None, None, False
+            return (f"_TIMED_OUT: send_offsets_to_transaction had not returned after "
+                    f"{self.offsets_deadline_s:.0f} s (librdkafka #5456); a new producer follows")
         return None
 
     def commit(self) -> tuple[OpType, str | None]:

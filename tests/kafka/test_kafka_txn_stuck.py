@@ -1,0 +1,134 @@
+"""librdkafka's send_offsets_to_transaction can outlive its own timeout, for ever, when the
+group's coordinator went down while the transactions' stays up (librdkafka issues #5456
+and #5511: the coordinator request's timeout is never checked, and a decommissioned
+coordinator never wakes it). The txn client bounds the call itself, so a transaction
+whose offsets cannot be sent fails in bounded time and the next one commits on a new
+producer, instead of the run waiting for ever for the operation (as a CI run once did)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import ElectionType, TopicPartition
+
+from harness.runfiles import Op
+from harness.spec import ConsumerSettings
+from systems.kafka import config
+from systems.kafka.client import KafkaQueueClient
+from systems.kafka.group_client import KafkaGroupClient
+from systems.kafka.txn_client import KafkaTxnClient
+from tests.kafka.cluster import PARTITIONS, Cluster
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+_values = itertools.count(4_000_000)
+OFFSETS, TXN_STATE = "__consumer_offsets", "__transaction_state"
+
+
+def _member(cluster: Cluster) -> KafkaTxnClient:
+    queue = KafkaQueueClient(keys=PARTITIONS, acks="all", timeout_s=3.0,
+                             bootstrap=cluster.kafka.bootstrap)
+    group = KafkaGroupClient(queue, partitions=PARTITIONS,
+                             settings=ConsumerSettings(commit="off"))
+    c = KafkaTxnClient(queue, group=group).open(None, "n1")
+    assert c.invoke(None, Op("invoke", 0, "subscribe", list(range(PARTITIONS)))).type == "ok"
+    return c
+
+
+def _consume(member: KafkaTxnClient, deadline: float) -> None:
+    """Commit records, then begin a transaction that polls until it consumed some (again
+    after a rebalance, or after polls that found nothing)."""
+    while True:
+        assert time.monotonic() < deadline, "no records read"
+        sends = [["send", k, next(_values)] for k in range(PARTITIONS)]
+        if member.invoke(None, Op("invoke", 0, "txn", sends)).type != "ok":
+            continue
+        assert member.begin(set()) is None
+        for _ in range(20):
+            _, error = member.poll()
+            if error is not None or member.moved:
+                break
+        if error is None and member.moved:
+            return
+        member.abort()
+
+
+def _place(cluster: Cluster, replicas: dict[str, list[int]], tmp: Path) -> None:
+    """Give partition 0 of each internal topic these replicas, the first leading (Kafka's
+    own reassignment tool, then a preferred-leader election)."""
+    plan = {"version": 1, "partitions": [{"topic": t, "partition": 0, "replicas": r}
+                                         for t, r in replicas.items()]}
+    (tmp / "plan.json").write_text(json.dumps(plan))
+    subprocess.run([cluster.kafka.java, *config.TOOL_OPTS, "-cp", cluster.kafka.jars.classpath,
+                    "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+                    "--bootstrap-server", cluster.kafka.bootstrap,
+                    "--reassignment-json-file", str(tmp / "plan.json"), "--execute"],
+                   check=True, capture_output=True, timeout=120)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            cluster.admin.client.elect_leaders(
+                ElectionType.PREFERRED, [TopicPartition(t, 0) for t in replicas]).result()
+        except Exception:  # ELECTION_NOT_NEEDED once led as asked; retried otherwise
+            pass
+        md = cluster.admin.client.list_topics(timeout=5)
+        now = {t: md.topics[t].partitions[0] for t in replicas}
+        if all(p.leader == replicas[t][0] and sorted(p.replicas) == sorted(replicas[t])
+               and sorted(p.isrs) == sorted(replicas[t]) for t, p in now.items()):
+            return
+        assert time.monotonic() < deadline, f"not placed as asked: {now}"
+        time.sleep(0.5)
+
+
+def test_send_offsets_ends_in_bounded_time_when_the_group_coordinator_was_decommissioned(
+        kafka_cluster: Cluster, tmp_path: Path) -> None:
+    """The group coordinator is killed and drops out of the producer's metadata, which
+    decommissions it while it is still the producer's cached coordinator: without the
+    client's bound, send_offsets_to_transaction then never returns (#5511)."""
+    cluster = kafka_cluster
+    member = _member(cluster)  # its subscribe made __consumer_offsets
+    deadline = time.monotonic() + 180
+    sends = [["send", k, next(_values)] for k in range(PARTITIONS) for _ in range(3)]
+    assert member.invoke(None, Op("invoke", 0, "txn", sends)).type == "ok"  # made TXN_STATE
+    md = cluster.admin.client.list_topics(timeout=5)
+    before = {t: list(md.topics[t].partitions[0].replicas) for t in (TXN_STATE, OFFSETS)}
+    ids = sorted(n.node_id for n in cluster.kafka.nodes.values())
+    group_node = cluster.admin.names[ids[1]]
+    # the group's coordinator alone goes down: the transactions' coordinator and log are
+    # on the other nodes
+    _place(cluster, {TXN_STATE: [ids[0], ids[2]], OFFSETS: [ids[1], ids[0], ids[2]]}, tmp_path)
+    try:
+        # a transaction that sends offsets and commits: the producer caches the coordinator
+        _consume(member, deadline)
+        assert member.send_offsets() is None
+        assert member.commit() == ("ok", None)
+        assert cluster.admin.coordinator() == group_node
+
+        cluster.kafka.kill(None, group_node)
+        while ids[1] in cluster.admin.client.list_topics(timeout=5).brokers:  # fenced
+            assert time.monotonic() < deadline, f"{group_node} still registered"
+            time.sleep(0.2)
+        assert member.producer is not None
+        assert ids[1] not in member.producer.list_topics(timeout=5).brokers  # decommissioned
+        _consume(member, deadline)
+        t0 = time.monotonic()
+        error = member.send_offsets()
+        took = time.monotonic() - t0
+        assert error is not None and took < member.offsets_deadline_s + 2.0, (error, took)
+        member.abort()
+    finally:
+        cluster.kafka.start(None, group_node)
+        cluster.ready()
+        _place(cluster, before, tmp_path)
+    # the next transaction, on a new producer that fenced the stuck one, commits
+    done = None
+    while done is None or done.type != "ok":
+        assert time.monotonic() < deadline, done
+        done = member.invoke(None, Op("invoke", 0, "txn", [["poll"], ["send", 0, next(_values)]]))
+    member.close(None)
+    assert member.group is not None
+    member.group.spares.close_all()
