@@ -7,6 +7,9 @@ worker writes the completion the moment it has it, so a harness killed mid-run
 leaves a readable history. As in Jepsen, a client worker whose op ended `info`
 continues under a new process (process + concurrency) with a fresh client, and
 a client that raises completes `info` with the error (the op may have happened).
+A client op still running after `stuck_after_s` (its client's own timeouts failed,
+e.g. a library call that ignores its timeout) completes `info` there and then; its
+thread gets a new worker, and whatever the stuck call returns later is not written.
 
 `run(gen)` may be called several times (main phase, final heal, final reads):
 the processes and the clock carry over. `stop()` (e.g. on SIGINT) ends the
@@ -32,6 +35,7 @@ from harness.protocols import Client, FaultKind, Nemesis, Run
 from harness.runfiles import NEMESIS, HistoryWriter, Op, Process
 
 MAX_WAIT_S = 0.05  # longest the scheduler blocks before looking at stop/timers again
+STUCK_AFTER_S = 120.0  # a client op running this long is stuck: far past any client's timeouts
 
 
 @dataclass
@@ -89,7 +93,7 @@ class _Worker:
                 self._close_client()
                 return
             done = self._invoke(op)
-            self.interp._completed(self.thread, done)
+            self.interp._completed(self, done)
 
     def _invoke(self, op: Op) -> Op:
         it = self.interp
@@ -133,7 +137,8 @@ class Interpreter:
     def __init__(self, run: Run, history: HistoryWriter, *, concurrency: int,
                  open_client: Callable[[int], Client], nemesis: Nemesis | None,
                  seed: int, start_ns: int | None = None, stats: Stats | None = None,
-                 abandon_after_s: float = 10.0) -> None:
+                 abandon_after_s: float = 10.0,
+                 stuck_after_s: float | None = STUCK_AFTER_S) -> None:
         self.run_ = run
         self.history = history
         self.concurrency = concurrency
@@ -144,6 +149,7 @@ class Interpreter:
         if nemesis is not None:
             self.stats.declare(nemesis.kinds)
         self.abandon_after_s = abandon_after_s
+        self.stuck_after_s = stuck_after_s
         self.start_ns = time.monotonic_ns() if start_ns is None else start_ns
         self._done: queue.SimpleQueue[tuple[Thread, Op]] = queue.SimpleQueue()
         self._stop = threading.Event()
@@ -157,6 +163,11 @@ class Interpreter:
                             rng=random.Random(seed), client_threads=concurrency)
         self._workers = {t: _Worker(self, t) for t in threads}
         self._busy: set[Thread] = set()
+        # client ops dispatched and not completed: thread -> (dispatch time, invocation);
+        # exactly one completion is written for each (the worker's, or the stuck one's)
+        self._in_flight: dict[Thread, tuple[int, Op]] = {}
+        self._flight_lock = threading.Lock()
+        self._next_stuck_check_ns = 0
 
     # ------------------------------------------------------------ time & events
 
@@ -171,10 +182,39 @@ class Interpreter:
         self.stats.record(written)
         return written
 
-    def _completed(self, thread: Thread, done: Op) -> None:
-        """Called by a worker: write the completion now, then tell the scheduler."""
-        written = self._record(done.at(self.now_ns()))
+    def _completed(self, worker: _Worker, done: Op) -> None:
+        """Called by a worker: write the completion now, then tell the scheduler; nothing
+        from a worker replaced because its op was stuck."""
+        thread = worker.thread
+        with self._flight_lock:
+            if self._workers.get(thread) is not worker:
+                self.log.info("worker %s: a stuck %s returned %s late; not written",
+                              thread, done.f, done.type)
+                return
+            self._in_flight.pop(thread, None)
+            written = self._record(done.at(self.now_ns()))
         self._done.put((thread, written))
+
+    def _end_stuck(self, now: int) -> None:
+        """Complete `info` every client op running longer than stuck_after_s, and give its
+        thread a new worker (the old one ends when its call returns, if ever)."""
+        if self.stuck_after_s is None or now < self._next_stuck_check_ns:
+            return
+        self._next_stuck_check_ns = now + 200_000_000
+        limit = int(self.stuck_after_s * 1e9)
+        with self._flight_lock:
+            stuck = [(t, inv) for t, (since, inv) in self._in_flight.items()
+                     if now - since > limit]
+            for t, inv in stuck:
+                del self._in_flight[t]
+                self._workers[t].inbox.put(None)
+                self._workers[t] = _Worker(self, t)
+                why = f"stuck: no completion after {self.stuck_after_s:g} s; abandoned"
+                written = self._record(inv.complete("info", error=why).at(self.now_ns()))
+                self._done.put((t, written))
+        for t, inv in stuck:
+            self.log.warning("worker %s: %s stuck for %g s; completed info, new worker",
+                             t, inv.f, self.stuck_after_s)
 
     def stop(self) -> None:
         """Ask the running `run` to end soon (safe from a signal handler)."""
@@ -195,8 +235,14 @@ class Interpreter:
         return ctx, gen.update(ctx, op)
 
     def _dispatch(self, inv: Op) -> None:
-        written = self._record(inv.at(self.now_ns()))
-        self._workers[self._ctx.thread_of(inv.process)].inbox.put(written)
+        now = self.now_ns()
+        thread = self._ctx.thread_of(inv.process)
+        with self._flight_lock:
+            written = self._record(inv.at(now))
+            if thread != NEMESIS:
+                self._in_flight[thread] = (now, written)
+            worker = self._workers[thread]
+        worker.inbox.put(written)
 
     def run(self, gen: Gen) -> None:
         """Drive gen until it is exhausted and every op it started has completed, or stop()."""
@@ -212,6 +258,7 @@ class Interpreter:
                         break
                     ctx, gen = self._absorb(ctx, gen, thread, op)
                 now = self.now_ns()
+                self._end_stuck(now)
                 while timers and timers[0][0] <= now:
                     self._dispatch(heapq.heappop(timers)[2])
                 ctx = ctx.at(now)

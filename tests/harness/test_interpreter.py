@@ -7,6 +7,7 @@ import json
 import logging
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -69,8 +70,8 @@ class MemNemesis:
         pass
 
 
-def make(tmp_path: Path, concurrency: int = 4,
-         nemesis: bool = True) -> tuple[Interpreter, HistoryWriter, MemLog, list[int]]:
+def make(tmp_path: Path, concurrency: int = 4, nemesis: bool = True,
+         stuck_after_s: float = 120.0) -> tuple[Interpreter, HistoryWriter, MemLog, list[int]]:
     run = Run(spec=Spec(), nodes=("n1", "n2", "n3"), paths=RunPaths(tmp_path),
               log=logging.getLogger("test.interp"))
     hw = HistoryWriter(tmp_path / "history.jsonl")
@@ -79,7 +80,7 @@ def make(tmp_path: Path, concurrency: int = 4,
     interp = Interpreter(run, hw, concurrency=concurrency,
                          open_client=lambda t: proto.open(run, run.nodes[t % 3]),
                          nemesis=MemNemesis() if nemesis else None, seed=1,
-                         abandon_after_s=1.0)
+                         abandon_after_s=1.0, stuck_after_s=stuck_after_s)
     return interp, hw, mem, opened
 
 
@@ -167,3 +168,47 @@ def test_stop_abandons_in_flight_ops_within_the_bound(tmp_path: Path) -> None:
     assert elapsed < 3.0  # 0.3 s until stop + 1 s abandon bound
     rows = read(tmp_path / "history.jsonl")
     assert [r["type"] for r in rows] == ["invoke", "invoke"]  # no completion written late
+
+
+def test_a_stuck_op_completes_info_and_its_thread_goes_on_with_a_fresh_client(
+        tmp_path: Path) -> None:
+    """A client call that outlives stuck_after_s (a 3 s call against 0.5 s) completes info
+    at the bound; its thread continues under a new process with a fresh client, and the
+    stuck call's own completion, when it comes, is not written."""
+    interp, hw, _, opened = make(tmp_path, concurrency=1, nemesis=False, stuck_after_s=0.5)
+    t0 = time.monotonic()
+    interp.run(g.clients(g.seq(g.op("slow", 3.0), g.limit(3, sends()))))
+    elapsed = time.monotonic() - t0
+    time.sleep(3.0)  # the stuck call returns meanwhile
+    interp.close()
+    hw.close()
+    rows = read(tmp_path / "history.jsonl")
+    assert elapsed < 2.5
+    assert [(r["process"], r["f"], r["type"]) for r in rows] == [
+        (0, "slow", "invoke"), (0, "slow", "info"),
+        *[(1, "send", t) for _ in range(3) for t in ("invoke", "ok")]]
+    assert "stuck" in rows[1]["error"]
+    assert len(opened) == 2
+
+
+def test_ops_ending_about_the_stuck_bound_get_exactly_one_completion(tmp_path: Path) -> None:
+    """Calls that return just before, at and after the bound: the worker's completion and
+    the stuck one never both get written."""
+    interp, hw, _, _ = make(tmp_path, concurrency=4, nemesis=False, stuck_after_s=0.3)
+    durations = iter([0.2 + 0.01 * (i % 40) for i in range(40)])
+    interp.run(g.clients(g.limit(40, g.fn(lambda ctx: g.Invoke("slow", next(durations))))))
+    time.sleep(0.7)  # every stuck call has returned
+    interp.close()
+    hw.close()
+    rows = read(tmp_path / "history.jsonl")
+    open_: dict[object, dict[str, Any]] = {}
+    ends: Counter[str] = Counter()
+    for r in rows:
+        if r["type"] == "invoke":
+            assert r["process"] not in open_, r
+            open_[r["process"]] = r
+        else:
+            open_.pop(r["process"])
+            ends[r["type"]] += 1
+    assert not open_
+    assert sum(ends.values()) == 40 and ends["ok"] > 0 and ends["info"] > 0, ends
