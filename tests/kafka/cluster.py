@@ -1,13 +1,18 @@
-"""The shared Kafka cluster's handle and settings (the fixtures are in conftest.py)."""
+"""The shared Kafka cluster's handle and settings, and a transactional member of its group
+(the fixtures are in conftest.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.spec import BrokerSettings
+from harness.runfiles import Op
+from harness.spec import BrokerSettings, ConsumerSettings
 from systems.kafka.admin import KafkaAdmin
+from systems.kafka.client import KafkaQueueClient
+from systems.kafka.group_client import KafkaGroupClient
 from systems.kafka.local import LocalKafka
+from systems.kafka.txn_client import KafkaTxnClient
 
 PARTITIONS = 4
 SETTINGS = BrokerSettings(replication_factor=3, min_insync_replicas=2)
@@ -27,3 +32,15 @@ class Cluster:
             self.kafka.start(None, n)
         self.admin.wait_ready(len(self.kafka.nodes), PARTITIONS, SETTINGS.replication_factor,
                               SETTINGS.min_insync_replicas, timeout_s=timeout_s)
+
+
+def txn_member(cluster: Cluster) -> KafkaTxnClient:
+    """A transactional client in the cluster's consumer group (commits only in
+    transactions), subscribed to every partition."""
+    queue = KafkaQueueClient(keys=PARTITIONS, acks="all", timeout_s=3.0,
+                             bootstrap=cluster.kafka.bootstrap)
+    group = KafkaGroupClient(queue, partitions=PARTITIONS,
+                             settings=ConsumerSettings(commit="off"))
+    c = KafkaTxnClient(queue, group=group).open(None, "n1")
+    assert c.invoke(None, Op("invoke", 0, "subscribe", list(range(PARTITIONS)))).type == "ok"
+    return c

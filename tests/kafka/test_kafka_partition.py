@@ -42,7 +42,11 @@ def test_a_leader_cut_off_from_its_peers_is_replaced(
             kafka.start(None, n)
         admin = KafkaAdmin(kafka.bootstrap, {k.node_id: k.name for k in nodes.values()})
         admin.wait_ready(3, 2, 3, 2, timeout_s=120)
-        old = admin.leader_of(0)
+        # another broker may answer the next metadata request before it has learnt the
+        # leader that wait_ready saw (each broker follows the controller's log on its own)
+        deadline = time.monotonic() + 30
+        while (old := admin.leader_of(0)) is None and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert old in names
         others = [n for n in names if n != old]
         ns.partition(None, {old: set(others), **{n: {old} for n in others}})

@@ -12,28 +12,14 @@ import time
 import pytest
 
 from harness.runfiles import Op
-from harness.spec import ConsumerSettings
-from systems.kafka.client import KafkaQueueClient
-from systems.kafka.group_client import KafkaGroupClient
-from systems.kafka.txn_client import KafkaTxnClient
-from tests.kafka.cluster import PARTITIONS, Cluster
+from tests.kafka.cluster import PARTITIONS, Cluster, txn_member
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 _values = itertools.count(3_000_000)
 
 
-def _member(cluster: Cluster) -> KafkaTxnClient:
-    queue = KafkaQueueClient(keys=PARTITIONS, acks="all", timeout_s=3.0,
-                             bootstrap=cluster.kafka.bootstrap)
-    group = KafkaGroupClient(queue, partitions=PARTITIONS,
-                             settings=ConsumerSettings(commit="off"))
-    c = KafkaTxnClient(queue, group=group).open(None, "n1")
-    assert c.invoke(None, Op("invoke", 0, "subscribe", list(range(PARTITIONS)))).type == "ok"
-    return c
-
-
 def test_a_rebalance_after_consuming_keeps_the_next_fetch_out(kafka_cluster: Cluster) -> None:
-    first = _member(kafka_cluster)
+    first = txn_member(kafka_cluster)
     sends = [["send", k, next(_values)] for k in range(PARTITIONS) for _ in range(3)]
     done = first.invoke(None, Op("invoke", 0, "txn", sends))
     assert done.type == "ok", done
@@ -42,7 +28,7 @@ def test_a_rebalance_after_consuming_keeps_the_next_fetch_out(kafka_cluster: Clu
     while not first.moved:  # until the transaction consumed records
         assert time.monotonic() < deadline, "no records read"
         first.poll()
-    second = _member(kafka_cluster)  # joins: the group rebalances
+    second = txn_member(kafka_cluster)  # joins: the group rebalances
     stop = threading.Event()
 
     def keep_polling() -> None:  # a member rejoins only once polled
