@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,3 +45,13 @@ def txn_member(cluster: Cluster) -> KafkaTxnClient:
     c = KafkaTxnClient(queue, group=group).open(None, "n1")
     assert c.invoke(None, Op("invoke", 0, "subscribe", list(range(PARTITIONS)))).type == "ok"
     return c
+
+
+def known_leader(admin: KafkaAdmin, key: int, timeout_s: float = 30.0) -> str | None:
+    """The key's leader once a metadata answer names one. Right after another answer named
+    it, the next may still lack it: it can come from a broker that has not yet learnt the
+    leader (each follows the controller's log on its own) or time out on a loaded machine."""
+    deadline = time.monotonic() + timeout_s
+    while (leader := admin.leader_of(key)) is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return leader

@@ -8,7 +8,7 @@ import pytest
 
 from harness import leftovers
 from systems.kafka.admin import active_controller
-from tests.kafka.cluster import PARTITIONS, Cluster
+from tests.kafka.cluster import PARTITIONS, Cluster, known_leader
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -26,7 +26,7 @@ def test_leaders_isr_and_controller(kafka_cluster: Cluster) -> None:
     assert sorted(parts) == list(range(PARTITIONS))
     for view in parts.values():
         assert view.leader in nodes and set(view.isr) == set(view.replicas) == nodes
-    assert kafka_cluster.admin.leader_of(0) == parts[0].leader
+    assert known_leader(kafka_cluster.admin, 0) == parts[0].leader
     ctrl, epoch = _controller(kafka_cluster)
     assert ctrl in nodes and epoch >= 1
 

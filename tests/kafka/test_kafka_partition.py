@@ -19,6 +19,7 @@ from systems.kafka import config, jars
 from systems.kafka.admin import KafkaAdmin
 from systems.kafka.client import KafkaQueueClient
 from systems.kafka.local import LocalKafka
+from tests.kafka.cluster import known_leader
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow,
               pytest.mark.skipif(netns.supported() is not None,
@@ -42,11 +43,7 @@ def test_a_leader_cut_off_from_its_peers_is_replaced(
             kafka.start(None, n)
         admin = KafkaAdmin(kafka.bootstrap, {k.node_id: k.name for k in nodes.values()})
         admin.wait_ready(3, 2, 3, 2, timeout_s=120)
-        # another broker may answer the next metadata request before it has learnt the
-        # leader that wait_ready saw (each broker follows the controller's log on its own)
-        deadline = time.monotonic() + 30
-        while (old := admin.leader_of(0)) is None and time.monotonic() < deadline:
-            time.sleep(0.1)
+        old = known_leader(admin, 0)
         assert old in names
         others = [n for n in names if n != old]
         ns.partition(None, {old: set(others), **{n: {old} for n in others}})
