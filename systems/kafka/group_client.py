@@ -11,6 +11,11 @@ the poll's records were handed on (written to the history), and auto-commit
 commits what is stored; `off` never commits. librdkafka has no eager sticky
 assignor, so `sticky` is refused (systems/kafka/db.py's check).
 
+A key whose committed offset librdkafka could not fetch when it was assigned (the
+coordinator had moved: NOT_COORDINATOR) is never fetched until it is assigned again
+(librdkafka #5586): the poll that meets the error fails with it and assigns the same
+keys again.
+
 A client closed after an `info` hands its consumer to the worker's next process
 (its first `subscribe` takes it over; a rejoin takes it and leaves), as on our broker.
 
@@ -29,7 +34,14 @@ import threading
 import time
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_STORED,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 
 from harness.runfiles import Op
 from harness.spec import GROUP_ID, ConsumerSettings
@@ -44,6 +56,9 @@ from systems.kafka.client import POLL_WAIT_S, KafkaQueueClient, _rdkafka_logger
 GROUP_HEARTBEAT_MS = 100
 CRASH_FETCH_S = 2.0  # a crash waits this long at most for a batch to die holding
 COMMITTED_WAIT_S = 20.0  # the final committed offsets (see committed())
+# how librdkafka's consumer errors begin when an assignment's committed offsets could not
+# be fetched, for the whole request or for one key (src/rdkafka_assignment.c)
+OFFSET_FETCH_FAILED = "Failed to fetch committed offset"
 
 
 class GroupConsumer(Consumer):
@@ -175,6 +190,7 @@ class KafkaGroupClient:
         assert self.consumer is not None
         read: dict[str, list[list[int]]] = {}
         error: str | None = None
+        stranded = False  # keys librdkafka will not fetch until assigned again
         try:
             first = self.consumer.poll(POLL_WAIT_S)
             msgs: list[Message] = [] if first is None else [first]
@@ -187,12 +203,27 @@ class KafkaGroupClient:
             if err is not None:
                 if err.code() != KafkaError._PARTITION_EOF:
                     error = f"{err.name()}: {err.str()}"
+                stranded = stranded or err.str().startswith(OFFSET_FETCH_FAILED)
                 continue
             key, offset, value = m.partition(), m.offset(), m.value()
             if key is None or offset is None or value is None:
                 continue
             read.setdefault(str(key), []).append([offset, int(value)])
+        if stranded:
+            self._assign_again()
         return read, error
+
+    def _assign_again(self) -> None:
+        """librdkafka never fetches a newly assigned key whose committed-offset fetch
+        failed (a coordinator that moved answers NOT_COORDINATOR) until it is assigned
+        again (librdkafka #5586): assign the same keys again, each at its position, or
+        at the group's committed offset, fetched anew, where it has none yet."""
+        assert self.consumer is not None
+        with contextlib.suppress(KafkaException, RuntimeError):  # the next poll's error retries
+            positions = self.consumer.position(self.consumer.assignment())
+            self.consumer.assign([TopicPartition(tp.topic, tp.partition,
+                                                 tp.offset if tp.offset >= 0 else OFFSET_STORED)
+                                  for tp in positions])
 
     def _poll(self, op: Op) -> Op:
         assert self.consumer is not None

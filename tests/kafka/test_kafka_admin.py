@@ -8,7 +8,7 @@ import pytest
 
 from harness import leftovers
 from systems.kafka.admin import active_controller
-from tests.kafka.cluster import PARTITIONS, Cluster, known_leader
+from tests.kafka.cluster import PARTITIONS, Cluster, known_leader, known_partitions
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -21,7 +21,7 @@ def _controller(c: Cluster) -> tuple[str | None, int]:
 
 
 def test_leaders_isr_and_controller(kafka_cluster: Cluster) -> None:
-    parts = kafka_cluster.admin.partitions()
+    parts = known_partitions(kafka_cluster.admin)
     nodes = set(kafka_cluster.kafka.nodes)
     assert sorted(parts) == list(range(PARTITIONS))
     for view in parts.values():

@@ -8,7 +8,7 @@ import pytest
 
 from harness.runfiles import Op
 from systems.kafka.client import KafkaQueueClient
-from tests.kafka.cluster import PARTITIONS, Cluster
+from tests.kafka.cluster import PARTITIONS, Cluster, known_leader
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 _values = itertools.count(1_000_000)
@@ -64,7 +64,7 @@ def test_send_to_a_missing_partition_fails(kafka_cluster: Cluster) -> None:
 
 def test_acks_all_with_the_followers_paused_is_not_ok(kafka_cluster: Cluster) -> None:
     """With two of three paused, an acks=all write cannot be acknowledged: info, never ok."""
-    leader = kafka_cluster.admin.leader_of(0)
+    leader = known_leader(kafka_cluster.admin, 0)
     assert leader is not None
     c = KafkaQueueClient(keys=PARTITIONS, acks="all", timeout_s=3.0,
                          bootstrap=kafka_cluster.kafka.bootstrap).open(None, leader)

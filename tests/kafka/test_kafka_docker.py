@@ -62,7 +62,10 @@ def test_kill_pause_partition_dump_on_containers(tmp_path: Path, state: Path,
         db = run.db
         assert isinstance(db, KafkaRemoteDB) and db.admin is not None and run.net is not None
         assert db.controller(run) in run.nodes
-        leader = db.leader_of(run, 0)
+        deadline = time.monotonic() + 30
+        # a broker that has not yet learnt the leader answers without one
+        while (leader := db.leader_of(run, 0)) is None and time.monotonic() < deadline:
+            time.sleep(0.2)
         assert leader in run.nodes
 
         db.kill(run, leader)

@@ -8,31 +8,36 @@ producer, instead of the run waiting for ever for the operation (as a CI run onc
 from __future__ import annotations
 
 import itertools
-import json
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import ElectionType, TopicPartition
 
 from harness.runfiles import Op
-from systems.kafka import config
 from systems.kafka.txn_client import KafkaTxnClient
-from tests.kafka.cluster import PARTITIONS, Cluster, txn_member
+from tests.kafka.cluster import (
+    OFFSETS,
+    PARTITIONS,
+    TXN_STATE,
+    Cluster,
+    place_internal,
+    txn_member,
+)
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 _values = itertools.count(4_000_000)
-OFFSETS, TXN_STATE = "__consumer_offsets", "__transaction_state"
 
 
 def _consume(member: KafkaTxnClient, deadline: float) -> None:
     """Commit records, then begin a transaction that polls until it consumed some (again
     after a rebalance, or after polls that found nothing)."""
+    tries: list[str] = []  # why each try read nothing, for the failure's message
     while True:
-        assert time.monotonic() < deadline, "no records read"
+        assert time.monotonic() < deadline, f"no records read: {tries[-5:]}"
         sends = [["send", k, next(_values)] for k in range(PARTITIONS)]
-        if member.invoke(None, Op("invoke", 0, "txn", sends)).type != "ok":
+        done = member.invoke(None, Op("invoke", 0, "txn", sends))
+        if done.type != "ok":
+            tries.append(f"send txn {done.type}: {done.error}")
             continue
         assert member.begin(set()) is None
         for _ in range(20):
@@ -41,34 +46,8 @@ def _consume(member: KafkaTxnClient, deadline: float) -> None:
                 break
         if error is None and member.moved:
             return
+        tries.append(f"poll: {error or 'nothing read'}, assigned {member.extra()}")
         member.abort()
-
-
-def _place(cluster: Cluster, replicas: dict[str, list[int]], tmp: Path) -> None:
-    """Give partition 0 of each internal topic these replicas, the first leading (Kafka's
-    own reassignment tool, then a preferred-leader election)."""
-    plan = {"version": 1, "partitions": [{"topic": t, "partition": 0, "replicas": r}
-                                         for t, r in replicas.items()]}
-    (tmp / "plan.json").write_text(json.dumps(plan))
-    subprocess.run([cluster.kafka.java, *config.TOOL_OPTS, "-cp", cluster.kafka.jars.classpath,
-                    "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
-                    "--bootstrap-server", cluster.kafka.bootstrap,
-                    "--reassignment-json-file", str(tmp / "plan.json"), "--execute"],
-                   check=True, capture_output=True, timeout=120)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            cluster.admin.client.elect_leaders(
-                ElectionType.PREFERRED, [TopicPartition(t, 0) for t in replicas]).result()
-        except Exception:  # ELECTION_NOT_NEEDED once led as asked; retried otherwise
-            pass
-        md = cluster.admin.client.list_topics(timeout=5)
-        now = {t: md.topics[t].partitions[0] for t in replicas}
-        if all(p.leader == replicas[t][0] and sorted(p.replicas) == sorted(replicas[t])
-               and sorted(p.isrs) == sorted(replicas[t]) for t, p in now.items()):
-            return
-        assert time.monotonic() < deadline, f"not placed as asked: {now}"
-        time.sleep(0.5)
 
 
 def test_send_offsets_ends_in_bounded_time_when_the_group_coordinator_was_decommissioned(
@@ -92,7 +71,8 @@ def test_send_offsets_ends_in_bounded_time_when_the_group_coordinator_was_decomm
     group_node = cluster.admin.names[ids[1]]
     # the group's coordinator alone goes down: the transactions' coordinator and log are
     # on the other nodes
-    _place(cluster, {TXN_STATE: [ids[0], ids[2]], OFFSETS: [ids[1], ids[0], ids[2]]}, tmp_path)
+    place_internal(cluster, {TXN_STATE: [ids[0], ids[2]], OFFSETS: [ids[1], ids[0], ids[2]]},
+                   tmp_path)
     try:
         # a transaction that sends offsets and commits: the producer caches the coordinator
         _consume(member, deadline)
@@ -115,7 +95,7 @@ def test_send_offsets_ends_in_bounded_time_when_the_group_coordinator_was_decomm
     finally:
         cluster.kafka.start(None, group_node)
         cluster.ready()
-        _place(cluster, before, tmp_path)
+        place_internal(cluster, before, tmp_path)
     # the next transaction, on a new producer that fenced the stuck one, commits
     done = None
     while done is None or done.type != "ok":
