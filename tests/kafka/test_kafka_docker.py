@@ -19,6 +19,7 @@ from harness.protocols import Run, RunPaths
 from harness.spec import build_spec
 from systems.kafka import jars
 from systems.kafka.remote import KafkaRemoteDB
+from tests.kafka.cluster import known_leader
 
 pytestmark = [pytest.mark.kafka, pytest.mark.docker, pytest.mark.slow]
 
@@ -62,10 +63,7 @@ def test_kill_pause_partition_dump_on_containers(tmp_path: Path, state: Path,
         db = run.db
         assert isinstance(db, KafkaRemoteDB) and db.admin is not None and run.net is not None
         assert db.controller(run) in run.nodes
-        deadline = time.monotonic() + 30
-        # a broker that has not yet learnt the leader answers without one
-        while (leader := db.leader_of(run, 0)) is None and time.monotonic() < deadline:
-            time.sleep(0.2)
+        leader = known_leader(db.admin, 0)
         assert leader in run.nodes
 
         db.kill(run, leader)
