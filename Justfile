@@ -15,13 +15,22 @@ setup:
 run *ARGS:
     @.venv/bin/undertow run {{ARGS}}
 
-# lint, then the whole test suite (starts the Docker engine and installs Chromium when missing)
+# lint, then the whole test suite on two workers (starts the Docker engine and installs Chromium
+# when missing); `just test -n 0` runs it in one process
 test *ARGS: lint docker-up browser
-    {{py}} -m pytest --durations=25 {{ARGS}}
+    {{py}} -m pytest -n 2 --dist loadgroup --durations=25 {{ARGS}}
 
 # fast tests only (no clusters, no Spark, no docker, no Kafka)
 test-fast *ARGS:
     {{py}} -m pytest -m "not slow and not docker and not ssh and not browser and not kafka" {{ARGS}}
+
+# the soak tests the default suite leaves out (exhaustive sweeps, minutes each); the nightly runs them
+test-soak *ARGS:
+    {{py}} -m pytest --soak -m soak {{ARGS}}
+
+# the whole suite N times beside a CPU hog on every core; lists each test that failed once
+flake-hunt *ARGS:
+    ./scripts/flake-hunt {{ARGS}}
 
 # ruff and mypy
 lint:

@@ -11,6 +11,40 @@ import pytest
 from harness import leftovers, registry
 
 PLUGINS = Path(__file__).parent / "plugins"
+SOAK_ENV = "UNDERTOW_SOAK"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--soak", action="store_true", default=False,
+                     help="also run the soak tests (exhaustive sweeps the nightly runs; "
+                          f"or {SOAK_ENV}=1)")
+
+
+# Under pytest-xdist (`just test` runs `-n 2 --dist loadgroup`) the tests of one group run one
+# after another on one worker: those on the session's shared Kafka cluster (one cluster, not
+# one per worker), and those on containers (one Docker engine, its images built once). Every
+# other test, its own clusters included, may run beside any other.
+def _xdist_group(item: pytest.Item) -> str | None:
+    if "kafka_cluster" in getattr(item, "fixturenames", ()):
+        return "kafka-cluster"
+    if item.get_closest_marker("docker") or item.get_closest_marker("ssh"):
+        return "containers"
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Soak tests (long sweeps: `just test-soak`, the nightly) are left out of the default
+    suite, deselected rather than skipped, so the suite's time is what its tests take; the
+    others get their xdist group."""
+    if not (config.getoption("--soak") or os.environ.get(SOAK_ENV) == "1"):
+        soak = [i for i in items if i.get_closest_marker("soak") is not None]
+        if soak:
+            config.hook.pytest_deselected(items=soak)
+            items[:] = [i for i in items if i.get_closest_marker("soak") is None]
+    for item in items:
+        group = _xdist_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -20,7 +20,7 @@ def test_1000_seeded_schedules_hold_every_invariant() -> None:
     assert len(s.failovers_ms) > 500
 
 
-@pytest.mark.slow
+@pytest.mark.soak
 def test_10000_seeded_schedules_hold_every_invariant() -> None:
     s = run_seeds(0, 10_000, workers=WORKERS)
     assert s.schedules == 10_000

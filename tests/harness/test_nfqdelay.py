@@ -56,7 +56,7 @@ def test_stop_releases_everything_still_held_at_once() -> None:
     d.stop()
     timer.join(5)
     assert not timer.is_alive()
-    assert len(released) == 3 and time.monotonic() - t < 1.0
+    assert len(released) == 3 and time.monotonic() - t < 5.0  # not after the 10 s delay
 
 
 def test_jitter_stays_within_its_bounds_and_bad_values_are_refused() -> None:
@@ -137,21 +137,22 @@ def test_a_real_queue_delays_a_live_connection_and_a_dead_parent_frees_it(netns:
             probe.stdin.flush()
             return float(probe.stdout.readline())
 
-        assert rtt_ms() < 50
+        # below the 150 ms delay means not delayed: a busy machine slows every round trip
+        assert rtt_ms() < 150
         subprocess.run(["ip", "netns", "exec", netns, "iptables", "-A", "OUTPUT", "-p", "tcp",
                         "--dport", str(PORT), "-j", "NFQUEUE", "--queue-num", "7",
                         "--queue-bypass"], check=True)
-        assert rtt_ms() < 50  # nobody bound to the queue: bypassed, not stuck
+        assert rtt_ms() < 150  # nobody bound to the queue: bypassed, not stuck
         delayer = _in(netns, sys.executable, "-m", "harness.nfqdelay", "--queue", "7",
                       "--delay-ms", "150", "--parent", str(parent.pid), "--ready-file", "-",
                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert delayer.stdout is not None
         assert delayer.stdout.readline().strip().isdigit()
         slow = [rtt_ms() for _ in range(3)]
-        assert all(150 <= x < 400 for x in slow), slow  # the connection was open before
+        assert all(x >= 150 for x in slow), slow  # the connection was open before
         parent.kill()  # the harness that started it is gone ...
         delayer.wait(timeout=5)  # ... so the delayer lets everything go and exits
-        assert rtt_ms() < 50
+        assert rtt_ms() < 150
         probe.stdin.close()
         probe.wait(timeout=5)
     finally:
