@@ -13,6 +13,7 @@ never completed, at its invoke).
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ OK, FAIL, INFO = 1, 2, 3
 NS = 1_000_000_000
 TOP_ERRORS = 8
 KEYS_SHOWN = 64
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,12 +169,18 @@ def gap(points: Any) -> dict[str, float]:
     return {"s": _s(int(d[i])), "from_s": _s(int(points[i])), "to_s": _s(int(points[i + 1]))}
 
 
+def error_class(message: str) -> str:
+    """A message with its numbers (offsets, partitions, timeouts) as N, so that one cause
+    counts once: "offset 66 not committed (hw 66)" and "offset 70 ..." are one class."""
+    return _NUMBER.sub("N", message)[:160]
+
+
 def _errors(rows: Sequence[ErrorLine], a: int = 0, b: int = 2**63 - 1,
             top: int = TOP_ERRORS) -> dict[str, dict[str, int]]:
     out: dict[str, Counter[str]] = {}
     for e in rows:
         if e.type != "ok" and a <= e.time <= b:
-            out.setdefault(e.f, Counter())[e.error[:160]] += 1
+            out.setdefault(e.f, Counter())[error_class(e.error)] += 1
     res: dict[str, dict[str, int]] = {}
     for f, c in sorted(out.items()):
         shown = dict(c.most_common(top))

@@ -18,6 +18,7 @@ import orjson
 import pytest
 
 from checkers.api import check_local
+from checkers.availability import error_class
 from nemesis.liveness import liveness
 
 S = 1_000_000_000
@@ -181,3 +182,10 @@ def test_matches_a_direct_recomputation(availability: dict[str, Any], f: str) ->
     assert got.keys() == rec.keys()
     for i, want in rec.items():
         assert got[i] == (None if want is None else pytest.approx(want, abs=1e-3))
+
+
+def test_an_error_class_counts_one_cause_once() -> None:
+    a = error_class("REQUEST_TIMED_OUT: n1: offset 66 not committed in time (hw 66)")
+    b = error_class("REQUEST_TIMED_OUT: n1: offset 334 not committed in time (hw 333)")
+    assert a == b == "REQUEST_TIMED_OUT: n1: offset N not committed in time (hw N)"
+    assert error_class("n2: gave up after 3.0s") != error_class("n3: gave up after 3.0s")
