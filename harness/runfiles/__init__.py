@@ -15,7 +15,7 @@ Other packages import the public names re-exported here (or from `walk`), never 
 private one: a new reader or writer of run files belongs in this package.
 """
 
-from harness.runfiles.notes import FINAL, ErrorLine, Notes, read_notes
+from harness.runfiles.notes import FINAL, ErrorLine, Notes, line_times, read_notes
 from harness.runfiles.ops import NEMESIS, HistoryError, Op, OpType, Process
 from harness.runfiles.replicas import Replicas, ReplicaSummary, read_replicas
 from harness.runfiles.strict import (
@@ -60,7 +60,7 @@ __all__ = [
     "TYPE_CODES", "TYPE_NAMES", "ErrorLine", "HistoryError", "HistoryScan", "HistoryWriter",
     "Notes", "Op",
     "OpType", "Process", "ReplicaSummary", "Replicas", "RunFiles", "check_lines",
-    "check_sends", "exit_code", "load_run", "no_gc", "read_history", "read_json",
+    "check_sends", "exit_code", "line_times", "load_run", "no_gc", "read_history", "read_json",
     "read_jsonl", "read_notes", "read_replicas", "read_results", "recent_send_keys", "scan_history",
     "worst_exit_code", "write_jsonl", "write_results",
 ]

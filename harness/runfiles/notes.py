@@ -84,3 +84,27 @@ def read_notes(path: Path | str) -> Notes:
     except OSError as e:
         raise HistoryError(path, None, f"cannot read: {e.strerror or e}") from e
     return notes
+
+
+def line_times(path: Path | str, lines: set[int]) -> dict[int, int]:
+    """The `time` of each of these lines (numbered from 0) that the file has: read up to
+    the last one asked for, parsing only those (a first anomaly's time, for trends)."""
+    out: dict[int, int] = {}
+    if not lines:
+        return out
+    last = max(lines)
+    try:
+        with open(path, "rb") as fh:
+            for i, raw in enumerate(fh):
+                if i in lines:
+                    try:
+                        row = orjson.loads(raw)
+                    except orjson.JSONDecodeError:
+                        continue
+                    if isinstance(row, dict) and type(row.get("time")) is int:
+                        out[i] = row["time"]
+                if i >= last:
+                    break
+    except OSError as e:
+        raise HistoryError(path, None, f"cannot read: {e.strerror or e}") from e
+    return out
