@@ -290,7 +290,9 @@ def availability(t: Any, run_dir: Path) -> dict[str, Any]:
         m = e["kind"] == KIND_SEND
         lines, keys = e["op"][m], e["key"][m]
     rows = np.searchsorted(t.op, lines)
-    notes = read_notes(Path(run_dir) / "history.jsonl")
+    from checkers.api import parse_workers
+
+    notes = read_notes(Path(run_dir) / "history.jsonl", workers=parse_workers())
     try:
         test = read_json(Path(run_dir) / "test.json")
     except ValueError:

@@ -11,6 +11,7 @@ and against a direct recomputation from the list of lines.
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,9 @@ import orjson
 import pytest
 
 from checkers.api import check_local
+from checkers.availability import availability as measure
 from checkers.availability import error_class
+from checkers.tables import load_tables
 from nemesis.liveness import liveness
 
 S = 1_000_000_000
@@ -100,11 +103,22 @@ def outage_history() -> History:
 
 
 @pytest.fixture(scope="module")
-def availability(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    run_dir = outage_history().write(tmp_path_factory.mktemp("outage"))
-    results = check_local(run_dir)
-    assert results["valid"] is True  # availability never touches the verdict
-    return dict(results["availability"])
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return outage_history().write(tmp_path_factory.mktemp("outage"))
+
+
+@pytest.fixture(scope="module")
+def availability(run_dir: Path) -> dict[str, Any]:
+    """Measured on the tables the checker reads (checkers.tables), as every check does."""
+    return measure(load_tables(run_dir), run_dir)
+
+
+def test_the_check_writes_it_beside_an_unchanged_verdict(run_dir: Path,
+                                                         availability: dict[str, Any]) -> None:
+    results = check_local(run_dir, write=True)
+    assert results["valid"] is True and results["counts"] == {}
+    written = json.loads((run_dir / "results.json").read_text())
+    assert written["availability"] == json.loads(json.dumps(availability))
 
 
 def test_the_kill_window_and_the_shares_in_and_out_of_it(availability: dict[str, Any]) -> None:
@@ -189,3 +203,15 @@ def test_an_error_class_counts_one_cause_once() -> None:
     b = error_class("REQUEST_TIMED_OUT: n1: offset 334 not committed in time (hw 333)")
     assert a == b == "REQUEST_TIMED_OUT: n1: offset N not committed in time (hw N)"
     assert error_class("n2: gave up after 3.0s") != error_class("n3: gave up after 3.0s")
+
+
+def test_the_notes_are_the_same_read_in_parallel_ranges(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.runfiles import notes
+
+    history = outage_history().write(tmp_path) / "history.jsonl"
+    whole = notes.read_notes(history)
+    assert len(whole.nemesis) == 6 and len(whole.errors) == 16 + 20 + 14
+    assert whole.nemesis[-1]["final"] is True
+    monkeypatch.setattr(notes, "PARALLEL_BYTES", 1)
+    assert notes.read_notes(history, workers=3) == whole
