@@ -85,12 +85,14 @@ def first_anomaly_s(run_dir: Path, results: Mapping[str, Any] | None) -> float |
     if not isinstance(anomalies, dict) or not anomalies:
         return None
     indices, _ = anomaly_refs(anomalies)
-    indices = {i for i in indices if i >= 0}
-    try:
-        times = line_times(run_dir / "history.jsonl", indices)
+    first = min((i for i in indices if i >= 0), default=None)
+    if first is None:
+        return None
+    try:  # time never decreases down the file: the first line named is the earliest
+        times = line_times(run_dir / "history.jsonl", {first})
     except HistoryError:
         return None
-    return round(min(times.values()) / 1e9, 3) if times else None
+    return round(times[first] / 1e9, 3) if first in times else None
 
 
 def _ops_per_s(results: Mapping[str, Any] | None, test: Mapping[str, Any]) -> float | None:
