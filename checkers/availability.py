@@ -152,7 +152,9 @@ class _Cat:
                 "ok_share": round(int(c[OK]) / n, 4) if n else None}
 
     def longest_gap(self, a: int, b: int) -> dict[str, float] | None:
-        """The longest stretch in [a, b] with no ok completion."""
+        """The longest stretch in [a, b] with no ok completion, within the time this kind
+        of operation was being done (the final reads send nothing: no gap there)."""
+        a, b = max(a, self.bounds[0]), min(b, self.bounds[1])
         if b <= a:
             return None
         lo, hi = np.searchsorted(self.ok_at, a, "left"), np.searchsorted(self.ok_at, b, "right")

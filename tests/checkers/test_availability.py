@@ -215,3 +215,16 @@ def test_the_notes_are_the_same_read_in_parallel_ranges(tmp_path: Path,
     assert whole.nemesis[-1]["final"] is True
     monkeypatch.setattr(notes, "PARALLEL_BYTES", 1)
     assert notes.read_notes(history, workers=3) == whole
+
+
+def test_no_stretch_is_counted_where_no_such_operation_was_done(tmp_path: Path) -> None:
+    """Sends until 5 s, then only polls until 20 s (as in the final reads): no send gap."""
+    h = History()
+    for t in range(6):
+        h.client(t, t + 0.1, "send", True)
+    for t in range(21):
+        h.client(t + 0.2, t + 0.3, "poll", True)
+    av = measure(load_tables(h.write(tmp_path)), tmp_path)
+    assert av["longest_without_ok"]["send"] == {"s": 1.0, "from_s": 0.1, "to_s": 1.1}
+    assert av["fault_free"]["longest_without_ok"]["send"]["s"] == 1.0
+    assert av["longest_without_ok"]["poll"]["s"] == 1.0
