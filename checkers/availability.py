@@ -177,18 +177,33 @@ def error_class(message: str) -> str:
     return _NUMBER.sub("N", message)[:160]
 
 
-def _errors(rows: Sequence[ErrorLine], a: int = 0, b: int = 2**63 - 1,
-            top: int = TOP_ERRORS) -> dict[str, dict[str, int]]:
-    out: dict[str, Counter[str]] = {}
-    for e in rows:
-        if e.type != "ok" and a <= e.time <= b:
-            out.setdefault(e.f, Counter())[error_class(e.error)] += 1
-    res: dict[str, dict[str, int]] = {}
-    for f, c in sorted(out.items()):
-        shown = dict(c.most_common(top))
-        rest = sum(c.values()) - sum(shown.values())
-        res[f] = {**shown, **({"(other messages)": rest} if rest else {})}
-    return res
+class _Errors:
+    """The client error lines (in file order, so by time), each message's class once."""
+
+    def __init__(self, rows: Sequence[ErrorLine]) -> None:
+        rows = [e for e in rows if e.type != "ok"]
+        self.times = np.fromiter((e.time for e in rows), np.int64, len(rows))
+        classes: dict[str, str] = {}
+        self.rows = [(e.f, classes.get(e.error) or classes.setdefault(e.error,
+                                                                      error_class(e.error)))
+                     for e in rows]
+
+    def by_f(self, a: int = 0, b: int = 2**63 - 1,
+             top: int = TOP_ERRORS) -> dict[str, dict[str, int]]:
+        """Per operation kind, its commonest error classes in [a, b] (the rest summed)."""
+        lo, hi = np.searchsorted(self.times, a, "left"), np.searchsorted(self.times, b, "right")
+        out: dict[str, Counter[str]] = {}
+        for f, cls in self.rows[lo:hi]:
+            c = out.get(f)
+            if c is None:
+                c = out[f] = Counter()
+            c[cls] += 1
+        res: dict[str, dict[str, int]] = {}
+        for f, c in sorted(out.items()):
+            shown = dict(c.most_common(top))
+            rest = sum(c.values()) - sum(shown.values())
+            res[f] = {**shown, **({"(other messages)": rest} if rest else {})}
+        return res
 
 
 def _free(windows: Sequence[Window], end_ns: int) -> list[tuple[int, int]]:
@@ -220,12 +235,13 @@ def compute(op_f: Any, status: Any, inv: Any, done: Any, sends: tuple[Any, Any],
             if (m := op_f == F_CODES[c]).any()}
     service = [c for c in SERVICE if c in cats]
     free = _free(windows, end_ns)
+    errors = _Errors(notes.errors)
 
     def part(a: int, b: int) -> dict[str, Any]:
         return {"from_s": _s(a), "to_s": _s(b),
                 "ops": {c: k.counts(a, b) for c, k in cats.items()},
                 "longest_without_ok": {c: cats[c].longest_gap(a, b) for c in service},
-                "errors": _errors(notes.errors, a, b, top=3)}
+                "errors": errors.by_f(a, b, top=3)}
 
     heal_rows = [{"index": h.index, "f": h.f, "time_s": _s(h.time_ns), "final": h.final,
                   **{f"{c}_s": cats[c].recovered_after(h.time_ns) for c in service}}
@@ -251,7 +267,7 @@ def compute(op_f: Any, status: Any, inv: Any, done: Any, sends: tuple[Any, Any],
                      **{f"worst_{c}_s": _worst(fault_heals, f"{c}_s") for c in service},
                      "never": [r["index"] for r in fault_heals
                                if any(r[f"{c}_s"] is None for c in service)]},
-        "errors": _errors(notes.errors),
+        "errors": errors.by_f(),
     }
 
 
@@ -265,15 +281,18 @@ def _by_key(sends: tuple[Any, Any], status: Any, inv: Any, at: Any) -> dict[str,
     rows, keys = sends
     if not len(rows):
         return {}
-    ok = status[rows] == OK
-    order = np.lexsort((at[rows], keys))
-    k, r, okk = keys[order], rows[order], ok[order]
+    t = at[rows]
+    order = np.lexsort((t, keys))
+    k, t, first = keys[order], t[order], inv[rows][order]
+    okk = status[rows][order] == OK
     starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+    ends = np.r_[starts[1:], len(k)]
+    lows = np.minimum.reduceat(first, starts)
+    highs = np.maximum.reduceat(t, starts)
     out: dict[str, Any] = {}
-    for a, b in zip(starts, np.r_[starts[1:], len(k)], strict=True):
-        rr = r[a:b]
-        okt = at[rr][okk[a:b]]
-        lo, hi = int(inv[rr].min()), int(at[rr].max())
+    for a, b, lo, hi in zip(starts.tolist(), ends.tolist(), lows.tolist(), highs.tolist(),
+                            strict=True):
+        okt = t[a:b][okk[a:b]]
         out[str(int(k[a]))] = gap(np.concatenate([[lo], okt, [hi]])) if hi > lo else None
     if len(out) > KEYS_SHOWN:  # keys rotate through a pool: the worst ones
         worst = sorted(out, key=lambda x: -(out[x] or {"s": 0.0})["s"])[:KEYS_SHOWN]
