@@ -70,6 +70,19 @@ def verdict(t: Tables, log: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def with_availability(results: dict[str, Any], t: Tables, run_dir: Path) -> None:
+    """results.json's `availability` (checkers.availability), beside the verdict and never
+    changing it: a failure to measure it is noted there, and `valid` stands."""
+    from checkers.availability import availability
+
+    t0 = time.monotonic()
+    try:
+        results["availability"] = availability(t, run_dir)
+    except Exception as e:  # availability is a measurement, never a verdict
+        results["availability"] = {"error": f"{type(e).__name__}: {e}"}
+    results["stats"]["availability_s"] = round(time.monotonic() - t0, 3)
+
+
 def check_tables(spark: Any, run_dir: Path, t: Tables, *, local: bool = True,
                  read_s: float = 0.0) -> dict[str, Any]:
     """Check loaded tables in an open session; write and return results.json."""
@@ -86,6 +99,7 @@ def check_tables(spark: Any, run_dir: Path, t: Tables, *, local: bool = True,
                    "counts": {}, "anomalies": {}, "error": f"{type(e).__name__}: {e}",
                    "stats": {"ops": len(t.op)}}
     results["stats"]["read_s"] = round(read_s, 3)
+    with_availability(results, t, Path(run_dir))
     results["stats"]["check_s"] = round(time.monotonic() - t1, 3)
     write_results(Path(run_dir), results)
     return results
@@ -98,6 +112,7 @@ def check_read_by_spark(spark: Any, run_dir: Path) -> dict[str, Any]:
     from harness.runfiles import HistoryError
 
     t0 = time.monotonic()
+    t = None
     try:
         t, log, times = load_and_check(spark, Path(run_dir))
         results = verdict(t, log)
@@ -109,6 +124,8 @@ def check_read_by_spark(spark: Any, run_dir: Path) -> dict[str, Any]:
                    "counts": {}, "anomalies": {}, "error": f"{type(e).__name__}: {e}",
                    "stats": {}}
     results["stats"]["reader"] = "spark"
+    if t is not None:
+        with_availability(results, t, Path(run_dir))
     results["stats"]["check_s"] = round(time.monotonic() - t0, 3)
     write_results(Path(run_dir), results)
     return results
@@ -155,6 +172,7 @@ def check_local(run_dir: Path, *, write: bool = False) -> dict[str, Any]:
 
     t = load_tables(Path(run_dir), workers=parse_workers())
     results = verdict(t, log_checks_local(t))
+    with_availability(results, t, Path(run_dir))
     if write:
         write_results(Path(run_dir), results)
     return results

@@ -37,6 +37,7 @@ from checkers.tables import (
     ENTRY_COLUMNS,
     INFO,
     KIND_READ,
+    KIND_SEND,
     Tables,
     build_tables,
     narrowest_dtype,
@@ -274,6 +275,8 @@ def load_and_check(spark: Any, run_dir: Path, *,
     t2 = time.monotonic()
     log = _log_job(sc, parsed, parts, scan, t, first)
     # the send rows were the job's input; the verdict reads the operation columns
+    sends = t.entries["kind"] == KIND_SEND  # availability reads their keys
+    t.sends = (t.entries["op"][sends], t.entries["key"][sends])
     t.entries = {c: v[:0] for c, v in t.entries.items()}
     t3 = time.monotonic()
     return t, log, {"parse_s": round(t1 - t0, 3), "driver_s": round(t2 - t1, 3),

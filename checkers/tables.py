@@ -45,6 +45,7 @@ class Tables:
     has_replicas: bool
     nodes: list[str]
     lines: int
+    sends: tuple[Any, Any] | None = None  # (op, key) of each send, kept when entries are dropped
 
 
 def narrowest_dtype(a: Any) -> Any:

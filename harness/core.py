@@ -102,7 +102,16 @@ class Outcome:
         stalled = "" if live.get("ok", True) else \
             f"; LIVENESS: {len(live.get('stalled', []))} heal(s) with no success for " \
             f"{live.get('stall_s')} s after"
-        return f"{head}: {anomalies}{stalled}; {where}{err}"
+        return f"{head}: {anomalies}{stalled}{_outages(self.results)}; {where}{err}"
+
+
+def _outages(results: dict[str, Any]) -> str:
+    """The longest stretches with no successful send and poll (results.json's
+    `availability`), beside the verdict: safety and availability apart, both in view."""
+    longest = (results.get("availability") or {}).get("longest_without_ok") or {}
+    parts = [f"no ok {f} for {g['s']:.1f} s ({g['from_s']:.1f}-{g['to_s']:.1f})"
+             for f, g in longest.items() if isinstance(g, dict) and g.get("s", 0) >= 1.0]
+    return f"; availability: longest {', '.join(parts)}" if parts else ""
 
 
 class Stopper:

@@ -20,9 +20,10 @@ The runs are checked on the Spark that `--spark` picks (checkers.spark_server's 
 the warm server of `undertow spark start` when it is up, else a cold local session);
 `--warm-spark` starts a warm server for the night when none is up, and stops it after.
 
-Whatever happens, `undertow heal` runs at the end, the results index is
-refreshed, and results/nightly.json plus results/nightly-junit.xml say what
-was judged and why.
+Whatever happens, `undertow heal` runs at the end, the trends page (every run
+folder under the results folder, earlier nights' too: `undertow trends`) and the
+results index are refreshed, and results/nightly.json plus results/nightly-junit.xml
+say what was judged and why.
 """
 
 from __future__ import annotations
@@ -233,9 +234,13 @@ def main(backend: str, scenarios: tuple[str, ...], results_dir: Path, seed: int 
         if heal:
             undertow("heal", timeout_s=300)
         write_summary(results_dir, judgements, seed=seed, seed_from=seed_from)
-        try:
-            from harness.report.render import render_index
+        from harness.report.render import render_index, render_trends
 
+        try:  # tonight beside every earlier night whose folders are under results_dir
+            render_trends(results_dir)
+        except Exception as e:  # the verdicts stand without the trends page
+            click.echo(f"nightly: trends not rendered: {e}", err=True)
+        try:
             render_index(results_dir)
         except Exception as e:  # the verdicts stand without an index
             click.echo(f"nightly: index not rendered: {e}", err=True)

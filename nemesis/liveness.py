@@ -3,11 +3,13 @@
 Pure over a history (a list of Op or of history.jsonl dicts). A heal is the
 completion of a nemesis op that ends a fault: a kind's stop verb (start, resume,
 heal, ...) or an instant kind's own verb (lose-unflushed: its node is back when
-it completes), as nemesis.kinds declares them. The
-recovery time is from that completion to the next `ok` client completion that
-was invoked after it (an op invoked before the heal proves nothing). A heal
-with no such op within `stall_s` is flagged, as is a run whose longest stretch
-with no ok client op after a heal exceeds `stall_s`.
+it completes), as nemesis.kinds declares them; the harness's own final heal
+(`"final": true`) is not one. The recovery time is from that completion to the
+next `ok` send, poll or transaction that was invoked after it (an op invoked
+before the heal proves nothing; an `assign` or `subscribe` succeeds while writes
+cannot, so it proves nothing either). A heal with no such op within `stall_s` is
+flagged. results.json's `availability` (checkers.availability) holds the finer
+figures: sends and polls apart, per fault window.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from harness.runfiles import NEMESIS, Op
+from harness.runfiles import FINAL, NEMESIS, Op
 from harness.spec import TestSpec
 from nemesis.kinds import KINDS, recovery_verbs
 
@@ -43,16 +45,19 @@ class Recovery:
         return None if self.recovered_ns is None else (self.recovered_ns - self.heal_ns) / NS
 
 
-def _row(op: Op | Mapping[str, Any]) -> tuple[int, int, str, Any, str]:
+SERVICE = frozenset({"send", "poll", "txn"})  # what serving clients means
+
+
+def _row(op: Op | Mapping[str, Any]) -> tuple[int, int, str, Any, str, bool]:
     if isinstance(op, Op):
-        return op.index, op.time, op.type, op.process, op.f
+        return op.index, op.time, op.type, op.process, op.f, op.extra.get(FINAL) is True
     return (int(op.get("index", -1)), int(op.get("time", 0)), str(op.get("type")),
-            op.get("process"), str(op.get("f")))
+            op.get("process"), str(op.get("f")), op.get(FINAL) is True)
 
 
 class Tally:
     """What liveness needs of a history, fed one op at a time in file order: the heals,
-    each ok client completion with its invocation's time, and the last time. Memory is
+    each ok send, poll or txn completion with its invocation's time, and the last time. Memory is
     16 bytes per ok op, so the run's writer can feed it as ops happen (`watch`)."""
 
     def __init__(self) -> None:
@@ -63,12 +68,14 @@ class Tally:
         self.last: int | None = None
 
     def add(self, op: Op | Mapping[str, Any]) -> None:
-        index, t, typ, proc, f = _row(op)
+        index, t, typ, proc, f, final = _row(op)
         if self.last is None or t > self.last:
             self.last = t
         if proc == NEMESIS:
-            if typ != "invoke" and f in HEAL_VERBS:
+            if typ != "invoke" and f in HEAL_VERBS and not final:
                 self.heals.append((index, t, f))
+        elif f not in SERVICE:
+            return
         elif typ == "invoke":
             self._invoked_at[proc] = t
         elif typ == "ok" and proc in self._invoked_at:

@@ -15,6 +15,7 @@ from typing import Any
 
 from harness import generator as gen
 from harness.protocols import Checker, Nemesis
+from harness.runfiles import FINAL
 from harness.spec import SpecError, TestSpec
 from nemesis import grudges as g
 from nemesis import kinds as fk
@@ -174,8 +175,9 @@ def fault_kinds(names: Iterable[str]) -> frozenset[fk.FaultKind]:
 
 
 def final_generator(nemesis: Nemesis) -> gen.Gen:
-    """Every heal the nemesis knows, once each, in an order that works (start before resume)."""
-    return gen.seq(*(gen.op(f, {}) for f in HEALS if f in nemesis.fs))
+    """Every heal the nemesis knows, once each, in an order that works (start before resume),
+    marked `"final": true` so that availability and liveness tell it from a fault's heal."""
+    return gen.seq(*(gen.op(f, {}, **{FINAL: True}) for f in HEALS if f in nemesis.fs))
 
 
 def _rng(seed: int, name: str) -> random.Random:

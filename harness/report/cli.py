@@ -77,3 +77,21 @@ def serve(results_dir: Path, host: str, port: int) -> None:
         pass
     finally:
         httpd.server_close()
+
+
+@click.command("trends")
+@click.argument("results_dir", required=False, default="results",
+                type=click.Path(path_type=Path))
+def trends(results_dir: Path) -> None:
+    """Write RESULTS_DIR/trends.html and trends.json: every run folder under RESULTS_DIR
+    (default: results), a row per scenario, a column per run, unstable scenarios marked."""
+    from harness.report.render import render_index, render_trends
+    from harness.runfiles import EXIT_USAGE
+
+    if not results_dir.is_dir():
+        click.echo(f"undertow trends: {results_dir}: no such folder (name the results folder "
+                   "that `undertow run --results-dir` wrote)", err=True)
+        raise SystemExit(EXIT_USAGE)
+    page, data = render_trends(results_dir)
+    render_index(results_dir)  # it links to the page
+    click.echo(f"{page} {data}")

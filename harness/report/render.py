@@ -95,7 +95,7 @@ def report_context(run: RunFiles) -> dict[str, Any]:
         "kinds": KINDS,
         "nodes": s.nodes,
         "faults": s.faults,
-        "liveness": liveness_section(run.results, run.ops, run.test),
+        "liveness": liveness_section(run.results, run.ops, run.test, run.run_dir),
         "group": group,
         "eos": exactly_once(run.ops) if group is not None else None,
         "group_lanes_svg": Markup(lanes_svg),
@@ -150,9 +150,29 @@ def render_index(results_dir: Path) -> Path:
     rows = index_rows(results_dir)
     html = _ENV.get_template("index.html.j2").render(
         rows=rows, tests=sorted({r.test for r in rows}),
+        trends=(results_dir / "trends.html").is_file(),
         verdicts=["valid", "invalid", "unknown", "not checked"],
         css=_static("report.css"), script=_static("index.js"),
         generated=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
     out = results_dir / "index.html"
     _write(out, html)
     return out
+
+
+def render_trends(results_dir: Path) -> tuple[Path, Path]:
+    """Write results_dir/trends.html and trends.json over every run folder under it."""
+    import orjson
+
+    from harness.report.trends import trends, trends_json
+
+    results_dir = Path(results_dir)
+    columns, rows = trends(results_dir)
+    generated = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    html = _ENV.get_template("trends.html.j2").render(
+        columns=columns, rows=rows, css=_static("report.css"), generated=generated,
+        runs=sum(len(r.cells) for r in rows))
+    page, data = results_dir / "trends.html", results_dir / "trends.json"
+    _write(page, html)
+    _write(data, orjson.dumps({"generated": generated, **trends_json(results_dir, columns, rows)},
+                              option=orjson.OPT_INDENT_2).decode())
+    return page, data

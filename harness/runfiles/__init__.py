@@ -5,6 +5,7 @@
   written whole (the one results.json writer);
 - `strict`: the strict reader of history.jsonl (checked columns, for the checkers);
 - `replicas`: the strict reader of replicas.jsonl;
+- `notes`: the nemesis lines and error strings that the columns leave out (availability);
 - `tolerant`: the forgiving reader of a run folder (report, index, nightly, liveness);
 - `walk`: the tolerant pass over the history's lines that the report draws from
   (imported as `harness.runfiles.walk`: it needs numpy, the rest does not);
@@ -14,6 +15,7 @@ Other packages import the public names re-exported here (or from `walk`), never 
 private one: a new reader or writer of run files belongs in this package.
 """
 
+from harness.runfiles.notes import FINAL, ErrorLine, Notes, line_times, read_notes
 from harness.runfiles.ops import NEMESIS, HistoryError, Op, OpType, Process
 from harness.runfiles.replicas import Replicas, ReplicaSummary, read_replicas
 from harness.runfiles.strict import (
@@ -54,10 +56,11 @@ from harness.runfiles.writer import RESULTS_JSON, HistoryWriter, write_jsonl, wr
 __all__ = [
     "CLIENT_FS", "EXIT_INTERRUPTED", "EXIT_INVALID", "EXIT_MEANING",
     "EXIT_UNKNOWN", "EXIT_USAGE", "EXIT_VALID",
-    "F_CODES", "F_NEMESIS", "NEMESIS", "NEMESIS_CODE", "NO_OFFSET", "RESULTS_JSON",
-    "TYPE_CODES", "TYPE_NAMES", "HistoryError", "HistoryScan", "HistoryWriter", "Op",
+    "FINAL", "F_CODES", "F_NEMESIS", "NEMESIS", "NEMESIS_CODE", "NO_OFFSET", "RESULTS_JSON",
+    "TYPE_CODES", "TYPE_NAMES", "ErrorLine", "HistoryError", "HistoryScan", "HistoryWriter",
+    "Notes", "Op",
     "OpType", "Process", "ReplicaSummary", "Replicas", "RunFiles", "check_lines",
-    "check_sends", "exit_code", "load_run", "no_gc", "read_history", "read_json",
-    "read_jsonl", "read_replicas", "read_results", "recent_send_keys", "scan_history",
+    "check_sends", "exit_code", "line_times", "load_run", "no_gc", "read_history", "read_json",
+    "read_jsonl", "read_notes", "read_replicas", "read_results", "recent_send_keys", "scan_history",
     "worst_exit_code", "write_jsonl", "write_results",
 ]

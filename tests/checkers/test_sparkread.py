@@ -147,3 +147,10 @@ def test_cli_spark_reader_verdict_and_input_error(tmp_path: Path) -> None:
     for field in FIELDS:
         assert got[field] == want[field], field
     assert got["stats"]["reader"] == "spark"
+    # availability from Spark's reading is the one the driver's reading gives
+    from checkers.availability import availability
+    from checkers.tables import load_tables
+
+    run = tmp_path / "truncated"
+    assert got["availability"] == orjson.loads(orjson.dumps(availability(load_tables(run), run)))
+    assert got["availability"]["send_by_key"]

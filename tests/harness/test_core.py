@@ -133,3 +133,15 @@ def test_short_run_end_to_end(tmp_path: Path) -> None:
     assert fault_s and all(2.0 <= t < 7.5 for t in fault_s if t < 10.0), fault_s
     html = (run / "report.html").read_text()
     assert 'id="liveness-table"' in html and "steady 0\u20132 s, faults 2\u20137 s" in html
+
+
+def test_the_verdict_line_shows_the_longest_outages_beside_safety(tmp_path: Path) -> None:
+    from harness.core import Outcome
+
+    av = {"longest_without_ok": {"send": {"s": 10.7, "from_s": 8.7, "to_s": 19.4},
+                                 "poll": {"s": 0.4, "from_s": 1.0, "to_s": 1.4}}}
+    line = Outcome(tmp_path, True, {"valid": True, "availability": av}, None).summary()
+    assert line.startswith("VALID: no anomalies; availability: longest no ok send for 10.7 s "
+                           "(8.7-19.4); run ")
+    assert "poll" not in line  # under a second: no outage worth a word
+    assert "availability" not in Outcome(tmp_path, True, {"valid": True}, None).summary()

@@ -60,6 +60,10 @@ def test_generator_emits_the_plan_at_its_offsets_then_the_final_heal() -> None:
         assert abs(o.time / 1e9 - s.at_s) < 0.01
     assert [o.f for o in invokes[len(planned):]] == [f for f in HEALS if f in pkg.nemesis.fs]
     assert all(o.process == "nemesis" for o in hist)
+    # only the final heal is marked final, on its invocations and their completions
+    finals = [o for o in hist if o.extra.get("final") is True]
+    assert finals == [o for o in hist if o.time >= invokes[len(planned)].time]
+    assert len(finals) == 2 * len(invokes[len(planned):])
 
 
 def test_unknown_faults_are_named() -> None:

@@ -112,6 +112,9 @@ def test_nightly_runs_a_scenario_on_the_local_backend(tmp_path: Path) -> None:
     assert "nightly: $ undertow heal" in r.stderr
     assert json.loads((run_dir / "test.json").read_text())["seed"] == seed
     assert f'<td class="mono">{seed}</td>' in (results / "index.html").read_text()
+    trends = json.loads((results / "trends.json").read_text())
+    assert [c["seed"] for r in trends["rows"] for c in r["cells"]] == [str(seed)]
+    assert '<a href="trends.html">' in (results / "index.html").read_text()
 
 
 @pytest.mark.slow

@@ -37,6 +37,11 @@ def rule_errors(doc: dict[str, Any]) -> list[str]:
     if not uploads or any(s.get("if") != "always()" or s.get("with", {}).get("path") != "results/"
                           for s in uploads):
         errors.append("results/ must be uploaded with if: always()")
+    trends = [i for i, s in enumerate(steps) if "undertow trends" in str(s.get("run", ""))
+              and s.get("if") == "always()"]
+    first_upload = min((i for i, s in enumerate(steps) if s in uploads), default=-1)
+    if not trends or min(trends) > first_upload:
+        errors.append("`undertow trends` must run with if: always() before the upload")
     heals = [s for s in steps if "undertow heal" in str(s.get("run", ""))]
     if not heals or any(s.get("if") != "always()" for s in heals):
         errors.append("`undertow heal` must run with if: always()")
@@ -74,6 +79,7 @@ def test_schema_rejects_a_broken_workflow(tmp_path: Path, old: str, new: str) ->
     ("      - name: Upload results\n        if: always()\n", "      - name: Upload results\n",
      "uploaded"),
     ("      - name: Tear down\n        if: always()\n", "      - name: Tear down\n", "heal"),
+    ("      - name: Trends\n        if: always()\n", "      - name: Trends\n", "trends"),
 ])
 def test_rules_reject_a_weakened_workflow(tmp_path: Path, old: str, new: str, rule: str) -> None:
     text = WORKFLOW.read_text()
