@@ -53,7 +53,8 @@ def cut(text: str, n: int = VALUE_CHARS) -> str:
     return text if len(text) <= n else text[:n] + f"… ({len(text) - n} more characters)"
 
 
-SHOWN_ELSEWHERE = ("nemesis_plan", "nemesis_phases")  # the plan table, the recovery section
+# the fault timeline, the recovery section, the fault legend
+SHOWN_ELSEWHERE = ("nemesis_plan", "nemesis_phases", "fault_kinds")
 
 
 def plain(x: Any) -> str:
@@ -67,7 +68,9 @@ def plain(x: Any) -> str:
     if isinstance(x, list | tuple):
         return ", ".join(plain(v) if not isinstance(v, list | tuple)
                          else " ".join(plain(w) for w in v) for v in x)
-    return dumps(x)
+    if isinstance(x, dict):  # words, never a JSON object on the page
+        return "; ".join(f"{k} {plain(v)}" for k, v in x.items())
+    return str(x)
 
 
 def flatten(prefix: str, x: Any, out: list[tuple[str, str]]) -> None:
@@ -340,14 +343,24 @@ def _differing(nodes: list[str], per: dict[str, dict[int, Any]],
     return bad
 
 
-def node_logs(run_dir: Path) -> list[tuple[str, list[str]]]:
-    """(node, relative paths of its log files) from nodes/<node>/."""
+@dataclass(frozen=True, slots=True)
+class NodeFiles:
+    node: str
+    main: list[str]  # the broker's own log and config, relative paths
+    data: list[str]  # everything in sub-folders (segment files, checkpoints): folded
+
+
+def node_logs(run_dir: Path) -> list[NodeFiles]:
+    """Each node's collected files from nodes/<node>/: its own files (log, config) first,
+    the data files under its sub-folders apart."""
     nodes_dir = run_dir / "nodes"
     if not nodes_dir.is_dir():
         return []
     out = []
     for d in sorted(p for p in nodes_dir.iterdir() if p.is_dir()):
-        files = sorted(str(f.relative_to(run_dir)) for f in d.rglob("*")
-                       if f.is_file() and (f.suffix in (".log", ".txt") or "log" in f.name))
-        out.append((d.name, files))
+        files = sorted(f for f in d.rglob("*") if f.is_file())
+        main = [f for f in files if f.parent == d]
+        main.sort(key=lambda f: (f.suffix not in (".log", ".txt"), f.name))
+        out.append(NodeFiles(d.name, [str(f.relative_to(run_dir)) for f in main],
+                             [str(f.relative_to(run_dir)) for f in files if f.parent != d]))
     return out

@@ -23,15 +23,16 @@ def test_truncated_example_report(example_run: Any) -> None:
     assert re.search(r'class="verdict invalid" id="verdict">invalid', html)
     for t in ("lost-write", "inconsistent-offsets", "replica-lost-write"):
         assert f'id="anomaly-{t}"' in html
-    # the lost write names op 1999: the example links to it and the ops table holds it
-    assert 'href="#op-1999"' in html and 'id="op-1999"' in html
-    for link in set(re.findall(r'href="#(op-\d+)"', html)):
-        assert f'id="{link}"' in html, link
-    # not the full history: only the ops the examples involve
-    assert 5 < html.count('<tr id="op-') < 60
-    # key 1's picture marks offset 114 as lost and divergent
-    assert "lost at 114" in html and "divergent at 114" in html
-    assert 'class="mark-lost"' in html
+    # the lost write names op 1999: the example links to it and ops.html beside it holds it
+    ops = (run / "ops.html").read_text()
+    assert 'href="./ops.html#op-1999"' in html and 'id="op-1999"' in ops
+    for link in set(re.findall(r'href="\./ops\.html#(op-\d+)"', html)):
+        assert f'id="{link}"' in ops, link
+    # not the full history: only the ops the examples involve, and none in the report
+    assert 5 < ops.count('<tr id="op-') < 60 and '<tr id="op-' not in html
+    # key 1's picture marks offset 114 as lost and as holding two values
+    assert "1 lost, offsets 114–114" in html and "1 offsets hold two values" in html
+    assert 'class="mark-lost" data-count="1"' in html
     # fault windows from the nemesis ops: kill n2 .. start, partition .. heal
     assert "<title>kill n2</title>" in html and "<title>partition n3</title>" in html
     assert "not recorded (no test.json)" in html
