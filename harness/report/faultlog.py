@@ -67,9 +67,18 @@ def _status(op: Mapping[str, Any]) -> tuple[str, str, str]:
 
 
 def _actual_words(value: Any) -> str:
-    if isinstance(value, Mapping) and not value:
+    """The nodes (or grudge) and key an operation acted on; the plan's own words (roles,
+    targets) are left to the planned column."""
+    if not isinstance(value, Mapping):
+        return str(value)
+    if not value:
         return "all nodes"
-    return describe(value)[1] if isinstance(value, Mapping) else str(value)
+    said = {k: value[k] for k in ("nodes", "grudge") if k in value}
+    words = describe(said)[1] if said else ""
+    key = value.get("key")
+    if isinstance(key, int) and not isinstance(key, bool):
+        words += f" (key {key})"
+    return words or describe(value)[1]
 
 
 def fault_rows(test: Mapping[str, Any] | None, nemesis_ops: Sequence[Mapping[str, Any]],
@@ -107,7 +116,7 @@ def fault_rows(test: Mapping[str, Any] | None, nemesis_ops: Sequence[Mapping[str
         actual = _actual_words(op.get("value"))
         roles = _roles(value, op.get("value"))
         rows.append((t_s, 0, FaultRow(f"{t_s:.1f}", f, colour.get(f, UNKNOWN_COLOUR), planned,
-                                      f"{actual} ({roles})" if roles else actual, status, css,
+                                      f"{actual}; {roles}" if roles else actual, status, css,
                                       ev)))
     for i, op in enumerate(nemesis_ops):
         if i in used:

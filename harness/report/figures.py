@@ -293,8 +293,8 @@ def key_log(scan: Scan, key: int, log: KeyLog, lost_values: Collection[int]) -> 
     keep |= aborted
     t_s = log.time_ns / 1e9
     omax = float(log.offset.max()) if n else 1.0
-    fr = svg.Frame(0.0, max(_s(scan.end_ns), 1e-3), 0.0, max(omax, 1.0) * 1.02, height=200,
-                   width=440, lanes=())
+    fr = svg.Frame(0.0, max(_s(scan.end_ns), 1e-3), 0.0, max(omax, 1.0) * 1.02, height=190,
+                   width=380, lanes=())
     out = svg.open_svg(fr, f"key {key}: offset against time")
     out += svg.fault_bands(fr, _fault_rows(scan))
     out += svg.axes(fr, "time first seen (s)", "offset")

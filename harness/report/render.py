@@ -34,6 +34,7 @@ from harness.runfiles.walk import KINDS
 
 _HERE = Path(__file__).parent
 OPS_PAGE = "ops.html"  # the operations the examples name, beside report.html
+SHOWN_KEYS = 6  # key plots open on the page (those that lost most); the rest folded
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(_HERE / "templates"),
                           autoescape=True, undefined=jinja2.StrictUndefined,
                           trim_blocks=True, lstrip_blocks=True)
@@ -143,6 +144,7 @@ def report_context(run: RunFiles) -> dict[str, Any]:
         "key_plots": key_plots,
         "key_count": len(s.keys),
         "max_keys": figures.MAX_KEYS,
+        "shown_keys": SHOWN_KEYS,
         "has_replicas": run.replicas is not None,
         "replica_keys": replica_keys,
         "replica_key_count": replica_key_count,
