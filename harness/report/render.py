@@ -27,7 +27,7 @@ from harness.report.faults import run_kinds
 from harness.report.glossary import define
 from harness.report.liveness import liveness_section
 from harness.report.losses import KeyLoss, Losses, losses, replica_losses, safety_line
-from harness.report.verdictbox import verdict_box
+from harness.report.verdictbox import headline, verdict_box
 from harness.report.scan import Scan, scan
 from harness.runfiles import RunFiles, load_run, no_gc
 from harness.runfiles.walk import KINDS
@@ -104,6 +104,7 @@ def report_context(run: RunFiles) -> dict[str, Any]:
         "title": str(test.get("name") or run.run_dir.name),
         "run_dir": str(run.run_dir),
         "verdict": sections.verdict(run.results),
+        "headline": headline(run.test, run.results, sections.verdict(run.results).label),
         "box": verdict_box(run.test, run.results, run.run_dir, s.nemesis_ops,
                            {k.start for k in kinds}),
         "safety_line": safety_line(loss),

@@ -203,3 +203,27 @@ def verdict_box(test: Mapping[str, Any] | None, results: Mapping[str, Any] | Non
                faults=faults_words(nemesis_ops, starts,
                                    float(limit) if isinstance(limit, int | float) else None),
                anomalies=anomaly_list(results), scenario=scenario_words(test, results))
+
+
+def amount_words(results: Mapping[str, Any] | None) -> str:
+    """How much was lost, from results.json alone (the index reads no history): the
+    checkers' counts of replica-lost-write, else lost-write, against the ok sends."""
+    if results is None:
+        return "not checked"
+    counts = results.get("counts") or {}
+    stats = results.get("stats") or {}
+    acked = stats.get("sends_ok") if isinstance(stats, Mapping) else None
+    of = f" of {acked:,}" if isinstance(acked, int) and not isinstance(acked, bool) else ""
+    for name, words in (("replica-lost-write", "on no replica"),
+                        ("lost-write", "never read although reads went past them")):
+        n = counts.get(name) if isinstance(counts, Mapping) else None
+        if isinstance(n, int) and n:
+            return f"{n:,}{of} acknowledged writes {words}"
+    return "no acknowledged write lost"
+
+
+def headline(test: Mapping[str, Any] | None, results: Mapping[str, Any] | None,
+             verdict: str) -> str:
+    """The one line a run is known by, in the report's title and in the results index."""
+    system, version = system_words(test)
+    return f"{system} {version} · {verdict} · {amount_words(results)}"
