@@ -73,7 +73,8 @@ def _actual_words(value: Any) -> str:
         return str(value)
     if not value:
         return "all nodes"
-    said = {k: value[k] for k in ("nodes", "grudge") if k in value}
+    said = {"grudge": value["grudge"]} if isinstance(value.get("grudge"), Mapping) \
+        else {k: value[k] for k in ("nodes",) if k in value}
     words = describe(said)[1] if said else ""
     key = value.get("key")
     if isinstance(key, int) and not isinstance(key, bool):

@@ -129,8 +129,11 @@ def _safety_of(conf: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]
 def _client_info() -> dict[str, str]:
     import confluent_kafka
 
-    return {"library": "confluent-kafka (librdkafka)", "version": confluent_kafka.version()[0],
-            "librdkafka": confluent_kafka.libversion()[0]}
+    def first(v: Any) -> str:  # version() is a (str, int) pair in some releases, a str in others
+        return str(v[0] if isinstance(v, tuple) else v)
+
+    return {"library": "confluent-kafka (librdkafka)", "version": first(confluent_kafka.version()),
+            "librdkafka": first(confluent_kafka.libversion())}
 
 
 def _nodes(spec: TestSpec, listen: Mapping[str, str],
