@@ -92,17 +92,21 @@ def fault_rows(test: Mapping[str, Any] | None, nemesis_ops: Sequence[Mapping[str
     used: set[int] = set()
     rows: list[tuple[float, int, FaultRow]] = []
     cursor = 0
-    for seq, step in enumerate(plan):
+    offsets: list[float] = []  # history time minus planned time of matched steps
+    for step in plan:
         f = str(step.get("f", "?"))
         value = step.get("value") if isinstance(step.get("value"), Mapping) else {}
         target, what = describe(value)
         planned = f"{target}: {what}" if target != "—" else what
         at = step.get("at_s")
-        match = next((i for i in range(cursor, len(nemesis_ops))
-                      if i not in used and nemesis_ops[i].get("f") == f), None)
+        late = isinstance(at, int | float) and limit_ns is not None and at * 1e9 > limit_ns
+        match = None if late else next((i for i in range(cursor, len(nemesis_ops))
+                                        if i not in used and nemesis_ops[i].get("f") == f),
+                                       None)
         if match is None:
             when = f"{at:.1f}" if isinstance(at, int | float) else "?"
-            why = f"never ran (run ended at {end_ns / 1e9:.1f} s)" \
+            why = f"never ran (planned after the {float(limit or 0):g} s time limit)" if late \
+                else f"never ran (the history ends at {end_ns / 1e9:.1f} s)" \
                 if isinstance(at, int | float) and at * 1e9 > end_ns else "never ran"
             rows.append((float(at) if isinstance(at, int | float) else 0.0, 1,
                          FaultRow(when, f, colour.get(f, UNKNOWN_COLOUR), planned, "", why,
@@ -113,6 +117,8 @@ def fault_rows(test: Mapping[str, Any] | None, nemesis_ops: Sequence[Mapping[str
         op = nemesis_ops[match]
         t = op.get("time")
         t_s = t / 1e9 if isinstance(t, int) else 0.0
+        if isinstance(at, int | float) and isinstance(t, int):
+            offsets.append(t - at * 1e9)
         status, css, ev = _status(op)
         actual = _actual_words(op.get("value"))
         roles = _roles(value, op.get("value"))
@@ -125,7 +131,10 @@ def fault_rows(test: Mapping[str, Any] | None, nemesis_ops: Sequence[Mapping[str
         f = str(op.get("f"))
         t = op.get("time")
         t_s = t / 1e9 if isinstance(t, int) else 0.0
-        final = limit_ns is not None and isinstance(t, int) and t > limit_ns
+        # history time counts from the test's start, the limit from the workload's: the
+        # plan's steps say how far apart the two are
+        shift = sorted(offsets)[len(offsets) // 2] if offsets else 0.0
+        final = limit_ns is not None and isinstance(t, int) and t - shift > limit_ns
         status, css, ev = _status(op)
         if final:
             status, css = "final heal by the harness", "final"

@@ -131,17 +131,14 @@ def safety_settings(test: Mapping[str, Any] | None,
     return rows, links
 
 
-def faults_words(nemesis_ops: Sequence[Mapping[str, Any]], starts: set[str],
-                 time_limit_s: float | None) -> str:
+def faults_words(nemesis_ops: Sequence[Mapping[str, Any]], starts: set[str]) -> str:
     """The faults that landed (nemesis completions with `landed`), else those that ran;
-    the harness's final heal is not a fault."""
+    only the verbs that start a fault count (the harness's final heal only heals)."""
     seen: dict[str, tuple[int, set[str], int, int]] = {}
     any_landed = False
     for op in nemesis_ops:
         f = str(op.get("f"))
-        t = op.get("time")
-        if f not in starts or (time_limit_s is not None and isinstance(t, int)
-                               and t > time_limit_s * 1e9):
+        if f not in starts:
             continue
         n, nodes, landed, missed = seen.get(f, (0, set(), 0, 0))
         lv = op.get("landed")
@@ -197,11 +194,8 @@ def verdict_box(test: Mapping[str, Any] | None, results: Mapping[str, Any] | Non
                 starts: set[str]) -> Box:
     system, version = system_words(test)
     settings, links = safety_settings(test, run_dir)
-    limit = (test or {}).get("time_limit_s")
     return Box(system=system, version=version, client=client_words(test), settings=settings,
-               links=links,
-               faults=faults_words(nemesis_ops, starts,
-                                   float(limit) if isinstance(limit, int | float) else None),
+               links=links, faults=faults_words(nemesis_ops, starts),
                anomalies=anomaly_list(results), scenario=scenario_words(test, results))
 
 
