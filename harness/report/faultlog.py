@@ -95,7 +95,8 @@ def fault_rows(test: Mapping[str, Any] | None, nemesis_ops: Sequence[Mapping[str
     offsets: list[float] = []  # history time minus planned time of matched steps
     for step in plan:
         f = str(step.get("f", "?"))
-        value = step.get("value") if isinstance(step.get("value"), Mapping) else {}
+        raw = step.get("value")
+        value: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
         target, what = describe(value)
         planned = f"{target}: {what}" if target != "—" else what
         at = step.get("at_s")

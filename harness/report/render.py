@@ -27,8 +27,8 @@ from harness.report.faults import run_kinds
 from harness.report.glossary import define
 from harness.report.liveness import liveness_section
 from harness.report.losses import KeyLoss, Losses, losses, replica_losses, safety_line
-from harness.report.verdictbox import headline, verdict_box
 from harness.report.scan import Scan, scan
+from harness.report.verdictbox import headline, verdict_box
 from harness.runfiles import RunFiles, load_run, no_gc
 from harness.runfiles.walk import KINDS
 

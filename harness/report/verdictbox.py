@@ -150,7 +150,7 @@ def faults_words(nemesis_ops: Sequence[Mapping[str, Any]], starts: set[str]) -> 
     parts = []
     for f, (n, nodes, landed, missed) in seen.items():
         where = f" on {', '.join(sorted(nodes))}" if nodes else ""
-        said = f"{f} ×{n}{where}"
+        said = f"{f} {n} time{'s' if n != 1 else ''}{where}"
         if any_landed:
             said += f" ({landed} landed" + (f", {missed} did not" if missed else "") + ")"
         parts.append(said)
@@ -176,7 +176,7 @@ def scenario_words(test: Mapping[str, Any] | None, results: Mapping[str, Any] | 
 
     try:
         expected = scenario(name).expected
-    except Exception:  # noqa: BLE001 - an unknown or unloadable scenario: say so
+    except Exception:  # an unknown or unloadable scenario: say so
         return f"{name}: its expectations are not known here"
     found = set((results or {}).get("anomaly_types") or [])
     if results is None:

@@ -100,7 +100,8 @@ def save_test(run: Path, system: str, **settings: Any) -> dict[str, Any]:
                                              partitions=spec.partitions)
             (d / "server.properties").write_text(config.render_properties(props))
             (d / "kafka.log").write_text("[kafka] started\n")
-    return json.loads((run / "test.json").read_text())
+    saved: dict[str, Any] = json.loads((run / "test.json").read_text())
+    return saved
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -23,14 +22,6 @@ pytestmark = pytest.mark.browser
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--enable-logging=stderr", "--v=0"]
-
-
-@pytest.fixture
-def chromium() -> str:
-    path = shutil.which("chromium") or "/usr/bin/chromium"
-    if not Path(path).exists():
-        pytest.skip("chromium is not installed: run `just browser` (scripts/browser-up)")
-    return path
 
 
 def browse(chromium: str, url: str, tmp_path: Path, *args: str) -> tuple[str, list[str]]:
@@ -132,7 +123,9 @@ def test_report_of_every_fault_kind_shows_its_plan_as_a_table(chromium: str,
     table = dom[dom.index('id="fault-table"'):]
     table = table[:table.index("</table>")]
     rows = re.findall(r"<tr[^>]*>(.*?)</tr>", table, flags=re.S)[1:]
-    assert len(rows) == len(plan)
+    # each planned step once (those planned after the time limit are marked never run, and
+    # the operations this history gives them anyway stand apart, unplanned)
+    assert len([r for r in rows if cells(r)[2]]) == len(plan)
     assert {cells(r)[1] for r in rows} == {s["f"] for s in plan}
     assert any("drops traffic from" in r for r in rows)  # a grudge in words
     bad = [c for c in cells(dom) if raw_json(c)]

@@ -14,7 +14,7 @@ import pytest
 
 from harness.report.render import render_run
 from tests.report.planted import kip101_like, recount, save_test
-from tests.report.test_browser import browse, chromium  # noqa: F401 - a fixture
+from tests.report.test_browser import browse
 
 pytestmark = pytest.mark.browser
 
