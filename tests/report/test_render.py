@@ -26,8 +26,9 @@ def test_truncated_example_report(example_run: Any) -> None:
     # the lost write names op 1999: the example links to it and ops.html beside it holds it
     ops = (run / "ops.html").read_text()
     assert 'href="./ops.html#op-1999"' in html and 'id="op-1999"' in ops
-    for link in set(re.findall(r'href="\./ops\.html#(op-\d+)"', html)):
+    for link in set(re.findall(r'href="\./ops\.html#((?:op|ex)-[\w-]+)"', html)):
         assert f'id="{link}"' in ops, link
+    assert 'href="./ops.html#ex-lost-write-1"' in html
     # not the full history: only the ops the examples involve, and none in the report
     assert 5 < ops.count('<tr id="op-') < 60 and '<tr id="op-' not in html
     # key 1's picture marks offset 114 as lost and as holding two values

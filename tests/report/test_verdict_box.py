@@ -98,3 +98,21 @@ def test_availability_reads_whatever_numbers_it_holds() -> None:
     assert "windows polls ok share: worst of 2: 50.0 %" in line
     assert "{" not in line
     assert availability_line(None, None).startswith("No fault was healed")
+
+
+def test_the_index_shows_each_runs_first_line(tmp_path: Path) -> None:
+    from harness.report.render import render_index
+
+    results = tmp_path / "results"
+    kafka = kip101_like(results / "kafka-run" / "20260101T000000Z")
+    save_test(kafka, "kafka")
+    ours = kip101_like(results / "ours" / "20260102T000000Z", lose=False)
+    save_test(ours, "undertow")
+    counts = json.loads((kafka / "results.json").read_text())
+    lost = counts["counts"]["replica-lost-write"]
+    sends = counts["stats"]["sends_ok"]
+    html = _text(render_index(results).read_text())
+    assert f"kafka 4.4.0 · invalid · {lost:,} of {sends:,} acknowledged writes on no " \
+           "replica" in html
+    assert "undertow 0.1.0 · valid · no acknowledged write lost" in html
+    assert lost == recount(kafka).lost  # the checker's count is the one recounted here
