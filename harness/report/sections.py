@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from harness.report.faults import in_force
 from harness.report.scan import Scan
 from harness.report.sentences import Sentence, cycle_steps, op_facts, op_words, sentence
 from harness.runfiles.walk import KINDS, Txns, anomaly_refs
@@ -102,6 +103,7 @@ class Example:
     parts: Sentence  # the example as a sentence, its operations linked
     steps: list[Sentence]  # a cycle's steps, one edge each (empty for other types)
     ops: list[int]
+    when: str = ""  # the time of its first operation and the faults in force then
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,17 +146,43 @@ def anomalies(results: Mapping[str, Any] | None, scan: Scan,
                 linked.update(scan.by_value.get(v, ()))
             if _is_cycle(ex):
                 head, steps = cycle_steps(ex, facts, placed)
-                examples.append(Example(head, steps, sorted(linked)))
+                examples.append(Example(head, steps, sorted(linked),
+                                        _when(ops or [], linked, scan)))
             elif isinstance(ex, dict):
                 examples.append(Example(sentence(name, ex, readers, scan.by_value), [],
-                                        sorted(linked)))
+                                        sorted(linked), _when(ops or [], linked, scan)))
             else:
                 examples.append(Example([(cut(str(ex), 200), None)], [], sorted(linked)))
         count = counts.get(name, len(examples))
         out.append(AnomalyType(name, count if isinstance(count, int) else len(examples),
                                name in bad, examples))
-    out.sort(key=lambda a: (not a.bad, a.name))
+    out.sort(key=lambda a: (not a.bad, _rank(a.name), a.name))
     return out
+
+
+# losses first: cycles and offset anomalies are often their consequence (offsets reused)
+FIRST = ("replica-lost-write", "lost-write", "unseen", "inconsistent-offsets", "duplicate",
+         "replica-divergence")
+
+
+def _rank(name: str) -> int:
+    if name in FIRST:
+        return FIRST.index(name)
+    return len(FIRST) + (1 if name.startswith(("G0", "G1c")) else 0)
+
+
+def _when(ops: list[dict[str, Any]], indices: set[int], scan: Scan) -> str:
+    """"at 18.3 s, during kill on n2": the example's first operation's time and the faults
+    in force then ("" when the history does not say)."""
+    times = [ops[i]["time"] for i in indices
+             if 0 <= i < len(ops) and ops[i].get("index") == i
+             and type(ops[i].get("time")) is int]
+    if not times:
+        return ""
+    t = min(times)
+    faults = in_force(scan.faults, t)
+    return f"at {t / 1e9:.1f} s, " + (f"during {'; '.join(faults)}" if faults
+                                      else "with no fault in force")
 
 
 def _placed(scan: Scan, keys: set[int]) -> dict[int, dict[int, int]]:
