@@ -116,3 +116,18 @@ def test_the_index_shows_each_runs_first_line(tmp_path: Path) -> None:
            "replica" in html
     assert "undertow 0.1.0 · valid · no acknowledged write lost" in html
     assert lost == recount(kafka).lost  # the checker's count is the one recounted here
+
+
+def test_each_example_says_when_and_under_which_faults(tmp_path: Path) -> None:
+    from harness.report.faults import FaultWindow, in_force
+
+    windows = [FaultWindow("n2", "kill", 10, 20, 0, label="kill"),
+               FaultWindow("n3", "kill", 15, 30, 1, label="kill"),
+               FaultWindow("all", "heal", 40, 40, 2)]
+    assert in_force(windows, 16) == ["kill on n2, n3"]
+    assert in_force(windows, 25) == ["kill on n3"] and in_force(windows, 35) == []
+    run = kip101_like(tmp_path / "kip")
+    html = render_run(run).read_text()
+    whens = re.findall(r'<span class="when">(.*?):</span>', html)
+    assert whens and all(re.fullmatch(r"at \d+\.\d s, (during .+|with no fault in force)", w)
+                         for w in whens), whens[:3]
