@@ -22,8 +22,6 @@ VALUE_CHARS = 400  # an op's value is cut to this many characters in the ops tab
 REPLICA_KEYS = 16
 REPLICA_ROWS = 60
 CONTEXT_ROWS = 3
-LOST_TYPES = ("lost-write", "replica-lost-write", "unseen")
-DIVERGENT_TYPES = ("inconsistent-offsets", "replica-divergence")
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,27 +196,6 @@ def _placed(scan: Scan, keys: set[int]) -> dict[int, dict[int, int]]:
                 m[v] = o
         out[k] = m
     return out
-
-
-def marked_offsets(results: Mapping[str, Any] | None) -> tuple[dict[int, set[int]],
-                                                              dict[int, set[int]]]:
-    """key -> offsets to mark as lost, and key -> offsets to mark as divergent."""
-    lost: dict[int, set[int]] = {}
-    div: dict[int, set[int]] = {}
-    found = (results or {}).get("anomalies") or {}
-    for types, into in ((LOST_TYPES, lost), (DIVERGENT_TYPES, div)):
-        for t in types:
-            for ex in found.get(t) or []:
-                if not isinstance(ex, dict) or not isinstance(ex.get("key"), int):
-                    continue
-                offs = [ex.get("offset")]
-                for name in ("offsets", "only_in_first", "only_in_second"):
-                    more = ex.get(name)
-                    offs += more if isinstance(more, list) else []
-                found_offs = {o for o in offs if isinstance(o, int) and not isinstance(o, bool)}
-                if found_offs:
-                    into.setdefault(ex["key"], set()).update(found_offs)
-    return lost, div
 
 
 def anomaly_keys(results: Mapping[str, Any] | None) -> list[int]:

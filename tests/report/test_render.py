@@ -125,8 +125,7 @@ def test_bad_history_names_the_line(make_run: Any, tmp_path: Path) -> None:
         render_run(tmp_path / "nowhere")
 
 
-def test_anomaly_refs_and_marks() -> None:
-    from harness.report.sections import marked_offsets
+def test_anomaly_refs() -> None:
     from harness.runfiles.walk import anomaly_refs
 
     idx, vals = anomaly_refs({
@@ -136,11 +135,6 @@ def test_anomaly_refs_and_marks() -> None:
     })
     assert idx == {2, 3, 9, 11}
     assert vals == {5, 6, 8}
-    lost, div = marked_offsets({"anomalies": {
-        "lost-write": [{"key": 1, "offset": 7, "value": 3}],
-        "replica-divergence": [{"key": 2, "nodes": ["n1", "n2"], "only_in_first": [5, 6],
-                                "only_in_second": []}]}})
-    assert lost == {1: {7}} and div == {2: {5, 6}}
 
 
 @pytest.mark.parametrize("ops", [
