@@ -10,7 +10,7 @@ kinds' (nemesis.kinds, or test.json's `fault_kinds`), the same in every report.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from harness.report.faults import UNKNOWN_COLOUR, fault_nodes
@@ -126,15 +126,17 @@ def fault_rows(test: Mapping[str, Any] | None, nemesis_ops: Sequence[Mapping[str
         rows.append((t_s, 0, FaultRow(f"{t_s:.1f}", f, colour.get(f, UNKNOWN_COLOUR), planned,
                                       f"{actual}; {roles}" if roles else actual, status, css,
                                       ev)))
+    # history time counts from the test's start, the plan's and the limit's from the
+    # workload's: the steps that ran say how far apart the two clocks are
+    shift = sorted(offsets)[len(offsets) // 2] if offsets else 0.0
+    rows = [(at + shift / 1e9, n, replace(r, at_s=f"{at + shift / 1e9:.1f}")) if n else
+            (at, n, r) for at, n, r in rows]
     for i, op in enumerate(nemesis_ops):
         if i in used:
             continue
         f = str(op.get("f"))
         t = op.get("time")
         t_s = t / 1e9 if isinstance(t, int) else 0.0
-        # history time counts from the test's start, the limit from the workload's: the
-        # plan's steps say how far apart the two are
-        shift = sorted(offsets)[len(offsets) // 2] if offsets else 0.0
         final = limit_ns is not None and isinstance(t, int) and t - shift > limit_ns
         status, css, ev = _status(op)
         if final:
