@@ -25,6 +25,7 @@ from harness.report.availability import availability_line
 from harness.report.faultlog import fault_rows, legend
 from harness.report.faults import run_kinds
 from harness.report.glossary import define
+from harness.report.lanes import completions, example_lanes
 from harness.report.liveness import liveness_section
 from harness.report.losses import KeyLoss, Losses, losses, replica_losses, safety_line
 from harness.report.scan import Scan, scan
@@ -164,7 +165,10 @@ def render_run(run_dir: Path) -> Path:
         run = load_run(run_dir)
         ctx = report_context(run)
         html = _ENV.get_template("report.html.j2").render(**ctx)
-        ops_html = _ENV.get_template("ops.html.j2").render(**ctx)
+        pairs = completions(run.ops)
+        ops_html = _ENV.get_template("ops.html.j2").render(
+            **ctx, lanes={(a.name, n): Markup(example_lanes(run.ops, ex.ops, pairs))
+                          for a in ctx["anomalies"] for n, ex in enumerate(a.examples, 1)})
         del ctx
         results, test = run.results, run.test
         # free the history while the GC is still off: once it is on again, a million

@@ -29,6 +29,11 @@ def test_truncated_example_report(example_run: Any) -> None:
     for link in set(re.findall(r'href="\./ops\.html#((?:op|ex)-[\w-]+)"', html)):
         assert f'id="{link}"' in ops, link
     assert 'href="./ops.html#ex-lost-write-1"' in html
+    # each example's operations on per-process lanes: one bar per operation drawn
+    ex = ops[ops.index('id="ex-lost-write-1"'):]
+    ex = ex[:ex.index("</li>")]
+    bars = re.findall(r"<title>op (\d+)\.\.(\d+) (\w+):", ex)
+    assert bars and {int(a) for a, _, _ in bars} <= set(map(int, re.findall(r'#op-(\d+)"', ex)))
     # not the full history: only the ops the examples involve, and none in the report
     assert 5 < ops.count('<tr id="op-') < 60 and '<tr id="op-' not in html
     # key 1's picture marks offset 114 as lost and as holding two values
