@@ -119,3 +119,13 @@ def fault_windows(nemesis_ops: Sequence[tuple[int, str, Any, int, int]],
                for (node, kind), (start, idx) in open_.items())
     out.sort(key=lambda w: (w.start_ns, w.node))
     return out
+
+
+def in_force(windows: Sequence[FaultWindow], t_ns: int) -> list[str]:
+    """The faults in force at t_ns, in words ("kill on n2"), each kind once with its nodes."""
+    by_kind: dict[str, set[str]] = {}
+    for w in windows:
+        if w.start_ns <= t_ns <= w.end_ns:
+            by_kind.setdefault(w.label or w.kind, set()).add(w.node)
+    return [f"{k} on {', '.join(sorted(n))}" if n - {ALL_NODES} else k
+            for k, n in by_kind.items()]

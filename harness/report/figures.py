@@ -69,7 +69,7 @@ def latency_scatter(scan: Scan) -> str:
         if len(sel) == 0:
             continue
         sel = sel[_sample(len(sel), per_group, rng)]
-        colour = svg.PALETTE[fi % len(svg.PALETTE)] if k == 0 else svg.KIND_COLOURS[KINDS[k]]
+        colour = svg.op_colour(c.f_names[fi]) if k == 0 else svg.KIND_COLOURS[KINDS[k]]
         label = f"{c.f_names[fi]} {KINDS[k]}"
         items.append((label, colour))
         out.append(svg.points(fr, t_s[sel], lat_ms[sel], colour, 2.5 if k == 0 else 3.5))
@@ -117,7 +117,7 @@ def latency_quantiles(scan: Scan) -> str:
                     xs.append(mids[i])
                     ys.append(float(np.quantile(seg, q)))
             label = f"{name} {'max' if q == 1.0 else f'p{round(q * 100)}'}"
-            series.append((label, svg.PALETTE[fi % len(svg.PALETTE)], dash,
+            series.append((label, svg.op_colour(name), dash,
                            np.asarray(xs), np.asarray(ys)))
     ymax = max((float(s[4].max()) for s in series if len(s[4])), default=1.0)
     ymin = min((float(s[4].min()) for s in series if len(s[4])), default=0.01)
@@ -145,7 +145,7 @@ def throughput(scan: Scan) -> str:
             if not mask.any():
                 continue
             rate = np.bincount(b.index[mask], minlength=BUCKETS)[:BUCKETS] / width_s
-            colour = svg.PALETTE[fi % len(svg.PALETTE)] if k == 0 else svg.KIND_COLOURS[KINDS[k]]
+            colour = svg.op_colour(c.f_names[fi]) if k == 0 else svg.KIND_COLOURS[KINDS[k]]
             series.append((f"{name} {KINDS[k]}", colour, None if k == 0 else "4,2", rate))
     ymax = max((float(s[3].max()) for s in series), default=1.0)
     fr = svg.Frame(0.0, float(b.edges_s[-1]), 0.0, max(ymax, 1.0) * 1.05, lanes=_lanes(scan))
@@ -270,20 +270,31 @@ def aborted_offsets(scan: Scan, log: KeyLog) -> list[int]:
     return sorted(set(log.offset[_aborted(scan, log)].tolist()))
 
 
-def key_log(scan: Scan, key: int, log: KeyLog, lost: Collection[int],
-            divergent: Collection[int]) -> str:
-    """Offsets against first-seen time, coloured by writer; lost (x) and divergent (!)
-    marked, and records of aborted transactions ringed."""
+def divergent_offsets(log: KeyLog) -> npt.NDArray[np.int64]:
+    """The key's offsets seen holding two or more values (inconsistent-offsets), all of them."""
+    offs, counts = np.unique(log.offset, return_counts=True)
+    return offs[counts > 1]
+
+
+def key_log(scan: Scan, key: int, log: KeyLog, lost_values: Collection[int]) -> str:
+    """Offsets against first-seen time, coloured by writer; every lost acknowledged write
+    (red) and every offset holding two values (black) marked, from the full sets; records
+    of aborted transactions ringed."""
     n = len(log.offset)
-    marked = np.isin(log.offset, np.fromiter(set(lost) | set(divergent), dtype=np.int64))
+    lost = np.isin(log.value, np.fromiter(lost_values, dtype=np.int64, count=len(lost_values)))
+    divergent = np.isin(log.offset, divergent_offsets(log))
+    marked = lost | divergent
     aborted = _aborted(scan, log)
     keep = np.zeros(n, dtype=bool)
     keep[:: max(1, n // KEY_POINTS)] = True
-    keep |= marked | aborted
+    for sel in (lost, divergent):  # marks thinned the same way past KEY_POINTS each
+        idx = np.flatnonzero(sel)
+        keep[idx[:: max(1, len(idx) // KEY_POINTS)]] = True
+    keep |= aborted
     t_s = log.time_ns / 1e9
     omax = float(log.offset.max()) if n else 1.0
-    fr = svg.Frame(0.0, max(_s(scan.end_ns), 1e-3), 0.0, max(omax, 1.0) * 1.02, height=200,
-                   width=440, lanes=())
+    fr = svg.Frame(0.0, max(_s(scan.end_ns), 1e-3), 0.0, max(omax, 1.0) * 1.02, height=190,
+                   width=380, lanes=())
     out = svg.open_svg(fr, f"key {key}: offset against time")
     out += svg.fault_bands(fr, _fault_rows(scan))
     out += svg.axes(fr, "time first seen (s)", "offset")
@@ -298,14 +309,12 @@ def key_log(scan: Scan, key: int, log: KeyLog, lost: Collection[int],
         sel = keep & (writers == w) & ~marked
         colour = "#aaa" if w < 0 else svg.PALETTE[int(w) % len(svg.PALETTE)]
         out.append(svg.points(fr, t_s[sel], log.offset[sel].astype(np.float64), colour, 2.5))
-    for offs, colour, sym in ((lost, "#d62728", "lost"), (divergent, "#000", "divergent")):
-        for o in sorted(offs):
-            y = float(fr.sy(np.float64(o)))
-            out.append(f'<line x1="{fr.left}" x2="{fr.width - fr.right}" y1="{y:.1f}" '
-                       f'y2="{y:.1f}" stroke="{colour}" stroke-dasharray="3,2" '
-                       f'class="mark-{sym}"><title>{sym} offset {svg.esc(o)}</title></line>')
-    sel = marked & keep
-    out.append(svg.points(fr, t_s[sel], log.offset[sel].astype(np.float64), "#d62728", 5,
-                          cls="marked"))
+    for sel, colour, name in ((divergent & ~lost, "#000", "divergent"), (lost, "#d62728", "lost")):
+        if sel.any():
+            out.append(f'<g class="mark-{name}" data-count="{int(sel.sum())}"><title>{name}: '
+                       f'{int(sel.sum())} records</title>')
+            out.append(svg.points(fr, t_s[sel & keep], log.offset[sel & keep].astype(np.float64),
+                                  colour, 5, cls="marked"))
+            out.append("</g>")
     out.append("</svg>")
     return "".join(out)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.report.sections import verdict
+from harness.report.verdictbox import headline
 from harness.runfiles import HistoryError, read_json
 
 _STAMP = re.compile(r"^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$")
@@ -28,6 +29,7 @@ class IndexRow:
     has_report: bool
     path: str
     seed: str = ""  # the run's seed (test.json), to replay it
+    headline: str = ""  # system, version, verdict, amount lost: as the report's title
 
 
 def _json(path: Path) -> dict[str, Any] | None:
@@ -80,6 +82,7 @@ def index_rows(results_dir: Path) -> list[IndexRow]:
             time=_when(d), verdict=v.label, css=v.css, counts=counts,
             link=f"./{rel.as_posix()}/report.html" if has_report else f"./{rel.as_posix()}/",
             has_report=has_report, path=rel.as_posix(),
-            seed=str(test["seed"]) if isinstance(test.get("seed"), int) else ""))
+            seed=str(test["seed"]) if isinstance(test.get("seed"), int) else "",
+            headline=headline(test, results, v.label)))
     rows.sort(key=lambda r: r.time, reverse=True)
     return rows

@@ -1,25 +1,15 @@
-"""The fault plan of test.json (`nemesis_plan`) as table rows in words.
-
-Each step: when, which fault, whom it aims at (a target rule) and the nodes or
-the grudge it names, said the way a person would; no cell holds raw JSON.
+"""A step of test.json's fault plan (`nemesis_plan`) in words, for the fault timeline
+(report.faultlog): whom it aims at (a target rule) and the nodes or the grudge it
+names, said the way a person would; no cell holds raw JSON.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 DYNAMIC = {"leader": "the leader of {key}", "followers": "the followers of {key}",
            "controller": "the controller", "coordinator": "the group coordinator"}
-
-
-@dataclass(frozen=True, slots=True)
-class PlanRow:
-    at: str
-    fault: str
-    target: str
-    what: str
 
 
 def _names(xs: Any) -> str:
@@ -70,17 +60,3 @@ def describe(value: Mapping[str, Any]) -> tuple[str, str]:
     if value.get("kind") and value.get("target") and value["kind"] != value["target"]:
         target = f"{value['target']} ({value['kind']})"
     return target or "—", "; ".join(said) or ("all nodes" if not value else "—")
-
-
-def plan_rows(test: Mapping[str, Any] | None) -> list[PlanRow]:
-    plan = (test or {}).get("nemesis_plan")
-    rows: list[PlanRow] = []
-    for step in plan if isinstance(plan, list) else []:
-        if not isinstance(step, Mapping):
-            continue
-        at = step.get("at_s")
-        value = step.get("value")
-        target, what = describe(value if isinstance(value, Mapping) else {})
-        rows.append(PlanRow(f"{at:.3f}" if isinstance(at, int | float) else "?",
-                            str(step.get("f", "?")), target, what))
-    return rows

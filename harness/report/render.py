@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +21,21 @@ from markupsafe import Markup
 
 from checkers.groups import exactly_once, group_delivery, membership
 from harness.report import figures, sections
+from harness.report.availability import availability_line
+from harness.report.faultlog import fault_rows, legend
 from harness.report.faults import run_kinds
+from harness.report.glossary import define
+from harness.report.lanes import completions, example_lanes
 from harness.report.liveness import liveness_section
-from harness.report.plan import plan_rows
+from harness.report.losses import KeyLoss, Losses, losses, replica_losses, safety_line
 from harness.report.scan import Scan, scan
+from harness.report.verdictbox import headline, verdict_box
 from harness.runfiles import RunFiles, load_run, no_gc
 from harness.runfiles.walk import KINDS
 
 _HERE = Path(__file__).parent
+OPS_PAGE = "ops.html"  # the operations the examples name, beside report.html
+SHOWN_KEYS = 6  # key plots open on the page (those that lost most); the rest folded
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(_HERE / "templates"),
                           autoescape=True, undefined=jinja2.StrictUndefined,
                           trim_blocks=True, lstrip_blocks=True)
@@ -46,25 +54,42 @@ def _op_counts(s: Scan) -> list[tuple[str, list[int]]]:
     return rows
 
 
+@dataclass(frozen=True, slots=True)
+class KeyPlot:
+    key: int
+    svg: Markup
+    records: int
+    loss: KeyLoss | None  # its lost acknowledged writes, from the full sets
+    divergent: int  # offsets seen holding two or more values
+    aborted: list[int]
+
+
 def _concurrency(test: Mapping[str, Any] | None) -> int | None:
     c = (test or {}).get("concurrency")
     return c if isinstance(c, int) and not isinstance(c, bool) and c > 0 else None
+
+
+def _key_order(s: Scan, loss: Losses, focus: list[int]) -> list[int]:
+    """Keys that lost most first, then those the examples name, then those with offsets
+    holding two values, then the rest."""
+    ranked = [k.key for k in loss.keys if k.key in s.keys]
+    div = [k for k in s.keys if len(figures.divergent_offsets(s.keys[k]))]
+    return list(dict.fromkeys([*ranked, *(k for k in focus if k in s.keys), *div, *s.keys]))
 
 
 def report_context(run: RunFiles) -> dict[str, Any]:
     """Everything the report template shows, computed from the run's files alone."""
     anomalies_raw = (run.results or {}).get("anomalies")
     test = run.test or {}
-    s = scan(run.ops, anomalies_raw if isinstance(anomalies_raw, dict) else None,
-             run_kinds(test))
-    lost, div = sections.marked_offsets(run.results)
+    kinds = run_kinds(test)
+    s = scan(run.ops, anomalies_raw if isinstance(anomalies_raw, dict) else None, kinds)
+    loss = losses(s.acked, run.replicas)
     focus = sections.anomaly_keys(run.results)
-    order = [k for k in focus if k in s.keys] + [k for k in s.keys if k not in focus]
-    key_plots = [(k, Markup(figures.key_log(s, k, s.keys[k], lost.get(k, set()),
-                                            div.get(k, set()))),
-                  len(s.keys[k].offset), sorted(lost.get(k, set())), sorted(div.get(k, set())),
-                  figures.aborted_offsets(s, s.keys[k]))
-                 for k in order[: figures.MAX_KEYS]]
+    key_plots = [KeyPlot(k, Markup(figures.key_log(s, k, s.keys[k], loss.values_of(k))),
+                         len(s.keys[k].offset), next((x for x in loss.keys if x.key == k), None),
+                         len(figures.divergent_offsets(s.keys[k])),
+                         figures.aborted_offsets(s, s.keys[k]))
+                 for k in _key_order(s, loss, focus)[: figures.MAX_KEYS]]
     timeline_svg, timeline_note = figures.timeline(s, _concurrency(test))
     group = group_delivery(run.ops)
     lanes_svg, lanes_note = figures.group_lanes(s, membership(run.ops), _concurrency(test)) \
@@ -74,10 +99,22 @@ def report_context(run: RunFiles) -> dict[str, Any]:
     linked = {i for a in anomalies for ex in a.examples
               for part in [ex.parts, *ex.steps] for _, i in part if i is not None}
     ops_table = sections.op_rows(run.ops, sorted(set(s.involved) | linked), s.txns)
+    liveness = liveness_section(run.results, run.ops, run.test, run.run_dir)
+    fault_table = fault_rows(test, s.nemesis_ops, kinds, s.end_ns)
     return {
         "title": str(test.get("name") or run.run_dir.name),
         "run_dir": str(run.run_dir),
         "verdict": sections.verdict(run.results),
+        "headline": headline(run.test, run.results, sections.verdict(run.results).label),
+        "box": verdict_box(run.test, run.results, run.run_dir, s.nemesis_ops,
+                           {k.start for k in kinds}),
+        "safety_line": safety_line(loss),
+        "availability_line": availability_line((run.results or {}).get("availability"),
+                                               liveness),
+        "loss": loss,
+        "replica_losses": replica_losses(run.replicas, loss),
+        "glossary": [(a.name, define(a.name)) for a in anomalies],
+        "define": define,
         "results": run.results,
         "error": (run.results or {}).get("error"),
         "seed": test.get("seed", "not recorded") if run.test else "not recorded (no test.json)",
@@ -85,7 +122,8 @@ def report_context(run: RunFiles) -> dict[str, Any]:
         "has_test": run.test is not None,
         "anomalies": anomalies,
         "stats": sections.stats(run.results),
-        "plan": plan_rows(run.test),
+        "fault_rows": fault_table,
+        "fault_legend": legend(fault_table, kinds),
         "ops_table": ops_table,
         "txn_outcomes": any(r.outcome for r in ops_table),
         "op_count": s.op_count,
@@ -95,7 +133,7 @@ def report_context(run: RunFiles) -> dict[str, Any]:
         "kinds": KINDS,
         "nodes": s.nodes,
         "faults": s.faults,
-        "liveness": liveness_section(run.results, run.ops, run.test, run.run_dir),
+        "liveness": liveness,
         "group": group,
         "eos": exactly_once(run.ops) if group is not None else None,
         "group_lanes_svg": Markup(lanes_svg),
@@ -108,6 +146,7 @@ def report_context(run: RunFiles) -> dict[str, Any]:
         "key_plots": key_plots,
         "key_count": len(s.keys),
         "max_keys": figures.MAX_KEYS,
+        "shown_keys": SHOWN_KEYS,
         "has_replicas": run.replicas is not None,
         "replica_keys": replica_keys,
         "replica_key_count": replica_key_count,
@@ -124,12 +163,19 @@ def render_run(run_dir: Path) -> Path:
     run_dir = Path(run_dir)
     with no_gc():
         run = load_run(run_dir)
-        html = _ENV.get_template("report.html.j2").render(**report_context(run))
+        ctx = report_context(run)
+        html = _ENV.get_template("report.html.j2").render(**ctx)
+        pairs = completions(run.ops)
+        ops_html = _ENV.get_template("ops.html.j2").render(
+            **ctx, lanes={(a.name, n): Markup(example_lanes(run.ops, ex.ops, pairs))
+                          for a in ctx["anomalies"] for n, ex in enumerate(a.examples, 1)})
+        del ctx
         results, test = run.results, run.test
         # free the history while the GC is still off: once it is on again, a million
         # live dicts would make its first collection cost seconds
         del run
     out = run_dir / "report.html"
+    _write(run_dir / OPS_PAGE, ops_html)
     _write(out, html)
     write_junit(run_dir, results, test)
     return out

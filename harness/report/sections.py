@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from harness.report.faults import in_force
 from harness.report.scan import Scan
 from harness.report.sentences import Sentence, cycle_steps, op_facts, op_words, sentence
 from harness.runfiles.walk import KINDS, Txns, anomaly_refs
@@ -21,8 +22,6 @@ VALUE_CHARS = 400  # an op's value is cut to this many characters in the ops tab
 REPLICA_KEYS = 16
 REPLICA_ROWS = 60
 CONTEXT_ROWS = 3
-LOST_TYPES = ("lost-write", "replica-lost-write", "unseen")
-DIVERGENT_TYPES = ("inconsistent-offsets", "replica-divergence")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +52,8 @@ def cut(text: str, n: int = VALUE_CHARS) -> str:
     return text if len(text) <= n else text[:n] + f"… ({len(text) - n} more characters)"
 
 
-SHOWN_ELSEWHERE = ("nemesis_plan", "nemesis_phases")  # the plan table, the recovery section
+# the fault timeline, the recovery section, the fault legend
+SHOWN_ELSEWHERE = ("nemesis_plan", "nemesis_phases", "fault_kinds")
 
 
 def plain(x: Any) -> str:
@@ -67,7 +67,9 @@ def plain(x: Any) -> str:
     if isinstance(x, list | tuple):
         return ", ".join(plain(v) if not isinstance(v, list | tuple)
                          else " ".join(plain(w) for w in v) for v in x)
-    return dumps(x)
+    if isinstance(x, dict):  # words, never a JSON object on the page
+        return "; ".join(f"{k} {plain(v)}" for k, v in x.items())
+    return str(x)
 
 
 def flatten(prefix: str, x: Any, out: list[tuple[str, str]]) -> None:
@@ -99,6 +101,7 @@ class Example:
     parts: Sentence  # the example as a sentence, its operations linked
     steps: list[Sentence]  # a cycle's steps, one edge each (empty for other types)
     ops: list[int]
+    when: str = ""  # the time of its first operation and the faults in force then
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,17 +144,43 @@ def anomalies(results: Mapping[str, Any] | None, scan: Scan,
                 linked.update(scan.by_value.get(v, ()))
             if _is_cycle(ex):
                 head, steps = cycle_steps(ex, facts, placed)
-                examples.append(Example(head, steps, sorted(linked)))
+                examples.append(Example(head, steps, sorted(linked),
+                                        _when(ops or [], linked, scan)))
             elif isinstance(ex, dict):
                 examples.append(Example(sentence(name, ex, readers, scan.by_value), [],
-                                        sorted(linked)))
+                                        sorted(linked), _when(ops or [], linked, scan)))
             else:
                 examples.append(Example([(cut(str(ex), 200), None)], [], sorted(linked)))
         count = counts.get(name, len(examples))
         out.append(AnomalyType(name, count if isinstance(count, int) else len(examples),
                                name in bad, examples))
-    out.sort(key=lambda a: (not a.bad, a.name))
+    out.sort(key=lambda a: (not a.bad, _rank(a.name), a.name))
     return out
+
+
+# losses first: cycles and offset anomalies are often their consequence (offsets reused)
+FIRST = ("replica-lost-write", "lost-write", "unseen", "inconsistent-offsets", "duplicate",
+         "replica-divergence")
+
+
+def _rank(name: str) -> int:
+    if name in FIRST:
+        return FIRST.index(name)
+    return len(FIRST) + (1 if name.startswith(("G0", "G1c")) else 0)
+
+
+def _when(ops: list[dict[str, Any]], indices: set[int], scan: Scan) -> str:
+    """"at 18.3 s, during kill on n2": the example's first operation's time and the faults
+    in force then ("" when the history does not say)."""
+    times = [ops[i]["time"] for i in indices
+             if 0 <= i < len(ops) and ops[i].get("index") == i
+             and type(ops[i].get("time")) is int]
+    if not times:
+        return ""
+    t = min(times)
+    faults = in_force(scan.faults, t)
+    return f"at {t / 1e9:.1f} s, " + (f"during {'; '.join(faults)}" if faults
+                                      else "with no fault in force")
 
 
 def _placed(scan: Scan, keys: set[int]) -> dict[int, dict[int, int]]:
@@ -167,27 +196,6 @@ def _placed(scan: Scan, keys: set[int]) -> dict[int, dict[int, int]]:
                 m[v] = o
         out[k] = m
     return out
-
-
-def marked_offsets(results: Mapping[str, Any] | None) -> tuple[dict[int, set[int]],
-                                                              dict[int, set[int]]]:
-    """key -> offsets to mark as lost, and key -> offsets to mark as divergent."""
-    lost: dict[int, set[int]] = {}
-    div: dict[int, set[int]] = {}
-    found = (results or {}).get("anomalies") or {}
-    for types, into in ((LOST_TYPES, lost), (DIVERGENT_TYPES, div)):
-        for t in types:
-            for ex in found.get(t) or []:
-                if not isinstance(ex, dict) or not isinstance(ex.get("key"), int):
-                    continue
-                offs = [ex.get("offset")]
-                for name in ("offsets", "only_in_first", "only_in_second"):
-                    more = ex.get(name)
-                    offs += more if isinstance(more, list) else []
-                found_offs = {o for o in offs if isinstance(o, int) and not isinstance(o, bool)}
-                if found_offs:
-                    into.setdefault(ex["key"], set()).update(found_offs)
-    return lost, div
 
 
 def anomaly_keys(results: Mapping[str, Any] | None) -> list[int]:
@@ -340,14 +348,24 @@ def _differing(nodes: list[str], per: dict[str, dict[int, Any]],
     return bad
 
 
-def node_logs(run_dir: Path) -> list[tuple[str, list[str]]]:
-    """(node, relative paths of its log files) from nodes/<node>/."""
+@dataclass(frozen=True, slots=True)
+class NodeFiles:
+    node: str
+    main: list[str]  # the broker's own log and config, relative paths
+    data: list[str]  # everything in sub-folders (segment files, checkpoints): folded
+
+
+def node_logs(run_dir: Path) -> list[NodeFiles]:
+    """Each node's collected files from nodes/<node>/: its own files (log, config) first,
+    the data files under its sub-folders apart."""
     nodes_dir = run_dir / "nodes"
     if not nodes_dir.is_dir():
         return []
     out = []
     for d in sorted(p for p in nodes_dir.iterdir() if p.is_dir()):
-        files = sorted(str(f.relative_to(run_dir)) for f in d.rglob("*")
-                       if f.is_file() and (f.suffix in (".log", ".txt") or "log" in f.name))
-        out.append((d.name, files))
+        files = sorted(f for f in d.rglob("*") if f.is_file())
+        main = [f for f in files if f.parent == d]
+        main.sort(key=lambda f: (f.suffix not in (".log", ".txt"), f.name))
+        out.append(NodeFiles(d.name, [str(f.relative_to(run_dir)) for f in main],
+                             [str(f.relative_to(run_dir)) for f in files if f.parent != d]))
     return out

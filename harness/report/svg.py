@@ -21,6 +21,17 @@ F64 = npt.NDArray[np.float64]
 PALETTE = ("#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
            "#7f7f7f", "#393b79", "#637939")
 KIND_COLOURS = {"ok": "#2ca02c", "fail": "#d62728", "info": "#ff7f0e"}
+# each client operation type keeps its colour in every report (HISTORY.md's verbs)
+OP_COLOURS = {"send": "#1f77b4", "poll": "#9467bd", "txn": "#8c564b", "assign": "#17becf",
+              "subscribe": "#bcbd22", "commit": "#e377c2", "committed": "#393b79",
+              "crash": "#7f7f7f"}
+
+
+def op_colour(f: str) -> str:
+    """An operation type's fixed colour; a verb HISTORY.md does not name gets one by hash."""
+    if f in OP_COLOURS:
+        return OP_COLOURS[f]
+    return PALETTE[sum(f.encode()) % len(PALETTE)]
 LANE_H = 9
 
 

@@ -51,6 +51,21 @@ class KeyLog:
     writer: I64  # -1: no known writer
 
 
+@dataclass(frozen=True, slots=True)
+class Acked:
+    """Every send micro-op of an `ok` completion (acknowledged): key, offset (-1: not
+    learnt), value and acknowledgement time, arrays of equal length; with what polls read
+    (any completion's) and how far `ok` polls read each key, so losses come from the full
+    sets, not the checkers' capped examples."""
+
+    key: I64
+    offset: I64
+    value: I64
+    time_ns: I64
+    read_values: I64  # sorted distinct values any poll returned
+    read_max: dict[int, int]  # key -> the highest offset an ok poll returned
+
+
 NemesisSpan = tuple[int, str, Any, int, int]  # index, f, value, invoke ns, completion ns
 
 
@@ -98,6 +113,7 @@ class HistoryWalk:
     op_count: int
     client_ops: int
     txns: Txns
+    acked: Acked | None = None
 
 
 def anomaly_refs(anomalies: Mapping[str, Any]) -> tuple[set[int], set[int]]:
@@ -144,6 +160,11 @@ def walk_history(ops: list[dict[str, Any]],
     r_off: list[int] = []
     r_val: list[int] = []
     r_t: list[int] = []
+    r_src: list[int] = []  # 0: a send (ok or info), 1: an ok poll, 2: another completion's poll
+    a_key: list[int] = []  # acknowledged sends: key, offset (-1 unknown), value, time
+    a_off: list[int] = []
+    a_val: list[int] = []
+    a_t: list[int] = []
     involved: set[int] = set()
     by_value: dict[int, list[int]] = {}
     reads_linked: dict[int, int] = {}
@@ -256,6 +277,7 @@ def walk_history(ops: list[dict[str, Any]],
                         r_off.append(o)
                         r_val.append(v)
                         r_t.append(t)
+                        r_src.append(1 if kind == 0 else 2)
                         if linking and v in want_values:
                             n = reads_linked.get(v, 0)
                             if n < READS_PER_VALUE:
@@ -268,13 +290,20 @@ def walk_history(ops: list[dict[str, Any]],
                 sent = rec[1] if pair else rec
                 if linking and type(sent) is int and sent in want_values:
                     link(sent, inv.get("index"), idx)
-                if kind != 1 and pair and type(rec[0]) is int and type(rec[1]) is int \
-                        and type(k) is int:
+                known = pair and type(rec[0]) is int
+                if kind == 0 and type(sent) is int and type(k) is int:
+                    a_key.append(k)
+                    a_off.append(rec[0] if known else -1)
+                    a_val.append(sent)
+                    a_t.append(t)
+                if kind != 1 and known and type(rec[1]) is int and type(k) is int:
                     r_key.append(k)
                     r_off.append(rec[0])
                     r_val.append(rec[1])
                     r_t.append(t)
+                    r_src.append(0)
     keys = _key_logs(r_key, r_off, r_val, r_t, writer_of)
+    acked = _acked(a_key, a_off, a_val, a_t, r_key, r_off, r_val, r_src)
     completions = Completions(
         invoke_ns=np.asarray(inv_t, dtype=np.int64), complete_ns=np.asarray(comp_t, dtype=np.int64),
         f_code=np.asarray(f_codes, dtype=np.int64), kind=np.asarray(kinds, dtype=np.int64),
@@ -283,7 +312,26 @@ def walk_history(ops: list[dict[str, Any]],
                        end_ns=end_ns, keys=keys, involved=sorted(involved),
                        by_value={v: sorted(set(ix)) for v, ix in by_value.items()},
                        processes=sorted(set(procs)), op_count=len(ops), client_ops=client_ops,
-                       txns=Txns.of(txn_inv, txn_comp, txn_kind, aborted))
+                       txns=Txns.of(txn_inv, txn_comp, txn_kind, aborted), acked=acked)
+
+
+def _acked(a_key: list[int], a_off: list[int], a_val: list[int], a_t: list[int],
+           r_key: list[int], r_off: list[int], r_val: list[int], r_src: list[int]) -> Acked:
+    src = np.asarray(r_src, dtype=np.int64)
+    val = np.asarray(r_val, dtype=np.int64)
+    key = np.asarray(r_key, dtype=np.int64)
+    off = np.asarray(r_off, dtype=np.int64)
+    read_max: dict[int, int] = {}
+    ok = src == 1
+    if ok.any():
+        k, o = key[ok], off[ok]
+        order = np.lexsort((o, k))
+        k, o = k[order], o[order]
+        last = np.flatnonzero(np.append(k[1:] != k[:-1], True))
+        read_max = dict(zip(k[last].tolist(), o[last].tolist(), strict=True))
+    return Acked(key=np.asarray(a_key, dtype=np.int64), offset=np.asarray(a_off, dtype=np.int64),
+                 value=np.asarray(a_val, dtype=np.int64), time_ns=np.asarray(a_t, dtype=np.int64),
+                 read_values=np.unique(val[src > 0]), read_max=read_max)
 
 
 def _key_logs(r_key: list[int], r_off: list[int], r_val: list[int], r_t: list[int],

@@ -127,7 +127,7 @@ class KafkaViews:
             self._warm = True
         version = self.version() or self.jars.version
         _add_to_test_json(run.paths.test_json, {"system_info": {"name": "kafka",
-                                                                "version": version}})
+                                                                "version": version}}, merge=True)
         run.log.info("Kafka %s ready in %.1f s: %s", version, took, self.bootstrap)
 
     def names(self) -> dict[int, str]:
@@ -183,9 +183,14 @@ class KafkaLocalDB(LocalKafka, KafkaViews):
         return self.log_path(node).read_text(errors="replace")
 
 
-def _add_to_test_json(path: Path, more: dict[str, Any]) -> None:
+def _add_to_test_json(path: Path, more: dict[str, Any], *, merge: bool = False) -> None:
+    """Set keys of test.json; with merge, a table's keys join those already there (the
+    running version joins what describe() recorded, the client's among them)."""
     with contextlib.suppress(OSError, ValueError):
         data = json.loads(path.read_text())
+        if merge:
+            more = {k: {**data[k], **v} if isinstance(data.get(k), dict)
+                    and isinstance(v, dict) else v for k, v in more.items()}
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(json.dumps({**data, **more}, indent=1, default=str) + "\n")
         tmp.replace(path)

@@ -93,7 +93,47 @@ class KafkaSystem:
     def describe(self, spec: TestSpec) -> Mapping[str, Any]:
         """Until the broker runs: the version asked for (the running broker's own version
         replaces it in test.json once the cluster is ready)."""
-        return {"name": self.name, "version": spec.extra.get(VERSION_ENV_KEY) or "newest 4.x"}
+        return {"name": self.name, "version": spec.extra.get(VERSION_ENV_KEY) or "newest 4.x",
+                "client": _client_info(),
+                "safety": {"producer": _safety_of(producer_settings(spec), PRODUCER_SAFETY),
+                           "consumer": _safety_of(config.consumer_config("", timeout_s=1),
+                                                  CONSUMER_SAFETY)},
+                "safety_files": {"server.properties": list(SERVER_SAFETY)}}
+
+
+# The settings that decide whether acknowledged writes survive, as Kafka names them: the
+# report reads the brokers' from each node's written server.properties (a key not
+# written there has Kafka's default), the clients' from their librdkafka config.
+SERVER_SAFETY = ("default.replication.factor", "min.insync.replicas",
+                 "unclean.leader.election.enable", "log.flush.interval.messages",
+                 "replica.lag.time.max.ms", "broker.session.timeout.ms")
+PRODUCER_SAFETY = ("acks", "enable.idempotence", "retries", "max.in.flight.requests.per.connection",
+                   "message.timeout.ms", "request.timeout.ms")
+CONSUMER_SAFETY = ("isolation.level", "auto.offset.reset", "enable.auto.commit")
+
+
+def producer_settings(spec: TestSpec) -> dict[str, Any]:
+    """The librdkafka producer config the queue client runs with (bootstrap left out)."""
+    return config.producer_config("", spec.broker.acks,
+                                  timeout_s=spec.producer.delivery_timeout_s,
+                                  retries=spec.producer.retries,
+                                  request_timeout_s=spec.producer.request_timeout_s,
+                                  idempotence=spec.producer.enable_idempotence,
+                                  max_in_flight=spec.producer.max_in_flight)
+
+
+def _safety_of(conf: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {k: conf.get(k, "librdkafka's default") for k in keys}
+
+
+def _client_info() -> dict[str, str]:
+    import confluent_kafka
+
+    def first(v: Any) -> str:  # version() is a (str, int) pair in some releases, a str in others
+        return str(v[0] if isinstance(v, tuple) else v)
+
+    return {"library": "confluent-kafka (librdkafka)", "version": first(confluent_kafka.version()),
+            "librdkafka": first(confluent_kafka.libversion())}
 
 
 def _nodes(spec: TestSpec, listen: Mapping[str, str],

@@ -63,10 +63,8 @@ class UndertowSystem:
         txn = spec.workload == "txn"
         queue = QueueClient(keys=spec.keys, acks=spec.broker.acks,
                             timeout_s=spec.producer.delivery_timeout_s,
-                            retries=spec.producer.retries or (3 if txn else 0),
                             request_timeout_s=spec.producer.request_timeout_s,
-                            enable_idempotence=bool(spec.producer.enable_idempotence) or txn,
-                            max_in_flight=spec.producer.max_in_flight or 1,
+                            **_producer(spec),
                             max_poll_records=spec.max_poll_records,
                             isolation=spec.isolation.replace("-", "_") if txn else None)
         if txn:
@@ -81,12 +79,32 @@ class UndertowSystem:
         return queue
 
     def describe(self, spec: TestSpec) -> Mapping[str, Any]:
+        """For test.json: the broker's and client's versions, and the settings that decide
+        whether acknowledged writes survive (the report's verdict box shows them)."""
+        b = spec.broker
+        broker = {"acks": b.acks, "replication_factor": b.replication_factor,
+                  "min_insync_replicas": b.min_insync_replicas,
+                  "unclean_leader_election": b.unclean_leader_election,
+                  "truncation": b.truncation, "flush": b.flush,
+                  "replica_lag_time_max_ms": b.replica_lag_time_max_ms}
+        if spec.workload == "txn":
+            broker["txn_epoch_fencing"] = b.txn_epoch_fencing
         return {"name": self.name, "version": _version(),
-                "topic": admin.TOPIC, "controller_voters": admin.controller_voters(spec)}
+                "topic": admin.TOPIC, "controller_voters": admin.controller_voters(spec),
+                "client": {"library": "undertow's Python client", "version": _version()},
+                "safety": {"broker": broker, "producer": _producer(spec)}}
 
     def node_image(self) -> NodeImage:
         return NodeImage("undertow/broker", IMAGE_DIR / "Dockerfile",
                          {"broker": admin.broker_source()})
+
+
+def _producer(spec: TestSpec) -> dict[str, Any]:
+    """The producer settings our client runs with: the spec's, or the client's defaults."""
+    txn = spec.workload == "txn"
+    return {"retries": spec.producer.retries or (3 if txn else 0),
+            "enable_idempotence": bool(spec.producer.enable_idempotence) or txn,
+            "max_in_flight": spec.producer.max_in_flight or 1}
 
 
 def _version() -> str:

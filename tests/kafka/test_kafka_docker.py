@@ -116,7 +116,8 @@ def test_a_short_docker_run_with_kills_pauses_and_partitions_is_valid(
     assert outcome.valid is True, outcome.summary()
     test = json.loads((outcome.run_dir / "test.json").read_text())
     assert test["backend"] == "docker"
-    assert test["system_info"] == {"name": "kafka", "version": kafka_jars.version}
+    assert test["system_info"]["name"] == "kafka"
+    assert test["system_info"]["version"] == kafka_jars.version
     rows = (outcome.run_dir / "replicas.jsonl").read_text().splitlines()
     assert sum('"hw"' in r for r in rows) == 3 * spec.partitions
     history = (outcome.run_dir / "history.jsonl").read_text()

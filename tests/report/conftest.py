@@ -41,6 +41,15 @@ def write_run(run_dir: Path, ops: list[dict[str, Any]], *, results: dict[str, An
 
 
 @pytest.fixture
+def chromium() -> str:
+    """Debian's headless Chromium (the browser tests), or a skip saying how to get it."""
+    path = shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(path).exists():
+        pytest.skip("chromium is not installed: run `just browser` (scripts/browser-up)")
+    return path
+
+
+@pytest.fixture
 def example_run(tmp_path: Path) -> Any:
     return lambda name: copy_example(name, tmp_path)
 

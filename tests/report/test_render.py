@@ -23,15 +23,22 @@ def test_truncated_example_report(example_run: Any) -> None:
     assert re.search(r'class="verdict invalid" id="verdict">invalid', html)
     for t in ("lost-write", "inconsistent-offsets", "replica-lost-write"):
         assert f'id="anomaly-{t}"' in html
-    # the lost write names op 1999: the example links to it and the ops table holds it
-    assert 'href="#op-1999"' in html and 'id="op-1999"' in html
-    for link in set(re.findall(r'href="#(op-\d+)"', html)):
-        assert f'id="{link}"' in html, link
-    # not the full history: only the ops the examples involve
-    assert 5 < html.count('<tr id="op-') < 60
-    # key 1's picture marks offset 114 as lost and divergent
-    assert "lost at 114" in html and "divergent at 114" in html
-    assert 'class="mark-lost"' in html
+    # the lost write names op 1999: the example links to it and ops.html beside it holds it
+    ops = (run / "ops.html").read_text()
+    assert 'href="./ops.html#op-1999"' in html and 'id="op-1999"' in ops
+    for link in set(re.findall(r'href="\./ops\.html#((?:op|ex)-[\w-]+)"', html)):
+        assert f'id="{link}"' in ops, link
+    assert 'href="./ops.html#ex-lost-write-1"' in html
+    # each example's operations on per-process lanes: one bar per operation drawn
+    ex = ops[ops.index('id="ex-lost-write-1"'):]
+    ex = ex[:ex.index("</li>")]
+    bars = re.findall(r"<title>op (\d+)\.\.(\d+) (\w+):", ex)
+    assert bars and {int(a) for a, _, _ in bars} <= set(map(int, re.findall(r'#op-(\d+)"', ex)))
+    # not the full history: only the ops the examples involve, and none in the report
+    assert 5 < ops.count('<tr id="op-') < 60 and '<tr id="op-' not in html
+    # key 1's picture marks offset 114 as lost and as holding two values
+    assert "1 lost, offsets 114\u2013114" in html and "1 offsets hold two values" in html
+    assert 'class="mark-lost" data-count="1"' in html
     # fault windows from the nemesis ops: kill n2 .. start, partition .. heal
     assert "<title>kill n2</title>" in html and "<title>partition n3</title>" in html
     assert "not recorded (no test.json)" in html
@@ -123,8 +130,7 @@ def test_bad_history_names_the_line(make_run: Any, tmp_path: Path) -> None:
         render_run(tmp_path / "nowhere")
 
 
-def test_anomaly_refs_and_marks() -> None:
-    from harness.report.sections import marked_offsets
+def test_anomaly_refs() -> None:
     from harness.runfiles.walk import anomaly_refs
 
     idx, vals = anomaly_refs({
@@ -134,11 +140,6 @@ def test_anomaly_refs_and_marks() -> None:
     })
     assert idx == {2, 3, 9, 11}
     assert vals == {5, 6, 8}
-    lost, div = marked_offsets({"anomalies": {
-        "lost-write": [{"key": 1, "offset": 7, "value": 3}],
-        "replica-divergence": [{"key": 2, "nodes": ["n1", "n2"], "only_in_first": [5, 6],
-                                "only_in_second": []}]}})
-    assert lost == {1: {7}} and div == {2: {5, 6}}
 
 
 @pytest.mark.parametrize("ops", [

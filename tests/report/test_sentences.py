@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from harness.report.plan import describe, plan_rows
+from harness.report.faultlog import fault_rows
+from harness.report.plan import describe
 from harness.report.sections import settings, stats
 from harness.report.sentences import OpFacts, Sentence, cycle_steps, op_words, sentence
 
@@ -85,7 +86,9 @@ def test_a_cycle_reads_as_steps_with_a_run_of_writes_folded() -> None:
     assert linked(steps[0]) == [1, 5]
 
 
-def test_plan_rows_say_targets_and_grudges_in_words() -> None:
+def test_plan_steps_say_targets_and_grudges_in_words() -> None:
+    from nemesis.kinds import KINDS
+
     test = {"nemesis_plan": [
         {"at_s": 3.9, "f": "partition", "value": {"target": "minority", "kind": "random-halves",
                                                   "grudge": {"n1": ["n2", "n3"], "n2": ["n1"]}}},
@@ -94,14 +97,15 @@ def test_plan_rows_say_targets_and_grudges_in_words() -> None:
         {"at_s": 6.3, "f": "clock-bump", "value": {"target": "controller", "key": 6,
                                                    "delta_ns": 6118795280}},
         {"at_s": 7.7, "f": "heal", "value": {}}]}
-    rows = plan_rows(test)
-    assert [(r.at, r.fault, r.target) for r in rows][:2] == [
-        ("3.900", "partition", "minority (random-halves)"), ("4.100", "pause", "one")]
-    assert rows[0].what == "n1 drops traffic from n2 and n3; n2 drops traffic from n1"
-    assert rows[1].what == "n3"
-    assert rows[2].what == "the leader of key 2, found when injected"
-    assert "clock moved +6.12 s" in rows[3].what
-    assert rows[4].what == "all nodes"
+    rows = fault_rows(test, [], KINDS, end_ns=10_000_000_000)
+    assert [(r.at_s, r.fault) for r in rows][:2] == [("3.9", "partition"), ("4.1", "pause")]
+    assert rows[0].planned == ("minority (random-halves): n1 drops traffic from n2 and n3; "
+                               "n2 drops traffic from n1")
+    assert rows[1].planned == "one: n3"
+    assert rows[2].planned == "leader: the leader of key 2, found when injected"
+    assert "clock moved +6.12 s" in rows[3].planned
+    assert rows[4].planned == "all nodes"
+    assert {r.status for r in rows} == {"never ran"}
     assert describe({"role": "A"}) == ("—", "the node called A")
 
 

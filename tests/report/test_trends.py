@@ -24,7 +24,7 @@ from checkers.testing import HistoryBuilder
 from harness.cli import main
 from harness.report.render import render_run, render_trends
 from harness.spec import build_spec
-from tests.report.test_browser import browse, chromium  # noqa: F401  (a fixture)
+from tests.report.test_browser import browse
 
 NIGHTS = [f"2026110{d}T021700Z" for d in range(1, 8)]
 S_PER_LINE = 1_000_000  # the builder's 1 µs a line, made 1 s a line
@@ -128,7 +128,7 @@ def test_the_command_writes_both_files_and_the_index_links_them(results: Path) -
 
 @pytest.mark.browser
 def test_the_page_in_chromium(results: Path, written: dict[str, Any], tmp_path: Path,
-                              chromium: str) -> None:  # noqa: F811
+                              chromium: str) -> None:
     dom, console = browse(chromium, (results / "trends.html").as_uri(), tmp_path, "--dump-dom")
     assert console == []
     runs = re.findall(r'<div class="run" data-path="([^"]+)"><a class="(\w+)" href="([^"]+)">'
