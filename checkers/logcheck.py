@@ -141,6 +141,17 @@ def check_key(key: int, e: Mapping[str, Any], has_replicas: bool, nodes: list[st
                                      np.array([v]), -1)[0])}
         for o, v in g_pairs[:EXAMPLES]])
 
+    # precommitted-read: a poll returned a value its own operation sent (the operations
+    # also go out as "pr" rows, so that the verdict counts each once across keys)
+    own = np.flatnonzero(_lookup(s["value"], s["op"], r["value"], -1) == r["op"])
+    p_pairs = unique_pairs(r["op"][own], r["value"][own])
+    p_ops = np.unique(p_pairs[:, 0])
+    out.anomaly("precommitted-read", len(p_ops), [
+        {"key": key, "value": int(p_pairs[p_pairs[:, 0] == o, 1][0]), "index": int(o)}
+        for o in p_ops[:EXAMPLES]])
+    if len(p_ops):
+        out.edges.append(("pr", p_ops, p_ops))
+
     _poll_checks(key, r, known, out)
     _send_checks(key, s, eff, s_must, known, out)
     _edges(s, r, placed_v, placed_o, s_must, out)

@@ -183,6 +183,8 @@ def sentence(kind: str, ex: Mapping[str, Any], readers: Mapping[tuple[int, int],
                 op(_int(ex.get("writer_index"))), t(") failed")]
     if kind == "precommitted-read":
         return [op(i), t(f" read value {v} of key {k} that it sent itself, before committing")]
+    if kind == "stale-committed-offset":
+        return _stale_offset(ex)
     if kind == "replica-divergence":
         if isinstance(ex.get("values"), dict):
             held = _list(f"{n} holds {val}" for n, val in sorted(ex["values"].items()))
@@ -195,6 +197,28 @@ def sentence(kind: str, ex: Mapping[str, Any], readers: Mapping[tuple[int, int],
     if pair is not None:
         return pair
     return [t(f"{kind} on key {k}" if k is not None else kind)]
+
+
+def _secs(ns: Any) -> str:
+    return f"{ns / 1e9:.1f} s" if isinstance(ns, int) and ns >= 10**8 else \
+        f"{ns / 1e6:.3f} ms" if isinstance(ns, int) else "an unknown time"
+
+
+def _stale_offset(ex: Mapping[str, Any]) -> Sentence:
+    """"process 4 committed offset 812 for key 3 at 12.4 s, acknowledged; process 7 asked
+    at 13.1 s and was told 640"."""
+    k, g = ex.get("key"), ex.get("group")
+    of = f"key {k}" + (f" of group {g!r}" if g else "")
+    got = ex.get("returned")
+    told = "none (null)" if got is None else str(got)
+    never = "" if ex.get("written_ever", True) else ", an offset no commit wrote"
+    asked: Sentence = [t(f"{_proc(ex.get('process'))} asked ("), op(_int(ex.get("index"))),
+                       t(f") at {_secs(ex.get('asked_ns'))} and was told {told}{never}")]
+    if _int(ex.get("writer_index")) is None:
+        return [t(f"for {of}, "), *asked, t(", which no order of its commits allows")]
+    return [t(f"{_proc(ex.get('writer_process'))} committed offset {ex.get('committed')} for "
+              f"{of} at {_secs(ex.get('acknowledged_ns'))} ("), op(_int(ex.get("writer_index"))),
+            t("), acknowledged; "), *asked]
 
 
 def _seen_in(ops: Iterable[int]) -> Sentence:
