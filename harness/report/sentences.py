@@ -376,6 +376,17 @@ def _fold(steps: list[tuple[str, Sentence, tuple[int, int, int] | None]]) -> lis
     return out
 
 
+def _offsets_words(kind: str, arg: Any) -> str:
+    """A commit or committed micro-op in words: "commit key 3 at 812", "committed? keys
+    3 and 4", "committed: key 3 at 812, key 4 none"."""
+    if isinstance(arg, list):
+        return f"committed? keys {_list(arg)}"
+    if not isinstance(arg, Mapping):
+        return kind
+    said = [f"key {k} " + ("none" if o is None else f"at {o}") for k, o in arg.items()]
+    return f"{kind}{'' if kind == 'commit' else ':'} " + ", ".join(said) if said else kind
+
+
 def op_words(f: str, value: Any, limit: int = 400) -> str:
     """An operation's value in words, for the operations table (the JSON is in history.jsonl)."""
     if isinstance(value, Mapping):  # a nemesis operation
@@ -410,5 +421,7 @@ def op_words(f: str, value: Any, limit: int = 400) -> str:
                     parts.append(f"key {k} offsets {offs[0]} to {offs[-1]} ({len(offs)} records)")
             said.append("poll: " + ("; ".join(parts) if parts else "nothing") if len(m) == 2
                         else "poll")
+        elif m[0] in ("commit", "committed") and len(m) == 2:
+            said.append(_offsets_words(m[0], m[1]))
     text = "; ".join(said)
     return text if len(text) <= limit else text[:limit] + "…"

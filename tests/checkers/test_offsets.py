@@ -238,3 +238,34 @@ def test_reading_another_committed_transaction_is_no_precommitted_read(tmp_path:
     b.txn(2, [(0, 2, 1)], {0: [(0, 1)]})
     got = check(b, tmp_path)
     assert "precommitted-read" not in got["counts"], got
+
+
+@pytest.mark.slow
+def test_undertow_check_exits_1_on_a_stale_committed_offset(tmp_path: Path) -> None:
+    """End to end on Spark, its executors reading both histories: the stale one makes the
+    exit code 1; the other, with the same commits and a read that is fine, is valid."""
+    import subprocess
+    import sys
+
+    import orjson
+
+    runs = []
+    for name, got in (("stale", 5), ("fine", 8)):
+        b = Commits()
+        b.committed_op(1, 0, 5)
+        b.committed_op(1, 0, 8)
+        b.committed(2, 0, got)
+        c = HistoryBuilder()
+        c.lines = list(b.lines)
+        c.send(9, 7, 10**9, 0)
+        c.poll(9, {7: [(0, 10**9)]})
+        runs.append(c.write(tmp_path / name))
+    exe = Path(sys.executable).with_name("undertow")
+    r = subprocess.run([str(exe), "check", "--spark-master", "local[2]", "--reader", "spark",
+                        *map(str, runs)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 1, r.stdout + r.stderr
+    stale_run = orjson.loads((runs[0] / "results.json").read_bytes())
+    fine_run = orjson.loads((runs[1] / "results.json").read_bytes())
+    assert stale_run["valid"] is False and stale_run["counts"] == {STALE: 1}, stale_run
+    assert fine_run["valid"] is True and fine_run["counts"] == {}, fine_run
+    assert stale_run["anomalies"] == check_local(runs[0])["anomalies"]

@@ -138,3 +138,7 @@ def test_operation_values_in_words() -> None:
     assert op_words("poll", [["poll", {"0": [[0, 1], [1, 2], [3, 4]]}]]) == \
         "poll: key 0 offsets 0 to 3 (3 records)"
     assert op_words("kill", {"nodes": ["n1", "n2"]}) == "n1 and n2"
+    assert op_words("commit", [["commit", {"3": 812}]]) == "commit key 3 at 812"
+    assert op_words("committed", [["committed", [3, 4]]]) == "committed? keys 3 and 4"
+    assert op_words("committed", [["committed", {"3": 812, "4": None}]]) == \
+        "committed: key 3 at 812, key 4 none"
