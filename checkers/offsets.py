@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from checkers.register import INF, RegOp, stale_reads
+from checkers.register import INF, RegOp, prune, stale_reads
 from harness.runfiles import (
     COMMIT_ANSWERED,
     COMMIT_WRITE,
@@ -54,8 +54,9 @@ class Registers:
         return not self.ops
 
 
-def registers(scan: HistoryScan, status: Any) -> Registers:
-    """The register operations of a checked scan (`status`: tables.op_status of it).
+def registers(scan: HistoryScan, status: Any, cmp_time: Any) -> Registers:
+    """The register operations of a checked scan (`status`: tables.op_status of it;
+    `cmp_time`: each invoke line's completion time, INF when it has none).
 
     Writes come from the invokes' `commit` micro-ops (the last one per operation and
     key), reads from the `ok` completions' answers; a completion's rows take its
@@ -66,50 +67,35 @@ def registers(scan: HistoryScan, status: Any) -> Registers:
     line, group, key, off, kind = (rows[:, i] for i in range(5))
     typ = scan.type[line]
     comp = typ != 0
-    inv_line = np.where(comp, scan.pair[line], line)
+    inv = np.where(comp, scan.pair[line], line)
+    st = status[inv]
+    call, ret = scan.time[inv], cmp_time[inv]
+    is_w = (kind == COMMIT_WRITE) & ~comp & (st != FAIL)
+    txn_ok = (st == OK) & (scan.f[inv] == F_CODES["txn"])
+    w_call = np.where(txn_ok, ret, call)  # a transaction's commit: at its completion
+    w_ret = np.where(st == OK, ret, INF)
+    is_r = (kind == COMMIT_ANSWERED) & comp & (typ == OK)
     inv_group = dict(zip(line[~comp].tolist(), group[~comp].tolist(), strict=True))
-    cmp_time = np.full(scan.lines, INF, np.int64)
-    done = np.flatnonzero(scan.pair >= 0)
-    cmp_time[scan.pair[done]] = scan.time[done]
     ops: dict[tuple[int, int], tuple[list[RegOp], list[RegOp]]] = {}
-    process: dict[int, int] = {}
-    acked: dict[int, int] = {}
-    txn = F_CODES["txn"]
-    seen: dict[tuple[int, int, int], RegOp] = {}
-    for ln, g, k, o, kd, c, inv in zip(line.tolist(), group.tolist(), key.tolist(),
-                                       off.tolist(), kind.tolist(), comp.tolist(),
-                                       inv_line.tolist(), strict=True):
-        st = int(status[inv])
-        if kd == COMMIT_WRITE and not c:
-            if st == FAIL:
-                continue
-            ret = int(cmp_time[inv])
-            call = int(scan.time[inv])
-            if st == OK and int(scan.f[inv]) == txn:
-                call = ret  # takes effect at the transaction's commit
-            if st != OK:
-                ret = INF
-            else:
-                acked[inv] = int(cmp_time[inv])
-            seen[(inv, g, k)] = RegOp(call, ret, True, o, inv)
-        elif kd == COMMIT_ANSWERED and c and int(scan.type[ln]) == OK:
-            g = inv_group.get(inv, g)
-            ops.setdefault((g, k), ([], []))[1].append(
-                RegOp(int(scan.time[inv]), int(scan.time[ln]), False,
-                      None if o == NO_OFFSET else o, inv))
-        else:
-            continue
-        process[inv] = int(scan.process[inv])
-    for (_, g, k), w in seen.items():
-        ops.setdefault((g, k), ([], []))[0].append(w)
+    last: dict[tuple[int, int, int], RegOp] = {}
+    w = np.flatnonzero(is_w)
+    for i, g, k, o, c, r in zip(inv[w].tolist(), group[w].tolist(), key[w].tolist(),
+                                off[w].tolist(), w_call[w].tolist(), w_ret[w].tolist(),
+                                strict=True):
+        last[(i, g, k)] = RegOp(c, r, True, o, i)  # the last of an operation's commits
+    for (_, g, k), op in last.items():
+        ops.setdefault((g, k), ([], []))[0].append(op)
+    r_ = np.flatnonzero(is_r)
+    for i, g, k, o, c, r in zip(inv[r_].tolist(), group[r_].tolist(), key[r_].tolist(),
+                                off[r_].tolist(), call[r_].tolist(), scan.time[line[r_]].tolist(),
+                                strict=True):
+        ops.setdefault((inv_group.get(i, g), k), ([], []))[1].append(
+            RegOp(c, r, False, None if o == NO_OFFSET else o, i))
+    used = np.flatnonzero(is_w | is_r)
+    process = dict(zip(inv[used].tolist(), scan.process[inv[used]].tolist(), strict=True))
+    acked_w = w[st[w] == OK]
+    acked = dict(zip(inv[acked_w].tolist(), ret[acked_w].tolist(), strict=True))
     return Registers(ops, scan.groups, process, acked)
-
-
-def _prune(writes: list[RegOp], reads: list[RegOp]) -> list[RegOp]:
-    """Writes that may never happen (info) and whose value no read returned: dropping one
-    from a valid order leaves every read's last write as it was."""
-    read_values = {r.value for r in reads}
-    return [w for w in writes if w.ret != INF or w.value in read_values]
 
 
 def check_offsets(reg: Registers, budget_s: float = BUDGET_S) -> dict[str, Any]:
@@ -123,7 +109,7 @@ def check_offsets(reg: Registers, budget_s: float = BUDGET_S) -> dict[str, Any]:
     for (g, k), (writes, reads) in sorted(reg.ops.items()):
         if not reads:
             continue
-        stale, finished = stale_reads(_prune(writes, reads), reads, deadline)
+        stale, finished = stale_reads(prune(writes, reads), reads, deadline)
         if not finished:
             unknown.append({"group": reg.groups[g], "key": k})
         count += len(stale)
@@ -137,14 +123,14 @@ def _example(reg: Registers, g: int, k: int, read: RegOp,
              writes: list[RegOp]) -> dict[str, Any]:
     """The read, what it returned, and the acknowledged commit real time forced before it
     (the last one to complete before the read was invoked), when there is one."""
-    ex: dict[str, Any] = {"group": reg.groups[g], "key": k, "index": read.index,
-                          "process": reg.process.get(read.index), "returned": read.value,
+    ex: dict[str, Any] = {"group": reg.groups[g], "key": k, "index": read.op,
+                          "process": reg.process.get(read.op), "returned": read.value,
                           "asked_ns": read.call, "answered_ns": read.ret,
                           "written_ever": any(w.value == read.value for w in writes)}
-    before = [w for w in writes if w.index in reg.acked and w.ret < read.call]
+    before = [w for w in writes if w.op in reg.acked and w.ret < read.call]
     if before:
-        w = max(before, key=lambda x: (x.ret, x.index))
-        ex.update(writer_index=w.index, writer_process=reg.process.get(w.index),
+        w = max(before, key=lambda x: (x.ret, x.op))
+        ex.update(writer_index=w.op, writer_process=reg.process.get(w.op),
                   committed=w.value, acknowledged_ns=w.ret)
     return ex
 

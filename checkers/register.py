@@ -19,22 +19,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 INF = 2**63 - 1  # the return of an operation that may take effect at any later time
 _CHECK_EVERY = 4096  # search steps between looks at the clock
 
 
-@dataclass(frozen=True, slots=True)
-class RegOp:
+class RegOp(NamedTuple):
     """One operation of a register: a write of `value`, or a read that returned it
-    (None is the register's initial null)."""
+    (None is the register's initial null). A named tuple: a history makes one per
+    commit and key, and a tuple is built several times faster than a dataclass."""
 
     call: int
     ret: int
     write: bool
     value: int | None
-    index: int = -1  # the history index it came from (for examples)
+    op: int = -1  # the history index of its invoke (for examples)
 
 
 def linearizable(ops: Sequence[RegOp], deadline: float = float("inf")) -> bool | None:
@@ -102,6 +102,43 @@ def _trim(ops: Sequence[RegOp]) -> list[RegOp]:
     return [o for o in ops if not (o.write and o.call > last_read)]
 
 
+def prune(writes: Sequence[RegOp], reads: Sequence[RegOp]) -> list[RegOp]:
+    """The writes a search needs: dropping the others changes no answer, for these reads
+    or any subset of them (HISTORY.md's count searches subsets).
+
+    - a write that may never happen (ret INF) whose value no read returned: in a valid
+      order, removing it leaves each read's last write as it was;
+    - a write W that an acknowledged write W2 surely follows (W.ret < W2.call) with no
+      read overlapping [W.call, W2.ret]: every read ends before W begins or starts
+      after W2 took effect, so W is the last write before none of them, wherever it is
+      placed in its window. A run of commits between two reads shrinks to the last few.
+    """
+    import numpy as np
+
+    read_values = {r.value for r in reads}
+    ws = [w for w in writes if w.ret != INF or w.value in read_values]
+    done = [w for w in ws if w.ret != INF]
+    if not done or not ws:
+        return ws
+    by_call = sorted(done, key=lambda w: w.call)
+    calls = np.array([w.call for w in by_call], np.int64)
+    # the earliest end of an acknowledged write begun after a given time: suffix minima
+    end_after = np.minimum.accumulate(np.array([w.ret for w in by_call], np.int64)[::-1])[::-1]
+    rs = sorted(reads, key=lambda r: r.call)
+    r_calls = np.array([r.call for r in rs], np.int64)
+    r_reach = np.maximum.accumulate(np.array([r.ret for r in rs], np.int64)) if rs else r_calls
+    w_call = np.array([w.call for w in ws], np.int64)
+    w_ret = np.array([w.ret for w in ws], np.int64)
+    at = np.searchsorted(calls, w_ret, "right")
+    has_next = (w_ret != INF) & (at < len(calls))
+    w2_ret = np.where(has_next, end_after[np.minimum(at, len(calls) - 1)], INF)
+    # the reads begun by W2's end: does one of them end at or after W's call?
+    n_before = np.searchsorted(r_calls, w2_ret, "right")
+    reach = np.where(n_before > 0, r_reach[np.maximum(n_before - 1, 0)] if len(rs) else 0, -1)
+    drop = has_next & (reach < w_call)
+    return [w for w, d in zip(ws, drop.tolist(), strict=True) if not d]
+
+
 def stale_reads(writes: Sequence[RegOp], reads: Sequence[RegOp],
                 deadline: float = float("inf")) -> tuple[list[RegOp], bool]:
     """HISTORY.md's count: (the reads counted stale, whether every search finished).
@@ -114,7 +151,7 @@ def stale_reads(writes: Sequence[RegOp], reads: Sequence[RegOp],
     # a read of a value no write wrote fails in every order: counted without a search
     counted = [r for r in reads if r.value is not None and r.value not in written]
     rest = sorted((r for r in reads if r.value is None or r.value in written),
-                  key=lambda r: (r.ret, r.index))
+                  key=lambda r: (r.ret, r.op))
     kept: list[RegOp] = []
     ws = list(writes)
     while rest:
@@ -140,4 +177,4 @@ def stale_reads(writes: Sequence[RegOp], reads: Sequence[RegOp],
 
 
 def _by_completion(reads: list[RegOp]) -> list[RegOp]:
-    return sorted(reads, key=lambda r: (r.ret, r.index))
+    return sorted(reads, key=lambda r: (r.ret, r.op))

@@ -169,4 +169,4 @@ def build_tables(scan: HistoryScan, replicas: Replicas | None,
                   op_must=must[op], op_seg=seg,
                   entries=entries, has_subscribe=bool((f == F_CODES["subscribe"]).any()),
                   has_replicas=replicas is not None, nodes=nodes, lines=n,
-                  registers=registers(scan, status))
+                  registers=registers(scan, status, cmp_time))

@@ -201,15 +201,15 @@ def test_counted_reads_are_left_out_of_later_searches(tmp_path: Path) -> None:
 
 def test_a_search_out_of_time_makes_the_verdict_unknown(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """12 concurrent commits, a later one acknowledged, then a read of the first: saying
-    no takes every order of the 12; with no time left the verdict is unknown, not true."""
+    """12 concurrent commits, then reads of two of them, one after the other: saying no
+    takes every order of the 12; with no time left the verdict is unknown, not true."""
     b = Commits()
     for p in range(12):
         b.commit(p, {0: p})
     for p in range(12):
         b.done(p, "commit")
-    b.committed_op(20, 0, 50)
     b.committed(21, 0, 0)
+    b.committed(21, 0, 1)
     monkeypatch.setattr(offsets, "BUDGET_S", -1.0)
     got = check(b, tmp_path)
     assert got["valid"] == "unknown" and stale(got) == 0, got

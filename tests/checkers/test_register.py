@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from checkers.register import INF, RegOp, linearizable, stale_reads
+from checkers.register import INF, RegOp, linearizable, prune, stale_reads
 
 
 def brute_linearizable(ops: Sequence[RegOp]) -> bool:
@@ -36,7 +36,7 @@ def brute_stale(writes: Sequence[RegOp], reads: Sequence[RegOp]) -> list[RegOp]:
     """HISTORY.md's counting rule, read by read, with the brute force."""
     kept: list[RegOp] = []
     counted = []
-    for r in sorted(reads, key=lambda r: (r.ret, r.index)):
+    for r in sorted(reads, key=lambda r: (r.ret, r.op)):
         if brute_linearizable([*writes, *kept, r]):
             kept.append(r)
         else:
@@ -71,9 +71,14 @@ def histories(draw: Any) -> tuple[list[RegOp], list[RegOp]]:
 def test_the_search_agrees_with_every_order(h: tuple[list[RegOp], list[RegOp]]) -> None:
     writes, reads = h
     assert linearizable([*writes, *reads]) == brute_linearizable([*writes, *reads])
+    want = [r.op for r in brute_stale(writes, reads)]
     got, finished = stale_reads(writes, reads)
-    assert finished
-    assert [r.index for r in got] == [r.index for r in brute_stale(writes, reads)]
+    assert finished and [r.op for r in got] == want
+    # the writes prune drops change no answer, for all reads or any subset of them
+    kept = prune(writes, reads)
+    got, finished = stale_reads(kept, reads)
+    assert finished and [r.op for r in got] == want
+    assert linearizable([*kept, *reads[:1]]) == brute_linearizable([*writes, *reads[:1]])
 
 
 def test_a_search_out_of_time_answers_unknown() -> None:
@@ -85,6 +90,13 @@ def test_a_search_out_of_time_answers_unknown() -> None:
     assert linearizable([*writes, *reads], time.monotonic() - 1) is None
     got, finished = stale_reads(writes, reads, time.monotonic() - 1)
     assert got == [] and not finished
+
+
+def test_prune_keeps_only_the_writes_a_read_can_see() -> None:
+    seq = [RegOp(10 * i, 10 * i + 5, True, i, i) for i in range(6)]  # one after another
+    read = RegOp(33, 34, False, 3, 9)
+    assert [w.value for w in prune(seq, [read])] == [2, 3, 5]  # 4: overwritten unread
+    assert [w.value for w in prune([*seq, RegOp(1, INF, True, 7, 7)], [])] == [5]
 
 
 def test_null_is_the_initial_value() -> None:
