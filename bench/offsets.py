@@ -19,7 +19,6 @@ completion, so the register is valid and every search runs to its end.
 from __future__ import annotations
 
 import argparse
-import bisect
 import heapq
 import random
 import time
@@ -106,14 +105,16 @@ def _op(type_: str, p: int, f: str, value: Any) -> dict[str, Any]:
 
 def _answer(writes: list[tuple[int, dict[int, int]]],
             asks: list[tuple[int, list[int], dict[str, Any]]]) -> None:
-    """Each committed read answers the last commit of each key before its invoke."""
+    """Each committed read answers the last commit of each key before its invoke (one
+    sweep over both in time order)."""
     writes.sort(key=lambda x: x[0])
-    instants = [x[0] for x in writes]
-    for t, keys, line in asks:
-        state: dict[int, int | None] = dict.fromkeys(keys)
-        for _, offs in writes[:bisect.bisect_left(instants, t)]:
-            state.update({k: o for k, o in offs.items() if k in state})
-        line["value"] = [["committed", {str(k): o for k, o in state.items()}]]
+    state: dict[int, int] = {}
+    i = 0
+    for t, keys, line in sorted(asks, key=lambda a: a[0]):
+        while i < len(writes) and writes[i][0] < t:
+            state.update(writes[i][1])
+            i += 1
+        line["value"] = [["committed", {str(k): state.get(k) for k in keys}]]
 
 
 def write(rows: list[dict[str, Any]], run: Path) -> Path:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from checkers.register import INF, RegOp, prune, stale_reads
+from checkers.register import INF, RegOp, prune_mask, stale_reads
 from harness.runfiles import (
     COMMIT_ANSWERED,
     COMMIT_WRITE,
@@ -39,15 +39,17 @@ EXAMPLES = 32
 OK, FAIL, INFO = 1, 2, 3
 
 
+W_CALL, W_RET, W_VALUE, W_OP, W_PROCESS = range(5)  # columns of a register's rows
+
+
 @dataclass(frozen=True, slots=True)
 class Registers:
-    """Every register's operations: (group, key) -> (writes, reads), with what the
-    examples name (process, invoke and completion times) by history index."""
+    """Every register's operations: (group, key) -> (writes, reads), each an (n, 5)
+    int64 array of call, ret, value, invoke index and process (a read of null has
+    value NO_OFFSET; a write's ret is INF unless it was acknowledged)."""
 
-    ops: dict[tuple[int, int], tuple[list[RegOp], list[RegOp]]]
+    ops: dict[tuple[int, int], tuple[Any, Any]]
     groups: tuple[str, ...]
-    process: dict[int, int]  # invoke index -> process
-    acked: dict[int, int]  # an ok write's invoke index -> when it completed (ns)
 
     @property
     def empty(self) -> bool:
@@ -60,42 +62,52 @@ def registers(scan: HistoryScan, status: Any, cmp_time: Any) -> Registers:
 
     Writes come from the invokes' `commit` micro-ops (the last one per operation and
     key), reads from the `ok` completions' answers; a completion's rows take its
-    invoke's group."""
+    invoke's group. All in numpy: a history holds a row per commit and key."""
     rows = scan.commit
     if not len(rows):
-        return Registers({}, scan.groups, {}, {})
+        return Registers({}, scan.groups)
     line, group, key, off, kind = (rows[:, i] for i in range(5))
     typ = scan.type[line]
     comp = typ != 0
     inv = np.where(comp, scan.pair[line], line)
     st = status[inv]
     call, ret = scan.time[inv], cmp_time[inv]
+    # a completion's rows take the group of its invoke's rows, when it has any
+    inv_rows = np.flatnonzero(~comp)
+    if len(inv_rows):
+        o = inv_rows[np.argsort(line[inv_rows], kind="stable")]
+        at = np.minimum(np.searchsorted(line[o], inv), len(o) - 1)
+        group = np.where(comp & (line[o][at] == inv), group[o][at], group)
     is_w = (kind == COMMIT_WRITE) & ~comp & (st != FAIL)
     txn_ok = (st == OK) & (scan.f[inv] == F_CODES["txn"])
     w_call = np.where(txn_ok, ret, call)  # a transaction's commit: at its completion
     w_ret = np.where(st == OK, ret, INF)
-    is_r = (kind == COMMIT_ANSWERED) & comp & (typ == OK)
-    inv_group = dict(zip(line[~comp].tolist(), group[~comp].tolist(), strict=True))
-    ops: dict[tuple[int, int], tuple[list[RegOp], list[RegOp]]] = {}
-    last: dict[tuple[int, int, int], RegOp] = {}
     w = np.flatnonzero(is_w)
-    for i, g, k, o, c, r in zip(inv[w].tolist(), group[w].tolist(), key[w].tolist(),
-                                off[w].tolist(), w_call[w].tolist(), w_ret[w].tolist(),
-                                strict=True):
-        last[(i, g, k)] = RegOp(c, r, True, o, i)  # the last of an operation's commits
-    for (_, g, k), op in last.items():
-        ops.setdefault((g, k), ([], []))[0].append(op)
-    r_ = np.flatnonzero(is_r)
-    for i, g, k, o, c, r in zip(inv[r_].tolist(), group[r_].tolist(), key[r_].tolist(),
-                                off[r_].tolist(), call[r_].tolist(), scan.time[line[r_]].tolist(),
-                                strict=True):
-        ops.setdefault((inv_group.get(i, g), k), ([], []))[1].append(
-            RegOp(c, r, False, None if o == NO_OFFSET else o, i))
-    used = np.flatnonzero(is_w | is_r)
-    process = dict(zip(inv[used].tolist(), scan.process[inv[used]].tolist(), strict=True))
-    acked_w = w[st[w] == OK]
-    acked = dict(zip(inv[acked_w].tolist(), ret[acked_w].tolist(), strict=True))
-    return Registers(ops, scan.groups, process, acked)
+    w = w[np.lexsort((w, key[w], group[w], inv[w]))]
+    if len(w):  # an operation's last commit of a key (in the order written)
+        w = w[np.r_[(inv[w][1:] != inv[w][:-1]) | (group[w][1:] != group[w][:-1])
+                    | (key[w][1:] != key[w][:-1]), True]]
+    r = np.flatnonzero((kind == COMMIT_ANSWERED) & comp & (typ == OK))
+    proc = scan.process[inv]
+    table = np.concatenate([
+        np.stack([np.zeros(len(w), np.int64), group[w], key[w], w_call[w], w_ret[w], off[w],
+                  inv[w], proc[w]], axis=1),
+        np.stack([np.ones(len(r), np.int64), group[r], key[r], call[r], scan.time[line[r]],
+                  off[r], inv[r], proc[r]], axis=1)])
+    table = table[np.lexsort((table[:, 0], table[:, 2], table[:, 1]))]
+    cut = np.flatnonzero(np.r_[True, (table[1:, 1] != table[:-1, 1])
+                               | (table[1:, 2] != table[:-1, 2]), True])
+    ops: dict[tuple[int, int], tuple[Any, Any]] = {}
+    for a, b in zip(cut[:-1].tolist(), cut[1:].tolist(), strict=True):
+        part = table[a:b]
+        reads = part[:, 0] == 1
+        ops[(int(part[0, 1]), int(part[0, 2]))] = (part[~reads, 3:], part[reads, 3:])
+    return Registers(ops, scan.groups)
+
+
+def _regops(rows: Any, write: bool) -> list[RegOp]:
+    return [RegOp(c, t, write, None if v == NO_OFFSET and not write else v, op)
+            for c, t, v, op, _ in rows.tolist()]
 
 
 def check_offsets(reg: Registers, budget_s: float = BUDGET_S) -> dict[str, Any]:
@@ -106,32 +118,35 @@ def check_offsets(reg: Registers, budget_s: float = BUDGET_S) -> dict[str, Any]:
     count = 0
     examples: list[dict[str, Any]] = []
     unknown: list[dict[str, Any]] = []
-    for (g, k), (writes, reads) in sorted(reg.ops.items()):
-        if not reads:
+    for (g, k), (w, r) in sorted(reg.ops.items()):
+        if not len(r):
             continue
-        stale, finished = stale_reads(prune(writes, reads), reads, deadline)
+        keep = prune_mask(w[:, W_CALL], w[:, W_RET], w[:, W_VALUE], r[:, W_CALL],
+                          r[:, W_RET], r[:, W_VALUE])
+        stale, finished = stale_reads(_regops(w[keep], True), _regops(r, False), deadline)
         if not finished:
             unknown.append({"group": reg.groups[g], "key": k})
         count += len(stale)
-        for r in stale[:max(0, EXAMPLES - len(examples))]:
-            examples.append(_example(reg, g, k, r, writes))
+        for read in stale[:max(0, EXAMPLES - len(examples))]:
+            examples.append(_example(reg.groups[g], k, read, w, r))
     return {"count": count, "examples": examples, "unknown": unknown,
             "registers": len(reg.ops), "check_s": round(time.monotonic() - t0, 3)}
 
 
-def _example(reg: Registers, g: int, k: int, read: RegOp,
-             writes: list[RegOp]) -> dict[str, Any]:
+def _example(group: str, k: int, read: RegOp, w: Any, r: Any) -> dict[str, Any]:
     """The read, what it returned, and the acknowledged commit real time forced before it
     (the last one to complete before the read was invoked), when there is one."""
-    ex: dict[str, Any] = {"group": reg.groups[g], "key": k, "index": read.op,
-                          "process": reg.process.get(read.op), "returned": read.value,
-                          "asked_ns": read.call, "answered_ns": read.ret,
-                          "written_ever": any(w.value == read.value for w in writes)}
-    before = [w for w in writes if w.op in reg.acked and w.ret < read.call]
-    if before:
-        w = max(before, key=lambda x: (x.ret, x.op))
-        ex.update(writer_index=w.op, writer_process=reg.process.get(w.op),
-                  committed=w.value, acknowledged_ns=w.ret)
+    got = NO_OFFSET if read.value is None else read.value
+    ex: dict[str, Any] = {"group": group, "key": k, "index": read.op,
+                          "process": int(r[r[:, W_OP] == read.op][0, W_PROCESS]),
+                          "returned": read.value, "asked_ns": read.call,
+                          "answered_ns": read.ret,
+                          "written_ever": bool((w[:, W_VALUE] == got).any())}
+    before = np.flatnonzero((w[:, W_RET] != INF) & (w[:, W_RET] < read.call))
+    if len(before):
+        last = w[before[np.lexsort((w[before, W_OP], w[before, W_RET]))[-1]]]
+        ex.update(writer_index=int(last[W_OP]), writer_process=int(last[W_PROCESS]),
+                  committed=int(last[W_VALUE]), acknowledged_ns=int(last[W_RET]))
     return ex
 
 

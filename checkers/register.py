@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 INF = 2**63 - 1  # the return of an operation that may take effect at any later time
 _CHECK_EVERY = 4096  # search steps between looks at the clock
@@ -103,8 +103,22 @@ def _trim(ops: Sequence[RegOp]) -> list[RegOp]:
 
 
 def prune(writes: Sequence[RegOp], reads: Sequence[RegOp]) -> list[RegOp]:
-    """The writes a search needs: dropping the others changes no answer, for these reads
-    or any subset of them (HISTORY.md's count searches subsets).
+    """The writes a search needs (`prune_mask` on RegOps; write values non-negative)."""
+    import numpy as np
+
+    def col(ops: Sequence[RegOp], f: int) -> Any:
+        return np.array([-1 if o[f] is None else o[f] for o in ops], np.int64)
+
+    keep = prune_mask(col(writes, 0), col(writes, 1), col(writes, 3), col(reads, 0),
+                      col(reads, 1), col(reads, 3))
+    return [w for w, k in zip(writes, keep.tolist(), strict=True) if k]
+
+
+def prune_mask(w_call: Any, w_ret: Any, w_value: Any, r_call: Any, r_ret: Any,
+               r_value: Any) -> Any:
+    """Which writes a search needs (numpy arrays; a read of null has a value no write
+    has): dropping the others changes no answer, for these reads or any subset of them
+    (HISTORY.md's count searches subsets).
 
     - a write that may never happen (ret INF) whose value no read returned: in a valid
       order, removing it leaves each read's last write as it was;
@@ -115,28 +129,26 @@ def prune(writes: Sequence[RegOp], reads: Sequence[RegOp]) -> list[RegOp]:
     """
     import numpy as np
 
-    read_values = {r.value for r in reads}
-    ws = [w for w in writes if w.ret != INF or w.value in read_values]
-    done = [w for w in ws if w.ret != INF]
-    if not done or not ws:
-        return ws
-    by_call = sorted(done, key=lambda w: w.call)
-    calls = np.array([w.call for w in by_call], np.int64)
+    keep = (w_ret != INF) | np.isin(w_value, r_value)
+    done = np.flatnonzero(w_ret != INF)
+    if not len(done):
+        return keep
+    order = done[np.argsort(w_call[done], kind="stable")]
+    calls = w_call[order]
     # the earliest end of an acknowledged write begun after a given time: suffix minima
-    end_after = np.minimum.accumulate(np.array([w.ret for w in by_call], np.int64)[::-1])[::-1]
-    rs = sorted(reads, key=lambda r: r.call)
-    r_calls = np.array([r.call for r in rs], np.int64)
-    r_reach = np.maximum.accumulate(np.array([r.ret for r in rs], np.int64)) if rs else r_calls
-    w_call = np.array([w.call for w in ws], np.int64)
-    w_ret = np.array([w.ret for w in ws], np.int64)
+    end_after = np.minimum.accumulate(w_ret[order][::-1])[::-1]
     at = np.searchsorted(calls, w_ret, "right")
     has_next = (w_ret != INF) & (at < len(calls))
     w2_ret = np.where(has_next, end_after[np.minimum(at, len(calls) - 1)], INF)
-    # the reads begun by W2's end: does one of them end at or after W's call?
-    n_before = np.searchsorted(r_calls, w2_ret, "right")
-    reach = np.where(n_before > 0, r_reach[np.maximum(n_before - 1, 0)] if len(rs) else 0, -1)
-    drop = has_next & (reach < w_call)
-    return [w for w, d in zip(ws, drop.tolist(), strict=True) if not d]
+    if len(r_call):
+        # the reads begun by W2's end: does one of them end at or after W's call?
+        ro = np.argsort(r_call, kind="stable")
+        reach = np.maximum.accumulate(r_ret[ro])
+        n_before = np.searchsorted(r_call[ro], w2_ret, "right")
+        seen = np.where(n_before > 0, reach[np.maximum(n_before - 1, 0)], -1) >= w_call
+    else:
+        seen = np.zeros(len(w_call), bool)
+    return keep & ~(has_next & ~seen)
 
 
 def stale_reads(writes: Sequence[RegOp], reads: Sequence[RegOp],

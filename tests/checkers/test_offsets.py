@@ -188,6 +188,19 @@ def test_groups_are_registers_of_their_own(tmp_path: Path) -> None:
     assert stale(got) == 1 and got["anomalies"][STALE][0]["group"] == "a"
 
 
+def test_an_answer_takes_its_invokes_group_and_an_operations_last_commit_counts(
+        tmp_path: Path) -> None:
+    b = Commits()
+    b.invoke(1, "commit", [["commit", {"0": 3}], ["commit", {"0": 5}]], group="a")
+    b.done(1, "commit")
+    b.ask(2, [0], group="a")
+    b.told(2, {0: 5})  # its completion names no group: the invoke's
+    assert stale(check(b, tmp_path)) == 0
+    b.ask(2, [0], group="a")
+    b.told(2, {0: 3})
+    assert stale(check(b, tmp_path / "again")) == 1
+
+
 def test_counted_reads_are_left_out_of_later_searches(tmp_path: Path) -> None:
     b = Commits()
     b.committed_op(1, 0, 5)
