@@ -27,8 +27,9 @@ _CHECK_EVERY = 4096  # search steps between looks at the clock
 
 class RegOp(NamedTuple):
     """One operation of a register: a write of `value`, or a read that returned it
-    (None is the register's initial null). A named tuple: a history makes one per
-    commit and key, and a tuple is built several times faster than a dataclass."""
+    (None is the register's initial null). A named tuple: a check builds one per read
+    and per write a search needs, and a tuple is built several times faster than a
+    dataclass."""
 
     call: int
     ret: int
