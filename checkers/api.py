@@ -9,10 +9,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 
 from checkers.graph import cycle_results, find_cycles
 from checkers.logcheck import EXAMPLES
+from checkers.offsets import offset_results
 from checkers.spark_server import SparkTarget
 from checkers.tables import OK, Tables, load_tables
 from harness.runfiles import F_CODES, write_results
@@ -42,6 +44,13 @@ def verdict(t: Tables, log: dict[str, Any]) -> dict[str, Any]:
                 ex.append(orjson.loads(detail))
     for ex_list in anomalies.values():
         ex_list.sort(key=lambda x: (x.get("key", 0), x.get("offset") or 0, str(x)))
+    n_pr, pr_rows = take_edges(log, "pr")
+    if n_pr:  # per operation: an operation that read its own sends in two keys counts once
+        counts["precommitted-read"] = len(np.unique(np.concatenate([a for a, _ in pr_rows])))
+    offsets = offset_results(t.registers) if t.registers is not None else None
+    if offsets is not None:
+        counts.update(offsets["counts"])
+        anomalies.update(offsets["anomalies"])
     cycles = find_cycles(t, take_edges(log, "ww"), take_edges(log, "wr"))
     c_counts, c_examples, c_bad = cycle_results(cycles)
     counts.update(c_counts)
@@ -53,7 +62,8 @@ def verdict(t: Tables, log: dict[str, Any]) -> dict[str, Any]:
     types = sorted(counts)
     bad = [x for x in types if x not in allowed]
     any_ok = bool((t.op_status == OK).any())
-    valid: bool | str = False if bad else (True if any_ok else "unknown")
+    valid: bool | str = False if bad else (
+        True if any_ok and not (offsets and offsets["unknown"]) else "unknown")
     send_ops = t.op_n_sends > 0
     poll_f = (t.op_f == F_CODES["poll"]) | (t.op_f == F_CODES["txn"])
     return {
@@ -66,7 +76,8 @@ def verdict(t: Tables, log: dict[str, Any]) -> dict[str, Any]:
                   "sends_ok": int(t.op_n_sends[t.op_status == OK].sum()),
                   "send_ops": int(send_ops.sum()),
                   "polls_ok": int((poll_f & (t.op_status == OK)).sum()),
-                  "lines": t.lines, "graph_s": round(time.monotonic() - t0, 3)},
+                  "lines": t.lines, "graph_s": round(time.monotonic() - t0, 3),
+                  **(offsets["stats"] if offsets else {})},
     }
 
 

@@ -19,15 +19,18 @@ import numpy as np
 
 from harness.runfiles import (
     CLIENT_FS,
+    F_CODES,
     F_NEMESIS,
     NEMESIS_CODE,
     NO_OFFSET,
     HistoryScan,
     check_lines,
     check_sends,
+    parse_commit_lines,
     scan_history,
 )
 
+_F_COMMIT = F_CODES["commit"]  # commit and committed: the f codes from here to F_NEMESIS
 MIN_BYTES = 1 << 20  # below this the Python reader is as fast (no DuckDB start)
 
 # nn: a non-negative int64; sv: any int64; NULL when the (minified) JSON text is
@@ -61,6 +64,7 @@ SELECT idx, time, typ, proc, fc, seek, shape, v IS NULL AS vnull,
   coalesce(idx IS NOT NULL AND time IS NOT NULL AND typ IS NOT NULL AND proc IS NOT NULL
     AND fc >= 0 AND CASE
     WHEN fc = {F_NEMESIS} THEN json_type(v) = 'OBJECT' OR (typ <> 0 AND v IS NULL)
+    WHEN fc >= {_F_COMMIT} THEN true
     WHEN fc <= 2 THEN shape > 0 OR json_type(v) = 'ARRAY' OR (typ <> 0 AND v IS NULL)
     WHEN fc <= 4 THEN (typ <> 0 AND v IS NULL)
                       OR regexp_full_match(v, '\\[(?:{_N}(?:,{_N})*)?\\]')
@@ -116,7 +120,20 @@ SELECT count(*) FROM m WHERE NOT coalesce(arr AND n >= 1 AND CASE kind
       AND sv(m -> '$[2][1]') IS NOT NULL
     ELSE sv(m -> '$[2]') IS NOT NULL END
   WHEN 'poll' THEN n = 1 OR (typ <> 0 AND n = 2 AND json_type(m, '$[1]') = 'OBJECT')
+  WHEN 'commit' THEN true
+  WHEN 'committed' THEN true
   ELSE false END, false)
+"""
+
+# committed offsets: the lines that hold them, judged and parsed by the strict reader's
+# own code (few lines: operations, not records)
+_COMMIT_LINES = f"""
+SELECT idx FROM h2 WHERE fc >= {_F_COMMIT} AND fc < {F_NEMESIS}
+UNION SELECT line FROM m WHERE kind IN ('commit', 'committed')
+"""
+_COMMIT_TEXT = """
+SELECT json FROM read_json_objects(?, format = 'newline_delimited')
+WHERE contains(json, '"commit')
 """
 
 _SENDS = f"""
@@ -276,6 +293,9 @@ def _scan_columns(duckdb: Any, path: str, threads: int) -> HistoryScan | None:
         if common and not _ascending(reads["line"], reads.pop("j"), reads.pop("q")):
             reads = con.execute(_READS).fetchnumpy()
         polls = con.execute("SELECT DISTINCT line FROM m WHERE kind = 'poll'").fetchnumpy()
+        commits = _commit_rows(con, path)
+        if commits is None:
+            return None
     except duckdb.Error:
         return None
     finally:
@@ -303,7 +323,21 @@ def _scan_columns(duckdb: Any, path: str, threads: int) -> HistoryScan | None:
                      np.asarray(reads["value"], i64), _seq(r_line)], axis=1).reshape(-1, 5)
     return HistoryScan(path, time, typ, proc, f, flags, None,
                        send[:, 0], send[:, 1], send[:, 2], send[:, 3], send[:, 4],
-                       read[:, 0], read[:, 1], read[:, 2], read[:, 3], read[:, 4])
+                       read[:, 0], read[:, 1], read[:, 2], read[:, 3], read[:, 4], *commits)
+
+
+def _commit_rows(con: Any, path: str) -> tuple[Any, tuple[str, ...]] | tuple[()] | None:
+    """(commit rows, group names) of the lines holding committed offsets, parsed by the
+    strict reader's code; () when there is none (a history without them pays one count);
+    None when one of them needs the strict reader's judgement."""
+    want = con.execute(_COMMIT_LINES).fetchnumpy()["idx"]
+    if not len(want):
+        return ()
+    raws = [r[0].encode() for r in con.execute(_COMMIT_TEXT, [path]).fetchall()]
+    got = parse_commit_lines(raws)
+    if got is None or not np.isin(np.asarray(want, np.int64), got[0]).all():
+        return None  # a line judged wrong, or one the text search missed (escapes)
+    return got[1], got[2]
 
 
 def scan_fast(path: Path | str, *, workers: int = 1, min_bytes: int = MIN_BYTES) -> HistoryScan:

@@ -141,9 +141,26 @@ def check_key(key: int, e: Mapping[str, Any], has_replicas: bool, nodes: list[st
                                      np.array([v]), -1)[0])}
         for o, v in g_pairs[:EXAMPLES]])
 
+    # each read's writer among the sends that must have happened (the write-read edges),
+    # else among the others: for precommitted-read, a poll that returned a value its own
+    # operation sent (the operations also go out as "pr" rows, so that the verdict counts
+    # each once across keys); one lookup of every read, as the edges alone needed
+    writer = _lookup(s["value"][s_must], s["op"][s_must], r["value"], -1)
+    rest = np.flatnonzero(writer < 0)
+    writer[rest] = _lookup(s["value"][~s_must], s["op"][~s_must], r["value"][rest], -1)
+    own = np.flatnonzero(writer == r["op"])
+    p_pairs = unique_pairs(r["op"][own], r["value"][own])
+    p_ops = np.unique(p_pairs[:, 0])
+    out.anomaly("precommitted-read", len(p_ops), [
+        {"key": key, "value": int(p_pairs[p_pairs[:, 0] == o, 1][0]), "index": int(o)}
+        for o in p_ops[:EXAMPLES]])
+    if len(p_ops):
+        out.edges.append(("pr", p_ops, p_ops))
+    writer[rest] = -1  # the edges' writers are the sends that must have happened
+
     _poll_checks(key, r, known, out)
     _send_checks(key, s, eff, s_must, known, out)
-    _edges(s, r, placed_v, placed_o, s_must, out)
+    _edges(s, r, placed_v, placed_o, s_must, writer, out)
     if has_replicas:
         _replica_checks(key, e, s, eff, s_ok, nodes, out)
     return out
@@ -222,8 +239,9 @@ def _send_checks(key: int, s: Mapping[str, Any], eff: Any, must: Any, known: Any
 
 
 def _edges(s: Mapping[str, Any], r: Mapping[str, Any], placed_v: Any, placed_o: Any,
-           must: Any, out: Out) -> None:
-    """write-write: writers at one placed offset to writers at the next; write-read."""
+           must: Any, writer: Any, out: Out) -> None:
+    """write-write: writers at one placed offset to writers at the next; write-read
+    (`writer`: each read's writer among the sends that must have happened, or -1)."""
     writer_v, writer_op = s["value"][must], s["op"][must]
     o = np.lexsort((placed_v, placed_o))
     pv, po = placed_v[o], placed_o[o]
@@ -242,7 +260,7 @@ def _edges(s: Mapping[str, Any], r: Mapping[str, Any], placed_v: Any, placed_o: 
         keep = (ws >= 0) & (wd >= 0) & (ws != wd)
         out.edges.append(("ww", ws[keep], wd[keep]))
     r_ok = r["status"] == OK
-    wr = _lookup(writer_v, writer_op, r["value"][r_ok], -1)
+    wr = writer[r_ok]
     rd = r["op"][r_ok]
     keep = (wr >= 0) & (wr != rd)
     out.edges.append(("wr", wr[keep], rd[keep]))

@@ -9,7 +9,8 @@ file at the same path), in four steps:
    range's first line (the driver adds the lines of the ranges before, when it has
    their heads: no pass that only counts lines), and writes its items into one
    shuffle by key: the records read (packed per key) stay on the executors; the driver
-   reads each range's fixed-width line heads, send micro-ops and distinct values read;
+   reads each range's fixed-width line heads, send micro-ops, committed-offset rows
+   (few: operations, not records) and distinct values read;
 3. the driver runs the cross-line checks (the same `check_lines` and `check_sends`)
    and builds the operation columns (which sends of operations ended info were read
    decides what must have happened);
@@ -48,6 +49,7 @@ from harness.runfiles import (
     HistoryScan,
     check_lines,
     check_sends,
+    merge_commits,
     read_replicas,
 )
 
@@ -111,11 +113,11 @@ def parse_range(path: str, chunk: int, start: int, end: int) -> Iterator[Any]:
     size = os.path.getsize(path)
     with open(path, "rb") as fh:
         a, b = _line_start(fh, start, size), _line_start(fh, end, size)
-    err, index, t, typ, proc, f, flags, send, read = parse_chunk(path, a, b, 0)
+    err, index, t, typ, proc, f, flags, send, read, commit, groups = parse_chunk(path, a, b, 0)
     v = np.sort(read[:, 3])
     yield ("h", chunk, [pack(c) for c in (index, t, typ, proc, f, flags)],
            [pack(send[:, i]) for i in range(len(SEND))], err,
-           v[np.r_[True, v[1:] != v[:-1]]].tobytes() if len(v) else b"")
+           v[np.r_[True, v[1:] != v[:-1]]].tobytes() if len(v) else b"", commit, groups)
     if err is not None or not len(read):
         return
     # stable, and a radix sort when the keys fit 16 bits (numpy's choice for them)
@@ -257,13 +259,15 @@ def load_and_check(spark: Any, run_dir: Path, *,
                                      for k, h in enumerate(heads)])
                      for i in range(len(SEND))], axis=1).reshape(-1, len(SEND))
     read = [np.frombuffer(h[5], np.int64) for h in heads]
+    commit, groups = merge_commits([(h[6] + [first[k], 0, 0, 0, 0], h[7])
+                                    for k, h in enumerate(heads)])
     del heads, cols
     pair = check_lines(path, index, tm, typ, proc, f)
     check_sends(path, send, typ, pair)
     empty = np.zeros(0, np.int64)
     scan = HistoryScan(path, tm, typ, proc, f, flags, pair, send[:, 0], send[:, 1],
                        send[:, 2], send[:, 3], send[:, 4], empty, empty, empty, empty,
-                       empty)
+                       empty, commit, groups)
     del index, send
     rpath = Path(run_dir) / "replicas.jsonl"
     replicas = read_replicas(rpath) if rpath.exists() else None

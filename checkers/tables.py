@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from checkers.offsets import Registers, registers
 from harness.runfiles import (
     F_CODES,
     NEMESIS_CODE,
@@ -46,6 +47,7 @@ class Tables:
     nodes: list[str]
     lines: int
     sends: tuple[Any, Any] | None = None  # (op, key) of each send, kept when entries are dropped
+    registers: Registers | None = None  # committed offsets, per group and key
 
 
 def narrowest_dtype(a: Any) -> Any:
@@ -167,4 +169,5 @@ def build_tables(scan: HistoryScan, replicas: Replicas | None,
                   op_inv_time=scan.time[op], op_cmp_time=cmp_time[op], op_n_sends=n_sends,
                   op_must=must[op], op_seg=seg,
                   entries=entries, has_subscribe=bool((f == F_CODES["subscribe"]).any()),
-                  has_replicas=replicas is not None, nodes=nodes, lines=n)
+                  has_replicas=replicas is not None, nodes=nodes, lines=n,
+                  registers=registers(scan, status, cmp_time))

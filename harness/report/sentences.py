@@ -183,6 +183,8 @@ def sentence(kind: str, ex: Mapping[str, Any], readers: Mapping[tuple[int, int],
                 op(_int(ex.get("writer_index"))), t(") failed")]
     if kind == "precommitted-read":
         return [op(i), t(f" read value {v} of key {k} that it sent itself, before committing")]
+    if kind == "stale-committed-offset":
+        return _stale_offset(ex)
     if kind == "replica-divergence":
         if isinstance(ex.get("values"), dict):
             held = _list(f"{n} holds {val}" for n, val in sorted(ex["values"].items()))
@@ -195,6 +197,28 @@ def sentence(kind: str, ex: Mapping[str, Any], readers: Mapping[tuple[int, int],
     if pair is not None:
         return pair
     return [t(f"{kind} on key {k}" if k is not None else kind)]
+
+
+def _secs(ns: Any) -> str:
+    return f"{ns / 1e9:.1f} s" if isinstance(ns, int) and ns >= 10**8 else \
+        f"{ns / 1e6:.3f} ms" if isinstance(ns, int) else "an unknown time"
+
+
+def _stale_offset(ex: Mapping[str, Any]) -> Sentence:
+    """"process 4 committed offset 812 for key 3 at 12.4 s, acknowledged; process 7 asked
+    at 13.1 s and was told 640"."""
+    k, g = ex.get("key"), ex.get("group")
+    of = f"key {k}" + (f" of group {g!r}" if g else "")
+    got = ex.get("returned")
+    told = "none (null)" if got is None else str(got)
+    never = "" if ex.get("written_ever", True) else ", an offset no commit wrote"
+    asked: Sentence = [t(f"{_proc(ex.get('process'))} asked ("), op(_int(ex.get("index"))),
+                       t(f") at {_secs(ex.get('asked_ns'))} and was told {told}{never}")]
+    if _int(ex.get("writer_index")) is None:
+        return [t(f"for {of}, "), *asked, t(", which no order of its commits allows")]
+    return [t(f"{_proc(ex.get('writer_process'))} committed offset {ex.get('committed')} for "
+              f"{of} at {_secs(ex.get('acknowledged_ns'))} ("), op(_int(ex.get("writer_index"))),
+            t("), acknowledged; "), *asked]
 
 
 def _seen_in(ops: Iterable[int]) -> Sentence:
@@ -352,6 +376,17 @@ def _fold(steps: list[tuple[str, Sentence, tuple[int, int, int] | None]]) -> lis
     return out
 
 
+def _offsets_words(kind: str, arg: Any) -> str:
+    """A commit or committed micro-op in words: "commit key 3 at 812", "committed? keys
+    3 and 4", "committed: key 3 at 812, key 4 none"."""
+    if isinstance(arg, list):
+        return f"committed? keys {_list(arg)}"
+    if not isinstance(arg, Mapping):
+        return kind
+    said = [f"key {k} " + ("none" if o is None else f"at {o}") for k, o in arg.items()]
+    return f"{kind}{'' if kind == 'commit' else ':'} " + ", ".join(said) if said else kind
+
+
 def op_words(f: str, value: Any, limit: int = 400) -> str:
     """An operation's value in words, for the operations table (the JSON is in history.jsonl)."""
     if isinstance(value, Mapping):  # a nemesis operation
@@ -386,5 +421,7 @@ def op_words(f: str, value: Any, limit: int = 400) -> str:
                     parts.append(f"key {k} offsets {offs[0]} to {offs[-1]} ({len(offs)} records)")
             said.append("poll: " + ("; ".join(parts) if parts else "nothing") if len(m) == 2
                         else "poll")
+        elif m[0] in ("commit", "committed") and len(m) == 2:
+            said.append(_offsets_words(m[0], m[1]))
     text = "; ".join(said)
     return text if len(text) <= limit else text[:limit] + "…"

@@ -4,6 +4,8 @@
 - `writer`: history.jsonl appended as it happens, replicas.jsonl and results.json
   written whole (the one results.json writer);
 - `strict`: the strict reader of history.jsonl (checked columns, for the checkers);
+  `commits` its grammar of committed offsets (`commit`, `committed`, `"group"`),
+  `lineerror` the line error and integer check its parsers share;
 - `replicas`: the strict reader of replicas.jsonl;
 - `notes`: the nemesis lines and error strings that the columns leave out (availability);
 - `tolerant`: the forgiving reader of a run folder (report, index, nightly, liveness);
@@ -15,6 +17,14 @@ Other packages import the public names re-exported here (or from `walk`), never 
 private one: a new reader or writer of run files belongs in this package.
 """
 
+from harness.runfiles.commits import (
+    COMMIT_ANSWERED,
+    COMMIT_ASKED,
+    COMMIT_COLUMNS,
+    COMMIT_WRITE,
+    DEFAULT_GROUP,
+    merge_commits,
+)
 from harness.runfiles.notes import FINAL, ErrorLine, Notes, line_times, read_notes
 from harness.runfiles.ops import NEMESIS, HistoryError, Op, OpType, Process
 from harness.runfiles.replicas import Replicas, ReplicaSummary, read_replicas
@@ -29,6 +39,7 @@ from harness.runfiles.strict import (
     HistoryScan,
     check_lines,
     check_sends,
+    parse_commit_lines,
     read_history,
     scan_history,
 )
@@ -54,13 +65,55 @@ from harness.runfiles.verdict import (
 from harness.runfiles.writer import RESULTS_JSON, HistoryWriter, write_jsonl, write_results
 
 __all__ = [
-    "CLIENT_FS", "EXIT_INTERRUPTED", "EXIT_INVALID", "EXIT_MEANING",
-    "EXIT_UNKNOWN", "EXIT_USAGE", "EXIT_VALID",
-    "FINAL", "F_CODES", "F_NEMESIS", "NEMESIS", "NEMESIS_CODE", "NO_OFFSET", "RESULTS_JSON",
-    "TYPE_CODES", "TYPE_NAMES", "ErrorLine", "HistoryError", "HistoryScan", "HistoryWriter",
-    "Notes", "Op",
-    "OpType", "Process", "ReplicaSummary", "Replicas", "RunFiles", "check_lines",
-    "check_sends", "exit_code", "line_times", "load_run", "no_gc", "read_history", "read_json",
-    "read_jsonl", "read_notes", "read_replicas", "read_results", "recent_send_keys", "scan_history",
-    "worst_exit_code", "write_jsonl", "write_results",
+    "CLIENT_FS",
+    "COMMIT_ANSWERED",
+    "COMMIT_ASKED",
+    "COMMIT_COLUMNS",
+    "COMMIT_WRITE",
+    "DEFAULT_GROUP",
+    "EXIT_INTERRUPTED",
+    "EXIT_INVALID",
+    "EXIT_MEANING",
+    "EXIT_UNKNOWN",
+    "EXIT_USAGE",
+    "EXIT_VALID",
+    "FINAL",
+    "F_CODES",
+    "F_NEMESIS",
+    "NEMESIS",
+    "NEMESIS_CODE",
+    "NO_OFFSET",
+    "RESULTS_JSON",
+    "TYPE_CODES",
+    "TYPE_NAMES",
+    "ErrorLine",
+    "HistoryError",
+    "HistoryScan",
+    "HistoryWriter",
+    "Notes",
+    "Op",
+    "OpType",
+    "Process",
+    "ReplicaSummary",
+    "Replicas",
+    "RunFiles",
+    "check_lines",
+    "check_sends",
+    "exit_code",
+    "line_times",
+    "load_run",
+    "merge_commits",
+    "no_gc",
+    "parse_commit_lines",
+    "read_history",
+    "read_json",
+    "read_jsonl",
+    "read_notes",
+    "read_replicas",
+    "read_results",
+    "recent_send_keys",
+    "scan_history",
+    "worst_exit_code",
+    "write_jsonl",
+    "write_results",
 ]

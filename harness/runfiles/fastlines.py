@@ -5,6 +5,8 @@ read costs about 5 µs a line, most of a big check's time, so this module parses
 shapes the harness and most writers emit (client operations with `send`, `poll`,
 `assign`, `subscribe` or `crash`, an optional `seek_to_beginning` and a plain `error`
 string) straight from the bytes into the reader's columns, in machine code (numba).
+Committed offsets (`commit` and `committed` operations, a `commit` micro-op in a
+`txn`) are declined: they are operations, not records, and few.
 
 It never decides that a line is wrong. A line it does not fully recognise (nemesis
 operations, extra keys, escapes, floats, integers of 19 digits or more, duplicate
@@ -34,8 +36,9 @@ _K_VALUE = np.frombuffer(b"value", np.uint8)
 _K_SEEK = np.frombuffer(b"seek_to_beginning", np.uint8)
 _K_ERROR = np.frombuffer(b"error", np.uint8)
 _T_INVOKE, _T_OK, _T_FAIL, _T_INFO = (np.frombuffer(n.encode(), np.uint8) for n in TYPE_NAMES)
+# the first six: `commit` and `committed` lines are declined (few; the strict code parses them)
 _F_SEND, _F_POLL, _F_TXN, _F_ASSIGN, _F_SUBSCRIBE, _F_CRASH = (
-    np.frombuffer(n.encode(), np.uint8) for n in CLIENT_FS)
+    np.frombuffer(n.encode(), np.uint8) for n in CLIENT_FS[:6])
 _NULL = np.frombuffer(b"null", np.uint8)
 _TRUE = np.frombuffer(b"true", np.uint8)
 _FALSE = np.frombuffer(b"false", np.uint8)

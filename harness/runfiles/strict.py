@@ -17,16 +17,29 @@ from typing import Any
 
 import orjson
 
+from harness.runfiles.commits import (
+    COMMIT_COLUMNS,
+    DEFAULT_GROUP,
+    commit_micro_op,
+    committed_micro_op,
+    merge_commits,
+)
+from harness.runfiles.lineerror import _I64, NO_OFFSET, LineError, checked_int
+
+__all__ = ["CLIENT_FS", "F_CODES", "F_NEMESIS", "NEMESIS_CODE", "NO_OFFSET", "TYPE_CODES",
+           "TYPE_NAMES", "HistoryScan", "LineError", "check_lines", "check_sends",
+           "checked_int", "parse_chunk", "parse_commit_lines", "read_history",
+           "scan_history"]
 from harness.runfiles.ops import NEMESIS, HistoryError, Op
 
 TYPE_CODES: dict[str, int] = {"invoke": 0, "ok": 1, "fail": 2, "info": 3}
 TYPE_NAMES: tuple[str, ...] = ("invoke", "ok", "fail", "info")
-CLIENT_FS: tuple[str, ...] = ("send", "poll", "txn", "assign", "subscribe", "crash")
+CLIENT_FS: tuple[str, ...] = ("send", "poll", "txn", "assign", "subscribe", "crash", "commit",
+                               "committed")
 F_CODES: dict[str, int] = {f: i for i, f in enumerate(CLIENT_FS)}
 F_NEMESIS = len(CLIENT_FS)  # the f code of every nemesis op
+_F_TXN, _F_COMMIT, _F_COMMITTED = F_CODES["txn"], F_CODES["commit"], F_CODES["committed"]
 NEMESIS_CODE = -1  # the process code of "nemesis"
-NO_OFFSET = -1  # a send whose completion gave no offset
-_I64 = 2**63
 
 
 @dataclass
@@ -38,6 +51,9 @@ class HistoryScan:
     `pair[i]` is the line of the invoke a completion i answers (-1 for invokes).
     Send micro-ops of every line are in `send_*` (offset NO_OFFSET when not
     given), records read in `read_*`; `*_seq` is the micro-op/record order inside its line.
+    `commit` holds the rows of `commit` and `committed` micro-ops (COMMIT_COLUMNS; an
+    answer of null has offset NO_OFFSET), their group a position in `groups`; they are
+    few (an operation, not a record, each), so they stay rows.
     """
 
     path: str
@@ -57,29 +73,18 @@ class HistoryScan:
     read_offset: Any
     read_value: Any
     read_seq: Any
+    commit: Any = None  # (n, 5) int64 rows; None: none
+    groups: tuple[str, ...] = (DEFAULT_GROUP,)
+
+    def __post_init__(self) -> None:
+        if self.commit is None:
+            import numpy as np
+
+            self.commit = np.zeros((0, len(COMMIT_COLUMNS)), np.int64)
 
     @property
     def lines(self) -> int:
         return len(self.time)
-
-
-class LineError(Exception):
-    """A line's problem; the reader adds file and line number (HistoryError)."""
-
-    def __init__(self, problem: str) -> None:
-        super().__init__(problem)
-        self.problem = problem
-
-
-def checked_int(v: Any, what: str, *, nonneg: bool = False) -> int:
-    """v when it is a (non-negative, if asked) 64-bit integer, else LineError naming `what`."""
-    if type(v) is not int:
-        raise LineError(f"{what} must be an integer, got {orjson.dumps(v).decode()[:60]}")
-    if nonneg and v < 0:
-        raise LineError(f"{what} must be non-negative, got {v}")
-    if not -(2**63) <= v < 2**63:
-        raise LineError(f"{what} out of 64-bit range: {v}")
-    return v
 
 
 class _Cols:
@@ -89,10 +94,13 @@ class _Cols:
         self.head: list[int] = []  # flat: index, time, type, process, f, flags
         self.send: list[int] = []  # flat: line, key, value, offset, seq
         self.read: list[int] = []  # flat: line, key, offset, value, seq
+        self.commit: list[int] = []  # flat: COMMIT_COLUMNS
+        self.groups: dict[str, int] = {DEFAULT_GROUP: 0}
         self.has_poll = False  # the line being parsed holds a poll micro-op
 
 
-def _micro_ops(value: Any, line: int, completion: bool, cols: _Cols) -> None:
+def _micro_ops(value: Any, line: int, completion: bool, cols: _Cols, fc: int = 0,
+               group: int = 0) -> None:
     if value is None and completion:
         return
     if type(value) is not list:
@@ -104,6 +112,10 @@ def _micro_ops(value: Any, line: int, completion: bool, cols: _Cols) -> None:
             shown = orjson.dumps(m).decode()[:60]
             raise LineError(f"micro-op must be a non-empty list, got {shown}")
         kind = m[0]
+        if fc >= _F_COMMIT and kind != CLIENT_FS[fc]:
+            shown = orjson.dumps(kind).decode()[:40]
+            raise LineError(f"a {CLIENT_FS[fc]} operation holds only {CLIENT_FS[fc]} "
+                            f"micro-ops, not {shown}")
         if kind == "send":
             if len(m) != 3:
                 raise LineError("send micro-op must be [\"send\", key, value]")
@@ -151,6 +163,14 @@ def _micro_ops(value: Any, line: int, completion: bool, cols: _Cols) -> None:
                         raise LineError(f"poll record of key {ks} must be [offset, value]")
                     checked_int(r[0], "read offset", nonneg=True)
                     checked_int(r[1], "read value")
+        elif kind == "commit" and fc in (_F_TXN, _F_COMMIT):
+            commit_micro_op(m, line, group, cols.commit)
+        elif kind == "committed" and fc == _F_COMMITTED:
+            committed_micro_op(m, line, completion, group, cols.commit)
+        elif kind == "commit":
+            raise LineError("a commit micro-op belongs in a commit or txn operation")
+        elif kind == "committed":
+            raise LineError("a committed micro-op belongs in a committed operation")
         else:
             raise LineError(f"unknown micro-op {orjson.dumps(kind).decode()[:40]}")
 
@@ -186,9 +206,15 @@ def _parse_line(raw: bytes, line: int, cols: _Cols) -> None:
         fc = F_CODES.get(f, -1)
         if fc < 0:
             raise LineError(f"unknown client f {f!r}")
-        if fc <= 2:
+        if fc <= 2 or fc >= _F_COMMIT:
             cols.has_poll = False
-            _micro_ops(value, line, t != 0, cols)
+            group = 0
+            if fc == _F_TXN or fc >= _F_COMMIT:
+                g = obj.get("group", DEFAULT_GROUP)
+                if type(g) is not str:
+                    raise LineError(f"group must be a string, got {orjson.dumps(g).decode()[:40]}")
+                group = cols.groups.setdefault(g, len(cols.groups))
+            _micro_ops(value, line, t != 0, cols, fc, group)
             flags |= 2 if cols.has_poll else 0
         elif fc <= 4:
             if not (value is None and t != 0):
@@ -209,8 +235,9 @@ def parse_chunk(path: str, start: int, end: int, first_line: int) -> tuple[Any, 
 
     The lines in the common shapes are parsed by compiled code (`fastlines`); every
     other line by `_parse_line` here, which alone decides what is wrong. Returns (error
-    or None, index, time, type, process, f, flags, send rows, read rows), the columns
-    covering the lines before the first error.
+    or None, index, time, type, process, f, flags, send rows, read rows, commit rows,
+    group names), the columns covering the lines before the first error; commit rows
+    (COMMIT_COLUMNS) name groups by their position in this chunk's group names.
     """
     import numpy as np
 
@@ -222,26 +249,30 @@ def parse_chunk(path: str, start: int, end: int, first_line: int) -> tuple[Any, 
     head, send, read, declined = scan_lines(data)
     del data
     err: tuple[int, str] | None = None
+    commit = np.zeros((0, len(COMMIT_COLUMNS)), np.int64)
+    groups: list[str] = [DEFAULT_GROUP]
     if declined:
-        err, slow_send, slow_read = _parse_declined(declined, head)
+        err, slow_send, slow_read, commit, groups = _parse_declined(declined, head)
         send = _merge_rows(send, slow_send)
         read = _merge_rows(read, slow_read)
     if err is not None:  # the columns cover the lines before it
         cut = err[0]
         head, send, read = head[:cut], send[send[:, 0] < cut], read[read[:, 0] < cut]
+        commit = commit[commit[:, 0] < cut]
     send[:, 0] += first_line
     read[:, 0] += first_line
+    commit[:, 0] += first_line
     if err is not None:
         err = (err[0] + first_line, err[1])
     return (err, head[:, 0].copy(), head[:, 1].copy(), head[:, 2].astype(np.int8),
             head[:, 3].copy(), head[:, 4].astype(np.int8), head[:, 5].astype(np.int8), send,
-            read)
+            read, commit, groups)
 
 
 def _parse_declined(declined: list[tuple[int, bytes]], head: Any) -> tuple[Any, ...]:
     """The lines the compiled parser left, by the per-line code: their heads written into
-    `head`, their rows returned; (error or None, send, read), lines numbered as given,
-    up to the first line in error (its rows may be partly there).
+    `head`, their rows returned; (error or None, send, read, commit, group names), lines
+    numbered as given, up to the first line in error (its rows may be partly there).
     In blocks of BLOCK_LINES with the cyclic GC off: millions of live Python ints (a
     history in shapes the compiled code declines) otherwise make it superlinear."""
     import gc
@@ -250,12 +281,15 @@ def _parse_declined(declined: list[tuple[int, bytes]], head: Any) -> tuple[Any, 
 
     sends: list[Any] = [np.empty((0, 5), np.int64)]
     reads: list[Any] = [np.empty((0, 5), np.int64)]
+    commits: list[Any] = [np.empty((0, len(COMMIT_COLUMNS)), np.int64)]
+    groups: dict[str, int] = {DEFAULT_GROUP: 0}
     err: tuple[int, str] | None = None
     enabled = gc.isenabled()
     gc.disable()
     try:
         for b0 in range(0, len(declined), BLOCK_LINES):
             cols = _Cols()
+            cols.groups = groups
             lines: list[int] = []
             for line, raw in declined[b0:b0 + BLOCK_LINES]:
                 if not raw.strip():
@@ -271,12 +305,37 @@ def _parse_declined(declined: list[tuple[int, bytes]], head: Any) -> tuple[Any, 
                 head[lines] = np.array(cols.head, np.int64).reshape(-1, 6)
             sends.append(np.fromiter(cols.send, np.int64, len(cols.send)).reshape(-1, 5))
             reads.append(np.fromiter(cols.read, np.int64, len(cols.read)).reshape(-1, 5))
+            commits.append(np.fromiter(cols.commit, np.int64, len(cols.commit))
+                           .reshape(-1, len(COMMIT_COLUMNS)))
             if err is not None:
                 break
     finally:
         if enabled:
             gc.enable()
-    return err, np.concatenate(sends), np.concatenate(reads)
+    return (err, np.concatenate(sends), np.concatenate(reads), np.concatenate(commits),
+            list(groups))
+
+
+def parse_commit_lines(raws: list[bytes]) -> tuple[list[int], Any, tuple[str, ...]] | None:
+    """The commit rows of whole lines given apart from the rest of the file (a faster
+    reader's lines that hold commit or committed micro-ops), numbered by their `index`:
+    (each line's index, rows, group names), or None when some line breaks the contract
+    (the caller then lets `scan_history` name it)."""
+    import numpy as np
+
+    cols = _Cols()
+    lines: list[int] = []
+    for raw in raws:
+        n = len(cols.commit)
+        try:
+            _parse_line(raw, -1, cols)
+        except LineError:
+            return None
+        lines.append(cols.head[-6])
+        for i in range(n, len(cols.commit), len(COMMIT_COLUMNS)):
+            cols.commit[i] = lines[-1]
+    rows = np.array(cols.commit, np.int64).reshape(-1, len(COMMIT_COLUMNS))
+    return lines, rows, tuple(cols.groups)
 
 
 def _merge_rows(fast: Any, slow: Any) -> Any:
@@ -337,11 +396,13 @@ def scan_history(path: Path | str, *, workers: int = 1) -> HistoryScan:
             raise HistoryError(path, part[0][0] + 1, part[0][1])
     cat = [np.concatenate([p[i] for p in parts]) for i in range(1, 9)]
     index, time, typ, proc, f, flags, send, read = cat
+    commit, groups = merge_commits([(p[9], p[10]) for p in parts])
     pair = check_lines(path, index, time, typ, proc, f)
     check_sends(path, send, typ, pair)
     return HistoryScan(path, time, typ, proc, f, flags, pair,
                        send[:, 0], send[:, 1], send[:, 2], send[:, 3], send[:, 4],
-                       read[:, 0], read[:, 1], read[:, 2], read[:, 3], read[:, 4])
+                       read[:, 0], read[:, 1], read[:, 2], read[:, 3], read[:, 4],
+                       commit, groups)
 
 
 def check_lines(path: str, index: Any, time: Any, typ: Any, proc: Any, f: Any) -> Any:

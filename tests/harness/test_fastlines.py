@@ -40,6 +40,21 @@ def _poll(completion: bool) -> Any:
                      st.dictionaries(keys, recs, max_size=3).map(lambda d: ["poll", d]))
 
 
+def _commit() -> Any:
+    offsets = st.dictionaries(st.one_of(st.integers(0, 99).map(str), st.just("x")),
+                              st.one_of(ints, st.none()), max_size=3)
+    return offsets.map(lambda d: ["commit", d])
+
+
+def _committed(completion: bool) -> Any:
+    asked = st.lists(ints, max_size=3).map(lambda ks: ["committed", ks])
+    if not completion:
+        return asked
+    told = st.dictionaries(st.integers(0, 99).map(str), st.one_of(ints, st.none()),
+                           max_size=3).map(lambda d: ["committed", d])
+    return st.one_of(asked, told)
+
+
 @st.composite
 def ops(draw: Any) -> dict[str, Any]:
     typ = draw(st.sampled_from(["invoke", "ok", "fail", "info", "bogus"]))
@@ -48,17 +63,21 @@ def ops(draw: Any) -> dict[str, Any]:
         op: dict[str, Any] = {"process": "nemesis", "f": "kill", "value": {"nodes": ["n1"]}}
     else:
         f = draw(st.sampled_from(["send", "poll", "txn", "assign", "subscribe", "crash",
-                                  "other"]))
+                                  "commit", "committed", "other"]))
         if f in ("send", "poll", "txn"):
-            value: Any = draw(st.one_of(
-                st.lists(st.one_of(_send(completion), _poll(completion)), max_size=3),
-                st.none()))
+            mops = [_send(completion), _poll(completion)] + ([_commit()] if f == "txn" else [])
+            value: Any = draw(st.one_of(st.lists(st.one_of(*mops), max_size=3), st.none()))
+        elif f in ("commit", "committed"):
+            mop = _commit() if f == "commit" else _committed(completion)
+            value = draw(st.one_of(st.lists(mop, max_size=2), st.none()))
         elif f in ("assign", "subscribe"):
             value = draw(st.one_of(st.lists(ints, max_size=3), st.none()))
         else:
             value = draw(st.one_of(st.none(), st.just([])))
         op = {"process": draw(st.one_of(ints, st.just("p"))), "f": f, "value": value}
     op = {"index": draw(ints), "time": draw(ints), "type": typ, **op}
+    if draw(st.integers(0, 4)) == 0:
+        op["group"] = draw(st.sampled_from(["", "g1", 7]))
     if draw(st.booleans()):
         op["error"] = draw(st.sampled_from(["timeout", 'a "quoted" \\ tab\t', "é", 7]))
     if draw(st.integers(0, 4)) == 0:
@@ -85,21 +104,23 @@ def by_python(data: bytes) -> tuple[Any, ...]:
     if raws and not raws[-1]:
         raws.pop()
     head = np.zeros((len(raws), 6), np.int64)
-    err, send, read = _parse_declined(list(enumerate(raws)), head)
+    err, send, read, commit, groups = _parse_declined(list(enumerate(raws)), head)
     if err is None:
-        return err, head, send, read
+        return err, head, send, read, commit, groups
     cut = err[0]  # the columns cover the lines before the error
-    return err, head[:cut], send[send[:, 0] < cut], read[read[:, 0] < cut]
+    return (err, head[:cut], send[send[:, 0] < cut], read[read[:, 0] < cut],
+            commit[commit[:, 0] < cut], groups)
 
 
 def same_as_python(tmp: Path, data: bytes) -> None:
     path = tmp / "history.jsonl"
     path.write_bytes(data)
     got = parse_chunk(str(path), 0, len(data), 0)
-    err, head, send, read = by_python(data)
+    err, head, send, read, commit, groups = by_python(data)
     assert got[0] == err
     assert np.array_equal(np.stack(got[1:7], axis=1).astype(np.int64), head)
     assert np.array_equal(got[7], send) and np.array_equal(got[8], read)
+    assert np.array_equal(got[9], commit) and got[10] == groups
 
 
 SLOW_OK = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]  # one file, rewritten

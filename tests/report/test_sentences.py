@@ -45,7 +45,24 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "G1a": {"key": 2, "value": 17, "reader_index": 40, "writer_index": 30},
     "precommitted-read": {"key": 2, "value": 17, "index": 40},
     "replica-lost-write": {"key": 1, "value": 500, "offset": 114, "index": 1999, "writer": 2},
+    "stale-committed-offset": {"group": "", "key": 3, "index": 130, "process": 7,
+                               "returned": 640, "asked_ns": 13_100_000_000,
+                               "answered_ns": 13_200_000_000, "written_ever": True,
+                               "writer_index": 120, "writer_process": 4, "committed": 812,
+                               "acknowledged_ns": 12_400_000_000},
 }
+
+
+def test_stale_committed_offset_in_words() -> None:
+    text = said(sentence("stale-committed-offset", EXAMPLES["stale-committed-offset"], {}, {}))
+    assert text == ("process 4 committed offset 812 for key 3 at 12.4 s (op 120), "
+                    "acknowledged; process 7 asked (op 130) at 13.1 s and was told 640"), text
+    never = said(sentence("stale-committed-offset",
+                          {"group": "g", "key": 0, "index": 5, "process": 1, "returned": None,
+                           "asked_ns": 2_000_000, "written_ever": False}, {}, {}))
+    assert never == ("for key 0 of group 'g', process 1 asked (op 5) at 2.000 ms and was told "
+                     "none (null), an offset no commit wrote, which no order of its commits "
+                     "allows"), never
 
 
 @pytest.mark.parametrize("kind", sorted(EXAMPLES))
@@ -125,3 +142,7 @@ def test_operation_values_in_words() -> None:
     assert op_words("poll", [["poll", {"0": [[0, 1], [1, 2], [3, 4]]}]]) == \
         "poll: key 0 offsets 0 to 3 (3 records)"
     assert op_words("kill", {"nodes": ["n1", "n2"]}) == "n1 and n2"
+    assert op_words("commit", [["commit", {"3": 812}]]) == "commit key 3 at 812"
+    assert op_words("committed", [["committed", [3, 4]]]) == "committed? keys 3 and 4"
+    assert op_words("committed", [["committed", {"3": 812, "4": None}]]) == \
+        "committed: key 3 at 812, key 4 none"

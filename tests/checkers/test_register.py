@@ -1,0 +1,106 @@
+"""The register search (checkers.register) against a brute force that tries every order,
+on small random histories; and its time bound, which answers unknown, never a verdict."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from checkers.register import INF, RegOp, linearizable, prune, stale_reads
+
+
+def brute_linearizable(ops: Sequence[RegOp]) -> bool:
+    """Every order of the operations consistent with real time (A before B when A.ret <
+    B.call); valid when in one of them each read returns the last write's value. A write
+    that may never happen (ret INF) is the same as one placed last."""
+    for order in itertools.permutations(ops):
+        if any(b.ret < a.call for i, a in enumerate(order) for b in order[i + 1:]):
+            continue
+        state: int | None = None
+        for o in order:
+            if o.write:
+                state = o.value
+            elif o.value != state:
+                break
+        else:
+            return True
+    return False
+
+
+def brute_stale(writes: Sequence[RegOp], reads: Sequence[RegOp]) -> list[RegOp]:
+    """HISTORY.md's counting rule, read by read, with the brute force."""
+    kept: list[RegOp] = []
+    counted = []
+    for r in sorted(reads, key=lambda r: (r.ret, r.op)):
+        if brute_linearizable([*writes, *kept, r]):
+            kept.append(r)
+        else:
+            counted.append(r)
+    return counted
+
+
+@st.composite
+def histories(draw: Any) -> tuple[list[RegOp], list[RegOp]]:
+    """Up to 6 operations with windows on a small time line: ok writes, txn writes (an
+    instant), info writes (no end), and reads of a written value, a stray one or null."""
+    n = draw(st.integers(1, 6))
+    writes: list[RegOp] = []
+    reads: list[RegOp] = []
+    for i in range(n):
+        call = draw(st.integers(0, 12))
+        ret = call + draw(st.integers(0, 6))
+        kind = draw(st.sampled_from(["ok", "ok", "txn", "info", "read", "read", "read"]))
+        if kind == "read":
+            value = draw(st.one_of(st.none(), st.integers(0, 3)))
+            reads.append(RegOp(call, ret, False, value, i))
+        else:
+            value = draw(st.integers(0, 3))
+            if kind == "txn":
+                call = ret
+            writes.append(RegOp(call, INF if kind == "info" else ret, True, value, i))
+    return writes, reads
+
+
+@settings(max_examples=200, deadline=None)
+@given(histories())
+def test_the_search_agrees_with_every_order(h: tuple[list[RegOp], list[RegOp]]) -> None:
+    writes, reads = h
+    assert linearizable([*writes, *reads]) == brute_linearizable([*writes, *reads])
+    want = [r.op for r in brute_stale(writes, reads)]
+    got, finished = stale_reads(writes, reads)
+    assert finished and [r.op for r in got] == want
+    # the writes prune drops change no answer, for all reads or any subset of them
+    kept = prune(writes, reads)
+    got, finished = stale_reads(kept, reads)
+    assert finished and [r.op for r in got] == want
+    assert linearizable([*kept, *reads[:1]]) == brute_linearizable([*writes, *reads[:1]])
+
+
+def test_a_search_out_of_time_answers_unknown() -> None:
+    """Many concurrent writes, then a read of the first one's value after a later write
+    of another: the search must try every order of them before it can say no; with its
+    deadline passed it says None."""
+    writes = [RegOp(0, 100, True, v, v) for v in range(18)] + [RegOp(101, 102, True, 50, 50)]
+    reads = [RegOp(103, 104, False, 0, 99)]
+    assert linearizable([*writes, *reads], time.monotonic() - 1) is None
+    got, finished = stale_reads(writes, reads, time.monotonic() - 1)
+    assert got == [] and not finished
+
+
+def test_prune_keeps_only_the_writes_a_read_can_see() -> None:
+    seq = [RegOp(10 * i, 10 * i + 5, True, i, i) for i in range(6)]  # one after another
+    read = RegOp(33, 34, False, 3, 9)
+    assert [w.value for w in prune(seq, [read])] == [2, 3, 5]  # 4: overwritten unread
+    assert [w.value for w in prune([*seq, RegOp(1, INF, True, 7, 7)], [])] == [5]
+
+
+def test_null_is_the_initial_value() -> None:
+    w = RegOp(10, 20, True, 5, 0)
+    assert linearizable([RegOp(0, 5, False, None, 1), w])
+    assert not linearizable([w, RegOp(30, 40, False, None, 1)])
+    assert linearizable([w, RegOp(15, 40, False, None, 1)])  # concurrent: either
