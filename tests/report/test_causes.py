@@ -135,13 +135,31 @@ def test_shortest_witness_first_and_big_groups_called_consequences(tmp_path: Pat
          "value": [["send", 5 if i < 6 else 9, [i, 100 + i]]]} for i in range(10)]
     raw = {"G0-process": [{"ops": [0, 1, 2, 3], "edges": ["ww"] * 4, "component_size": 4000},
                           {"ops": [6, 7], "edges": ["ww"] * 2, "component_size": 12}]}
-    exs = [Example([("c", None)], [[("s", None)]] * 4, [0, 1, 2, 3], "", 0),
-           Example([("c", None)], [[("s", None)]] * 2, [6, 7], "", 1)]
-    exs.sort(key=lambda e: len(e.steps))
-    assert [e.src for e in exs] == [1, 0]
+    exs = [Example([("c", None)], [[("s", None)]] * 2, [6, 7], "", 1),
+           Example([("c", None)], [[("s", None)]] * 4, [0, 1, 2, 3], "", 0)]
     loss = Losses(10, "replicas", 3, 0, 0, [KeyLoss(5, 3, (0, 2), (0.1, 0.3), 0)])
     got = causes([AnomalyType("G0-process", 2, True, exs)], raw, loss, None, [], ops)
     assert got.notes == {("G0-process", 2): "a consequence of offsets reused on key 5 (its "
                          "group has 4,000 operations): not a separate finding"}
     assert got.events[0].key == 5 and got.events[0].examples == [("G0-process", 2)]
     assert [e.key for e in got.events] == [5, 9]  # the small cycle is its own event
+
+
+def test_the_shortest_witness_comes_first(tmp_path: Path) -> None:
+    from harness.report.scan import scan
+    from harness.report.sections import anomalies
+
+    h = HistoryBuilder()
+    for i in range(8):
+        h.send(i % 4, 0, 100 + i, i)
+    ops = h.lines
+    long_ = {"ops": [1, 3, 5, 7], "processes": [0, 1, 2, 3], "edges": ["ww"] * 4,
+             "sends": [1] * 4, "component_size": 8}
+    short = {"ops": [9, 11], "processes": [0, 1], "edges": ["ww"] * 2, "sends": [1] * 2,
+             "component_size": 8}
+    results: dict[str, Any] = {"valid": False, "anomaly_types": ["G0-process"],
+                               "bad_anomaly_types": ["G0-process"],
+                               "counts": {"G0-process": 2},
+                               "anomalies": {"G0-process": [long_, short]}}
+    got = anomalies(results, scan(ops, results["anomalies"]), ops)[0].examples
+    assert [e.src for e in got] == [1, 0] and len(got[0].steps) < len(got[1].steps)
