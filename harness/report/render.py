@@ -22,6 +22,7 @@ from markupsafe import Markup
 from checkers.groups import exactly_once, group_delivery, membership
 from harness.report import figures, sections
 from harness.report.availability import availability_line
+from harness.report.causes import causes
 from harness.report.faultlog import fault_rows, legend
 from harness.report.faults import run_kinds
 from harness.report.glossary import define
@@ -101,6 +102,8 @@ def report_context(run: RunFiles) -> dict[str, Any]:
     ops_table = sections.op_rows(run.ops, sorted(set(s.involved) | linked), s.txns)
     liveness = liveness_section(run.results, run.ops, run.test, run.run_dir)
     fault_table = fault_rows(test, s.nemesis_ops, kinds, s.end_ns)
+    explained = causes(anomalies, anomalies_raw if isinstance(anomalies_raw, dict) else None,
+                       loss, s.acked, s.faults, run.ops)
     return {
         "title": str(test.get("name") or run.run_dir.name),
         "run_dir": str(run.run_dir),
@@ -121,6 +124,8 @@ def report_context(run: RunFiles) -> dict[str, Any]:
         "settings": sections.settings(run.test),
         "has_test": run.test is not None,
         "anomalies": anomalies,
+        "events": explained.events,
+        "notes": explained.notes,
         "stats": sections.stats(run.results),
         "fault_rows": fault_table,
         "fault_legend": legend(fault_table, kinds),

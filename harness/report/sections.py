@@ -102,6 +102,7 @@ class Example:
     steps: list[Sentence]  # a cycle's steps, one edge each (empty for other types)
     ops: list[int]
     when: str = ""  # the time of its first operation and the faults in force then
+    src: int = -1  # its position in results.json's list of this type
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +138,7 @@ def anomalies(results: Mapping[str, Any] | None, scan: Scan,
     out = []
     for name in names:
         examples = []
-        for ex in listed[name]:
+        for src, ex in enumerate(listed[name]):
             indices, values = anomaly_refs({name: [ex]})
             linked = set(indices)
             for v in values:
@@ -145,12 +146,14 @@ def anomalies(results: Mapping[str, Any] | None, scan: Scan,
             if _is_cycle(ex):
                 head, steps = cycle_steps(ex, facts, placed)
                 examples.append(Example(head, steps, sorted(linked),
-                                        _when(ops or [], linked, scan)))
+                                        _when(ops or [], linked, scan), src))
             elif isinstance(ex, dict):
                 examples.append(Example(sentence(name, ex, readers, scan.by_value), [],
-                                        sorted(linked), _when(ops or [], linked, scan)))
+                                        sorted(linked), _when(ops or [], linked, scan), src))
             else:
-                examples.append(Example([(cut(str(ex), 200), None)], [], sorted(linked)))
+                examples.append(Example([(cut(str(ex), 200), None)], [], sorted(linked),
+                                        "", src))
+        examples.sort(key=lambda e: len(e.steps))  # the shortest witness first
         count = counts.get(name, len(examples))
         out.append(AnomalyType(name, count if isinstance(count, int) else len(examples),
                                name in bad, examples))

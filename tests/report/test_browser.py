@@ -172,7 +172,7 @@ def test_report_of_an_invalid_known_bug_run_reads_as_sentences(chromium: str,
     assert console == []
     section = dom[dom.index('<h2 id="anomalies">'):dom.index('<h2 id="keys">')]
     assert "{" not in section and "}" not in section
-    examples = re.findall(r'<div class="example[^"]*">(.*?)</div>', section, flags=re.S)
+    examples = re.findall(r'<div class="example[^"]*"[^>]*>(.*?)</div>', section, flags=re.S)
     assert len(examples) == sum(len(v) for v in results["anomalies"].values())
     for ex in examples:
         assert re.search(r'<p class="sentence">.*<a href="\./ops\.html#op-\d+">op \d+</a>', ex,
