@@ -15,10 +15,10 @@ setup:
 run *ARGS:
     @.venv/bin/undertow run {{ARGS}}
 
-# lint, then the whole test suite on two workers (starts the Docker engine and installs Chromium
-# when missing); `just test -n 0` runs it in one process
+# lint, then the whole test suite (starts the Docker engine and installs Chromium when missing);
+# `just test -n 2 --dist loadgroup` runs it on two workers (tests/conftest.py groups)
 test *ARGS: lint docker-up browser
-    {{py}} -m pytest -n 2 --dist loadgroup --durations=25 {{ARGS}}
+    {{py}} -m pytest --durations=25 {{ARGS}}
 
 # fast tests only (no clusters, no Spark, no docker, no Kafka)
 test-fast *ARGS:
