@@ -20,7 +20,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                           f"or {SOAK_ENV}=1)")
 
 
-# Under pytest-xdist (`just test` runs `-n 2 --dist loadgroup`) the tests of one group run one
+# Under pytest-xdist (`just test -n 2 --dist loadgroup`) the tests of one group run one
 # after another on one worker: those on the session's shared Kafka cluster (one cluster, not
 # one per worker), and those on containers (one Docker engine, its images built once). Every
 # other test, its own clusters included, may run beside any other.
