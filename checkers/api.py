@@ -83,12 +83,22 @@ def verdict(t: Tables, log: dict[str, Any]) -> dict[str, Any]:
 
 def with_availability(results: dict[str, Any], t: Tables, run_dir: Path) -> None:
     """results.json's `availability` (checkers.availability), beside the verdict and never
-    changing it: a failure to measure it is noted there, and `valid` stands."""
+    changing it: a failure to measure it is noted there, and `valid` stands. The same
+    nemesis lines decide whether any fault landed (checkers.landing), which can lower a
+    `true` verdict to "unknown"."""
+    from checkers import landing
     from checkers.availability import availability
+    from harness.runfiles import read_notes
 
     t0 = time.monotonic()
     try:
-        results["availability"] = availability(t, run_dir)
+        notes = read_notes(Path(run_dir) / "history.jsonl", workers=parse_workers())
+    except Exception as e:  # unreadable notes: no availability, the verdict stands
+        results["availability"] = {"error": f"{type(e).__name__}: {e}"}
+        return
+    landing.apply(results, notes.nemesis)
+    try:
+        results["availability"] = availability(t, run_dir, notes)
     except Exception as e:  # availability is a measurement, never a verdict
         results["availability"] = {"error": f"{type(e).__name__}: {e}"}
     results["stats"]["availability_s"] = round(time.monotonic() - t0, 3)

@@ -300,8 +300,9 @@ def _by_key(sends: tuple[Any, Any], status: Any, inv: Any, at: Any) -> dict[str,
     return out
 
 
-def availability(t: Any, run_dir: Path) -> dict[str, Any]:
-    """The `availability` object of a checked run (t: checkers.tables.Tables)."""
+def availability(t: Any, run_dir: Path, notes: Notes | None = None) -> dict[str, Any]:
+    """The `availability` object of a checked run (t: checkers.tables.Tables; notes: the
+    history's nemesis and error lines, read here when not given)."""
     from checkers.tables import KIND_SEND
 
     e = t.entries
@@ -313,7 +314,8 @@ def availability(t: Any, run_dir: Path) -> dict[str, Any]:
     rows = np.searchsorted(t.op, lines)
     from checkers.api import parse_workers
 
-    notes = read_notes(Path(run_dir) / "history.jsonl", workers=parse_workers())
+    if notes is None:
+        notes = read_notes(Path(run_dir) / "history.jsonl", workers=parse_workers())
     try:
         test = read_json(Path(run_dir) / "test.json")
     except ValueError:

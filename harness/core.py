@@ -102,7 +102,9 @@ class Outcome:
         stalled = "" if live.get("ok", True) else \
             f"; LIVENESS: {len(live.get('stalled', []))} heal(s) with no success for " \
             f"{live.get('stall_s')} s after"
-        return f"{head}: {anomalies}{stalled}{_outages(self.results)}; {where}{err}"
+        why = self.results.get("unknown_reason")
+        unlanded = f"; UNKNOWN because {why}" if why else ""
+        return f"{head}: {anomalies}{stalled}{unlanded}{_outages(self.results)}; {where}{err}"
 
 
 def _outages(results: dict[str, Any]) -> str:

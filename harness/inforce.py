@@ -30,6 +30,12 @@ def targets(kind: FaultKind, value: Any) -> list[str]:
     return [str(value)[:40]] if value else []
 
 
+def targets_any(value: Any) -> list[str]:
+    """An op's nodes, whatever its kind (for a line about a fault that did not land)."""
+    nodes = value.get("nodes") if isinstance(value, Mapping) else None
+    return [str(n) for n in nodes] if isinstance(nodes, list) else []
+
+
 class InForce:
     """Faults in force by kind; not thread-safe (the caller holds its own lock)."""
 
@@ -38,6 +44,7 @@ class InForce:
         self._starts = {k.start: k for k in self.kinds}
         self._open: dict[str, dict[str, None]] = {}  # start verb -> targets, in order
         self._running: Op | None = None              # the start op in flight, if any
+        self._missed: list[str] = []                 # faults whose completion said not landed
 
     def record(self, op: Op) -> None:
         """Take one nemesis event (invocation or completion) into account."""
@@ -45,6 +52,8 @@ class InForce:
             self._running = op if op.f in self._starts else None
             return
         self._running = None
+        if op.extra.get("landed") is False:
+            self._missed.append(f"{op.f} {','.join(targets_any(op.value))}".strip())
         kind = self._starts.get(op.f)
         if kind is not None and kind.stop is not None:
             self._open.setdefault(kind.start, {}).update(dict.fromkeys(targets(kind, op.value)))
@@ -70,4 +79,6 @@ class InForce:
                 now.update(dict.fromkeys(targets(k, running.value)))
             if now:
                 out[k.label] = ",".join(now)
+        if self._missed:
+            out["DID NOT LAND"] = f"{len(self._missed)} (last: {self._missed[-1]})"
         return out

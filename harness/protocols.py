@@ -191,6 +191,20 @@ class Pausable(Protocol):
     def resume(self, run: Run, node: str) -> None: ...  # SIGCONT / docker unpause; idempotent
 
 
+@dataclass(frozen=True, slots=True)
+class ProcState:
+    """A node's process as its host sees it now: the evidence a fault's landing rests on."""
+
+    pid: int | None = None  # None: no live process of the node
+    stopped: bool = False   # every thread stopped (SIGSTOP), or the node's cgroup frozen
+    seen: str = ""          # how it was seen, for the history's `evidence`
+
+
+@runtime_checkable
+class ObservesProcesses(Protocol):
+    def process_state(self, run: Run, node: str) -> ProcState: ...  # read now, never raises
+
+
 @runtime_checkable
 class HasLogs(Protocol):
     def collect(self, run: Run, node: str, dest: Path) -> None: ...  # logs and data into dest

@@ -16,6 +16,7 @@ from typing import Any
 
 from harness.protocols import DumpsReplicas, HasClock, Killable, LosesUnflushed, Pausable, Run
 from harness.runfiles import Op, recent_send_keys
+from nemesis.evidence import Verb, combined, landing, observe, observe_after
 from nemesis.kinds import CLOCK_BUMP, CLOCK_SKEW, KILL, LOSE_UNFLUSHED, PAUSE, FaultKind, verbs
 from nemesis.targets import LiveView, resolve
 
@@ -123,8 +124,21 @@ def _each(nodes: Sequence[str], act: Callable[[str], None]) -> list[str]:
     return errors
 
 
-def _done(op: Op, value: dict[str, Any], errors: list[str]) -> Op:
-    return op.complete("info", value, error="; ".join(errors) if errors else None)
+def _done(op: Op, value: dict[str, Any], errors: list[str],
+          landed: Mapping[str, Any] | None = None) -> Op:
+    """The info completion; `landed` adds the fault's `landed` and `evidence`."""
+    return op.complete("info", value, error="; ".join(errors) if errors else None,
+                       **(landed or {}))
+
+
+def _acted(run: Run, verb: Verb, nodes: Sequence[str], act: Callable[[str], None],
+           judged: Sequence[str] | None = None) -> tuple[list[str], dict[str, Any]]:
+    """Apply act to every node; the errors, and whether it landed on the `judged` nodes
+    (default: all of them) as their hosts show it (nemesis.evidence)."""
+    judged = list(nodes) if judged is None else list(judged)
+    before = observe(run, judged) if judged else None
+    errors = _each(nodes, act)
+    return errors, landing(verb, judged, before, observe_after(run, verb, judged, before))
 
 
 class _NodeFault:
@@ -165,13 +179,13 @@ class Kill(_NodeFault):
                 nodes = target_nodes(run, v, self.rng)
                 self.faulted |= set(nodes)
                 return _done(op, {**v, "nodes": list(nodes)},
-                             _each(nodes, lambda n: db.kill(run, n)))
+                             *_acted(run, "kill", nodes, lambda n: db.kill(run, n)))
             if op.f == KILL.stop:
                 nodes = self._shorter(run, v) if "shorter_of" in v else heal_nodes(run, v, self.rng)
-                named = [n for n in nodes if n in self.faulted] or list(nodes)
-                errors = _each(nodes, lambda n: db.start(run, n))
+                faulted = [n for n in nodes if n in self.faulted]
+                errors, landed = _acted(run, "start", nodes, lambda n: db.start(run, n), faulted)
                 self.faulted -= set(nodes)
-                return _done(op, {**v, "nodes": named}, errors)
+                return _done(op, {**v, "nodes": faulted or list(nodes)}, errors, landed)
         raise NemesisError(f"kill nemesis cannot {op.f!r}")
 
     def _shorter(self, run: Run, v: dict[str, Any]) -> tuple[str, ...]:
@@ -226,13 +240,14 @@ class Pause(_NodeFault):
                 nodes = target_nodes(run, v, self.rng)
                 self.faulted |= set(nodes)
                 return _done(op, {**v, "nodes": list(nodes)},
-                             _each(nodes, lambda n: db.pause(run, n)))
+                             *_acted(run, "pause", nodes, lambda n: db.pause(run, n)))
             if op.f == PAUSE.stop:
                 nodes = heal_nodes(run, v, self.rng)
-                named = [n for n in nodes if n in self.faulted] or list(nodes)
-                errors = _each(nodes, lambda n: db.resume(run, n))
+                faulted = [n for n in nodes if n in self.faulted]
+                errors, landed = _acted(run, "resume", nodes, lambda n: db.resume(run, n),
+                                        faulted)
                 self.faulted -= set(nodes)
-                return _done(op, {**v, "nodes": named}, errors)
+                return _done(op, {**v, "nodes": faulted or list(nodes)}, errors, landed)
         raise NemesisError(f"pause nemesis cannot {op.f!r}")
 
     def teardown(self, run: Run) -> None:
@@ -320,12 +335,14 @@ class LoseUnflushed(_NodeFault):
             v = _value(op)
             nodes = target_nodes(run, v, self.rng)
             self.faulted |= set(nodes)
-            errors = _each(nodes, lambda n: db.kill(run, n))
+            errors, killed = _acted(run, "kill", nodes, lambda n: db.kill(run, n))
             errors += _each(nodes, lambda n: db.lose_unflushed(run, n))
+            started: dict[str, Any] = {}
             if not v.get("stay_down"):
-                errors += _each(nodes, lambda n: db.start(run, n))
+                more, started = _acted(run, "start", nodes, lambda n: db.start(run, n))
+                errors += more
                 self.faulted -= set(nodes)
-            return _done(op, {**v, "nodes": list(nodes)}, errors)
+            return _done(op, {**v, "nodes": list(nodes)}, errors, combined(killed, started))
 
     def teardown(self, run: Run) -> None:
         db = run.db

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.control.launcher import wait_state
-from harness.protocols import Launches
+from harness.control.procstate import local_state
+from harness.protocols import Launches, ProcState
 
 KILL_WAIT_S = 10.0
 
@@ -103,6 +104,10 @@ class NodeProcesses:
     def pid(self, node: str) -> int | None:
         p = self._get(node)
         return p.proc.pid if p.running and p.proc is not None else None
+
+    def state(self, node: str) -> ProcState:
+        """The node's process as /proc shows it now (a fault's evidence)."""
+        return local_state(self.pid(node), node)
 
     def exit_code(self, node: str) -> int | None:
         """The code the node's last process exited with (None while it runs or never ran)."""

@@ -20,8 +20,9 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from harness.control.procstate import from_shell, shell_script
 from harness.control.shell import NodeError, check_exec
-from harness.protocols import Exec, ShellHost
+from harness.protocols import Exec, ProcState, ShellHost
 
 KILL_WAIT_S = 10.0
 _NAME = re.compile(r"[A-Za-z0-9._*?-][A-Za-z0-9._*?/-]*")
@@ -72,6 +73,21 @@ class ShellProcess:
                           f'&& [ "${{s#Z}}" = "$s" ] && tr "\\0" " " </proc/$p/cmdline '
                           f"| grep -qF -- {marker}")
         return r.ok
+
+    def state(self, node: str) -> ProcState:
+        """The process as the node's /proc shows it now (a fault's evidence); a frozen
+        container's processes are all stopped by its cgroup, whatever their letters say."""
+        try:
+            if self.freezer is not None and self.freezer.frozen(node):
+                pids = self.freezer.pids(node, self.marker)
+                if pids:
+                    return ProcState(pids[0], True, f"pid {pids[0]}, cgroup frozen")
+                return ProcState(None, True, f"cgroup frozen, no live process on {node}")
+            return from_shell(self.sh(node, shell_script(self._pid_expr(node)),
+                                      timeout_s=10).stdout, node)
+        except Exception as e:  # an observation never fails the fault it judges
+            return ProcState(None, False,
+                             f"state unreadable on {node} ({type(e).__name__}: {e})")
 
     def start(self, node: str, argv: Sequence[str], *,
               env: Mapping[str, str] | None = None) -> None:

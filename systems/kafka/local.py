@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.control.processes import NodeProcesses
-from harness.protocols import Launches
+from harness.protocols import Launches, ProcState
 from harness.spec import BrokerSettings
 from systems.kafka import config, dump
 from systems.kafka.jars import KafkaJars
@@ -129,6 +129,9 @@ class LocalKafka:
 
     def is_paused(self, node: str) -> bool:
         return self.procs.is_paused(node)
+
+    def process_state(self, run: Any, node: str) -> ProcState:
+        return self.procs.state(node)
 
     # -- HasLogs ---------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from harness.control.shell import NodeError, check_exec
 from harness.control.shellproc import ShellProcess
-from harness.protocols import ShellHost
+from harness.protocols import ProcState, ShellHost
 from harness.spec import BrokerSettings
 from systems.kafka import config, dump
 from systems.kafka.db import KafkaViews
@@ -149,6 +149,9 @@ class KafkaRemoteDB(KafkaViews):
 
     def is_running(self, node: str) -> bool:
         return self.proc.running(node)
+
+    def process_state(self, run: Any, node: str) -> ProcState:
+        return self.proc.state(node)
 
     # -- HasLogs ---------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.control.processes import NodeProcesses
-from harness.protocols import LocalHost, Run
+from harness.protocols import LocalHost, ProcState, Run
 from harness.spec import GROUP_ID
 from systems.undertow import admin as brokerdb
 from systems.undertow.client import admin_dump
@@ -121,6 +121,9 @@ class LocalBrokerDB:
 
     def is_paused(self, node: str) -> bool:
         return self.procs.is_paused(node)
+
+    def process_state(self, run: Run | None, node: str) -> ProcState:
+        return self.procs.state(node)
 
     # -- HasLogs ---------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from typing import Any
 from harness.control.shell import NodeError
 from harness.control.shell import check_exec as _check
 from harness.control.shellproc import ShellProcess
-from harness.protocols import Exec, Run, ShellHost
+from harness.protocols import Exec, ProcState, Run, ShellHost
 from harness.spec import GROUP_ID
 from systems.undertow import admin as db
 from systems.undertow.client import admin_dump
@@ -115,6 +115,9 @@ class RemoteBroker:
 
     def resume(self, run: Run, node: str) -> None:
         self.proc.resume(node)
+
+    def process_state(self, run: Run, node: str) -> ProcState:
+        return self.proc.state(node)
 
     # -- HasLogs ----------------------------------------------------------------------------
 

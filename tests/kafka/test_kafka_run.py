@@ -65,3 +65,12 @@ def test_a_short_run_with_kills_and_pauses_is_valid(
              and o["time"] > 20e9 and o.get("seek_to_beginning") for k in o["value"]}
     assert final == set(sent)
     assert (outcome.run_dir / "nodes" / "n1" / "kafka.log").is_file()
+    # kills and pauses seen to land on the brokers' JVMs; one that missed (a pause of a
+    # node that a kill had taken down) says that no process was there
+    faults = [o for o in ops if o["process"] == "nemesis" and o["type"] == "info"
+              and o["f"] in ("kill", "pause")]
+    landed = {o["f"] for o in faults if o["landed"] is True}
+    assert landed == {"kill", "pause"}, faults
+    assert all(o["evidence"].endswith(" gone") for o in faults
+               if o["f"] == "kill" and o["landed"] and "; " not in o["evidence"])
+    assert all("no live process" in o["evidence"] for o in faults if o["landed"] is False)

@@ -93,8 +93,12 @@ def test_kill_of_the_leader_really_kills_and_start_really_starts(
     out = invoke(run, nem, "kill", {"target": "leader", "key": 2})
     assert out.value["nodes"] == [leader] and out.value["key"] == 2
     assert not db.is_running(str(leader))
+    assert out.extra["landed"] is True and f"{leader}: pid " in out.extra["evidence"]
+    assert out.extra["evidence"].endswith(" gone")
     back = invoke(run, nem, "start", {})
     assert back.value["nodes"] == [leader]
+    assert back.extra["landed"] is True
+    assert back.extra["evidence"] == f"{leader}: new pid {db.procs.pid(str(leader))} serves"
     assert all(db.is_running(n) for n in run.nodes)
     wait_for("the cluster to serve again", lambda: db.leader_of(run, 2) is not None)
 
@@ -104,8 +108,44 @@ def test_pause_really_stops_and_resume_really_continues(cluster: tuple[Run, Comp
     db, _ = db_net(run)
     out = invoke(run, nem, "pause", {"nodes": ["n3"]})
     assert out.value["nodes"] == ["n3"] and proc_state(db, "n3") == "T"
-    invoke(run, nem, "resume", {})
+    threads = len(list(Path(f"/proc/{db.procs.pid('n3')}/task").iterdir()))
+    assert out.extra["landed"] is True
+    assert out.extra["evidence"] == f"n3: pid {db.procs.pid('n3')}, {threads} of {threads} " \
+                                    "threads stopped"
+    back = invoke(run, nem, "resume", {})
     assert proc_state(db, "n3") != "T"
+    assert back.extra == {"landed": True, "evidence": f"n3: pid {db.procs.pid('n3')} running again"}
+
+
+def test_faults_that_cannot_land_say_so(cluster: tuple[Run, Composed]) -> None:
+    """A kill of a node already down, a pause and a resume of a process that has exited:
+    each completion says `"landed": false` and why; the start that ends it lands; a fault
+    on two nodes that lands on one of them landed, its evidence naming the miss."""
+    run, nem = cluster
+    db, _ = db_net(run)
+    first = invoke(run, nem, "kill", {"nodes": ["n2"]})
+    assert first.extra["landed"] is True
+    again = invoke(run, nem, "kill", {"nodes": ["n2"]})
+    assert again.extra["landed"] is False
+    assert again.extra["evidence"] == "n2: nothing to kill: no live process on n2"
+    paused = invoke(run, nem, "pause", {"nodes": ["n2"]})
+    assert paused.extra["landed"] is False
+    assert paused.extra["evidence"] == "n2: no process to pause: no live process on n2"
+    resumed = invoke(run, nem, "resume", {})
+    assert resumed.extra["landed"] is False and "no process to resume" in resumed.extra["evidence"]
+    back = invoke(run, nem, "start", {})
+    assert back.extra["landed"] is True and db.is_running("n2")
+    idle = invoke(run, nem, "start", {})  # nothing was down: a heal with nothing to undo
+    assert "landed" not in idle.extra
+    both = invoke(run, nem, "kill", {"nodes": ["n2", "n3"]})
+    invoke(run, nem, "start", {"nodes": ["n2"]})
+    half = invoke(run, nem, "kill", {"nodes": ["n3", "n2"]})  # n3 is down already
+    assert both.extra["landed"] is True and half.extra["landed"] is True  # on n2, not on n3
+    assert half.extra["evidence"].startswith("n3: nothing to kill") and "; n2: pid " in \
+        half.extra["evidence"]
+    invoke(run, nem, "start", {})
+    assert all(db.is_running(n) for n in run.nodes)
+    wait_for("the cluster to serve again", lambda: db.leader_of(run, 2) is not None)
 
 
 def test_partition_really_cuts_and_heal_really_heals(cluster: tuple[Run, Composed]) -> None:
@@ -186,6 +226,8 @@ def test_links_clock_and_lose_unflushed_and_their_heals(cluster: tuple[Run, Comp
     assert all(db.clock_offset_ns(n) == 0 for n in run.nodes)
     out = invoke(run, nem, "lose-unflushed", {"nodes": ["n3"]})
     assert out.value["nodes"] == ["n3"] and db.is_running("n3")
+    assert out.extra["landed"] is True
+    assert " gone; n3: new pid " in out.extra["evidence"]
 
 
 def test_teardown_heals_every_fault_at_once(cluster: tuple[Run, Composed]) -> None:

@@ -1,0 +1,108 @@
+"""Did a node fault take effect? Each is judged by what its nodes' hosts show before and
+after it acted (HISTORY.md: a nemesis completion's `landed` and `evidence`).
+
+- kill: a process ran before, none runs after;
+- start: none ran (or it was another pid) before, a live one serves after;
+- pause: a live process, every thread of it stopped (or its cgroup frozen) after;
+- resume: it was stopped before, and is live and running after.
+
+A fault on several nodes landed if it landed on any of them (it took effect); the
+evidence names each node, those it missed included. A heal whose nodes were not
+faulted makes no claim (no `landed` key): there was nothing for it to undo, and a run's
+final heal must not pass for a fault that landed. A DB that cannot observe its processes
+makes no claim either: an unobserved fault is not called a missed one.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any, Literal
+
+from harness.protocols import ObservesProcesses, ProcState, Run
+
+log = logging.getLogger("undertow.nemesis")
+Verb = Literal["kill", "start", "pause", "resume"]
+States = Mapping[str, ProcState]
+
+
+def observe(run: Run, nodes: Sequence[str]) -> dict[str, ProcState] | None:
+    """Each node's process state now, or None when the run's DB cannot tell."""
+    db = run.db
+    if not isinstance(db, ObservesProcesses):
+        return None
+    return {n: db.process_state(run, n) for n in nodes}
+
+
+SETTLE_S = 2.0  # a signal is delivered to every thread soon, not at once
+
+
+def observe_after(run: Run, verb: Verb, nodes: Sequence[str], before: States | None,
+                  settle_s: float = SETTLE_S) -> dict[str, ProcState] | None:
+    """The states after the fault acted, read again (for up to settle_s) while some node
+    does not show it yet: a SIGSTOP reaches a JVM's threads one by one."""
+    if before is None:
+        return None
+    deadline = time.monotonic() + settle_s
+    while True:
+        after = observe(run, nodes)
+        if after is None or time.monotonic() >= deadline or all(
+                judge(verb, before[n], after[n])[0] for n in nodes if n in before):
+            return after
+        time.sleep(0.05)
+
+
+def judge(verb: Verb, before: ProcState, after: ProcState) -> tuple[bool, str]:
+    """Whether one node's fault landed, and the observation that says so."""
+    if verb == "kill":
+        if before.pid is None:
+            return False, f"nothing to kill: {before.seen}"
+        if after.pid is None:
+            return True, f"pid {before.pid} gone"
+        return False, f"still alive after SIGKILL: {after.seen}"
+    if verb == "start":
+        if after.pid is None:
+            return False, f"did not start: {after.seen}"
+        if before.pid == after.pid:
+            return False, f"already running, nothing started: {after.seen}"
+        return True, f"new pid {after.pid} serves"
+    if verb == "pause":
+        if after.pid is None:
+            return False, f"no process to pause: {after.seen}"
+        if not after.stopped:
+            return False, f"not stopped: {after.seen}"
+        return True, after.seen
+    if before.pid is not None and not before.stopped:
+        return False, f"was not paused: {before.seen}"
+    if after.pid is None:
+        return False, f"no process to resume: {after.seen}"
+    if after.stopped:
+        return False, f"still stopped: {after.seen}"
+    return True, f"pid {after.pid} running again"
+
+
+def landing(verb: Verb, nodes: Collection[str], before: States | None,
+            after: States | None) -> dict[str, Any]:
+    """The completion's `landed` and `evidence` for a fault on nodes ({} when no claim)."""
+    if before is None or after is None or not nodes:
+        return {}
+    verdicts = [(n, *judge(verb, before[n], after[n])) for n in nodes
+                if n in before and n in after]
+    if not verdicts:
+        return {}
+    landed = any(ok for _, ok, _ in verdicts)
+    evidence = "; ".join(f"{n}: {why}" for n, _, why in verdicts)
+    if not all(ok for _, ok, _ in verdicts):
+        log.warning("%s did not land everywhere: %s", verb, evidence)
+    return {"landed": landed, "evidence": evidence}
+
+
+def combined(*parts: Mapping[str, Any]) -> dict[str, Any]:
+    """One claim from the claims of a fault's steps (lose-unflushed: kill, cut, start):
+    it landed if every step that made a claim landed."""
+    claims = [p for p in parts if "landed" in p]
+    if not claims:
+        return {}
+    return {"landed": all(bool(p["landed"]) for p in claims),
+            "evidence": "; ".join(str(p["evidence"]) for p in claims)}
