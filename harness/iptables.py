@@ -35,6 +35,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from harness.linkprobe import PROBE_TIMEOUT_S, probe_pairs
 from harness.net import CLIENT, check_delay, check_drop_probability, checked_grudge
 from harness.protocols import Exec, Grudge, Remote, Run
 
@@ -118,6 +119,11 @@ class IptablesNet:
         with self._lock:
             self._remove_tagged("part")
             self._grudge = {}
+
+    def probe(self, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        """From each node (its network namespace), a connect to each peer (harness.linkprobe)."""
+        return probe_pairs(pairs, self.addrs, lambda node, script: self.remote.exec(
+            node, ["bash", "-c", script], timeout_s=PROBE_TIMEOUT_S + 10).stdout)
 
     def lossy(self, run: Run | None, nodes: Collection[str], drop_probability: float) -> None:
         self._check(nodes, "lossy")

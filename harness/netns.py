@@ -31,6 +31,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from harness import leftovers
+from harness.linkprobe import PROBE_TIMEOUT_S, probe_pairs
 from harness.net import CLIENT, checked_grudge
 
 IP = "ip"
@@ -169,6 +170,12 @@ class Namespaces:
                     to = self.client_addr if peer == CLIENT else self.addr[peer]
                     _ip("route", "del", "blackhole", f"{to}/32", ns=self.ns[node], check=False)
                 peers.clear()
+
+    def probe(self, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        """From inside each node's namespace, a connect to each peer (harness.linkprobe)."""
+        return probe_pairs(pairs, self.addr, lambda node, script: subprocess.run(
+            [*self.prefix(node), "bash", "-c", script], capture_output=True, text=True,
+            timeout=PROBE_TIMEOUT_S + 10).stdout)
 
     def slow(self, run: Any, nodes: Collection[str], delay_ms: float, jitter_ms: float) -> None:
         raise Unsupported("slow links between namespaces are not built (no netem here)")

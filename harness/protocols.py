@@ -206,6 +206,15 @@ class ObservesProcesses(Protocol):
 
 
 @runtime_checkable
+class ProbesLinks(Protocol):
+    """A Net that can see whether traffic from a node to a peer is dropped now
+    (harness.linkprobe): a partition's evidence. Node pairs -> "dropped", "flowing" or
+    "unknown"; never raises."""
+
+    def probe(self, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]: ...
+
+
+@runtime_checkable
 class HasLogs(Protocol):
     def collect(self, run: Run, node: str, dest: Path) -> None: ...  # logs and data into dest
 

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from harness.protocols import Run
+from harness.protocols import ProbesLinks, Run
 from harness.runfiles import Op
 from nemesis import grudges as g
 from nemesis.faults import NemesisError, resolve_key, roles_of, target_nodes
@@ -72,6 +72,29 @@ def grudge_for(kind: str, run: Run, rng: random.Random, value: dict[str, Any]) -
     raise NemesisError(f"partition kind {kind!r} is not one of {', '.join(g.KINDS)}")
 
 
+def _cut_pairs(grudge: g.Grudge) -> list[tuple[str, str]]:
+    """(node, peer) pairs of a grudge between nodes: who should no longer reach whom
+    (the clients' side is not probed from a node)."""
+    return sorted((str(n), str(p)) for n, peers in grudge.items() if n != g.CLIENT
+                  for p in peers if p != g.CLIENT)
+
+
+def _link_evidence(run: Run, pairs: list[tuple[str, str]], want: str) -> dict[str, Any]:
+    """`landed` and `evidence` from probes of pairs (harness.linkprobe): a partition landed
+    if some pair is seen dropped, a heal if every pair flows again; no claim when the
+    run's Net cannot probe or nothing was probed."""
+    net = run.net
+    if not pairs or not isinstance(net, ProbesLinks):
+        return {}
+    seen = net.probe(pairs)
+    if all(v == "unknown" for v in seen.values()):
+        return {}
+    landed = (any(v == "dropped" for v in seen.values()) if want == "dropped"
+              else all(v == "flowing" for v in seen.values()))
+    return {"landed": landed,
+            "evidence": ", ".join(f"{a}->{b} {seen[(a, b)]}" for a, b in pairs)}
+
+
 class Partition:
     """`partition` by grudge or kind; `heal` ends every partition."""
 
@@ -83,6 +106,7 @@ class Partition:
         self.rng = random.Random(seed)
         self.lock = threading.RLock()
         self.active = False
+        self.cut: list[tuple[str, str]] = []  # the pairs the partition in force cut
 
     def setup(self, run: Run) -> Partition:
         if run.net is None:
@@ -105,14 +129,16 @@ class Partition:
                     net.partition(run, grudge)
                 except Exception as e:
                     return op.complete("info", out, error=f"{type(e).__name__}: {e}")
-                return op.complete("info", out)
+                self.cut = _cut_pairs(grudge)
+                return op.complete("info", out, **_link_evidence(run, self.cut, "dropped"))
             if op.f == PARTITION.stop:
                 try:
                     net.heal(run)
                     self.active = False
                 except Exception as e:
                     return op.complete("info", v, error=f"{type(e).__name__}: {e}")
-                return op.complete("info", v)
+                healed, self.cut = self.cut, []
+                return op.complete("info", v, **_link_evidence(run, healed, "flowing"))
         raise NemesisError(f"partition nemesis cannot {op.f!r}")
 
     def teardown(self, run: Run) -> None:

@@ -326,8 +326,9 @@ def _faults_say_whether_they_landed(run: Run) -> None:
     from harness.runfiles import NEMESIS, Op
     from nemesis.compose import compose
     from nemesis.faults import Kill, Pause
+    from nemesis.netfaults import Partition
 
-    nem = compose(Kill(1), Pause(1))
+    nem = compose(Kill(1), Pause(1), Partition(1))
     nem.setup(run)
 
     def inv(f: str, value: dict[str, Any]) -> dict[str, Any]:
@@ -348,6 +349,10 @@ def _faults_say_whether_they_landed(run: Run) -> None:
     assert paused["landed"] is True and paused["evidence"].endswith("cgroup frozen"), paused
     resumed = inv("resume", {})
     assert resumed["landed"] is True and resumed["evidence"].endswith("running again"), resumed
+    cut = inv("partition", {"grudge": {"n1": ["n2"]}})  # probes from inside n1's namespace
+    assert cut == {"landed": True, "evidence": "n1->n2 dropped"}, cut
+    healed = inv("heal", {})
+    assert healed == {"landed": True, "evidence": "n1->n2 flowing"}, healed
 
 
 def test_a_broker_image_pruned_by_another_build_is_rebuilt(tmp_path: Path, state: Path) -> None:
