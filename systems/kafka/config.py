@@ -130,6 +130,9 @@ def server_properties(node: KafkaNode, voters: Mapping[str, KafkaNode], data_dir
         "offsets.topic.replication.factor": rf,
         "offsets.topic.num.partitions": 1,  # librdkafka's consumer wants a group coordinator
         "replica.high.watermark.checkpoint.interval.ms": 500,  # the dumps read HW from it
+        # lose-unflushed cuts each log back to this file's recovery point: kept within
+        # 500 ms of the flushes (Kafka's default writes it once a minute)
+        "log.flush.offset.checkpoint.interval.ms": 500,
         "transaction.state.log.replication.factor": rf,
         "transaction.state.log.min.isr": min(b.min_insync_replicas, b.replication_factor),
         "transaction.state.log.num.partitions": 1,  # the idempotent producer's first request

@@ -5,8 +5,9 @@ Locally the nodes listen on 127.0.0.1 with two ports each (broker, controller). 
 brokers dial each other at the one address each advertises, so the harness's
 per-link proxy cannot cut single links: when partitions are asked for, each
 node runs in its own network namespace (harness.netns, root only) and a
-partition is a blackhole route there. Slow and lossy links, clock and
-lose-unflushed are refused before anything starts.
+partition is a blackhole route there. Slow and lossy links and clock are refused
+before anything starts; lose-unflushed cuts a stopped node's logs back to their
+recovery points (systems.kafka.unflushed).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 from harness import netns
 from harness.spec import SpecError, TestSpec
-from nemesis.kinds import KILL, PARTITION, PAUSE
+from nemesis.kinds import KILL, LOSE_UNFLUSHED, PARTITION, PAUSE
 from nemesis.packages import fault_kinds
 from systems.kafka import config, jars
 from systems.kafka.admin import KafkaAdmin, active_controller
@@ -27,7 +28,8 @@ from systems.kafka.client import warm_up
 from systems.kafka.jars import KafkaJars
 from systems.kafka.local import LocalKafka
 
-FAULTS = (KILL, PAUSE, PARTITION)  # the fault kinds Kafka takes, whatever the sequence
+# the fault kinds Kafka takes, whatever the sequence
+FAULTS = (KILL, PAUSE, PARTITION, LOSE_UNFLUSHED)
 BACKENDS = ("local", "docker", "ssh")
 WORKLOADS = ("queue", "txn")
 VERSION_ENV_KEY = "kafka_version"  # spec.extra key: the release to run (default: newest 4.x)

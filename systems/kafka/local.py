@@ -20,7 +20,7 @@ from typing import Any
 from harness.control.processes import NodeProcesses
 from harness.protocols import Launches, ProcState
 from harness.spec import BrokerSettings
-from systems.kafka import config, dump
+from systems.kafka import config, dump, unflushed
 from systems.kafka.jars import KafkaJars
 
 FORMAT_TIMEOUT_S = 120.0
@@ -118,6 +118,18 @@ class LocalKafka:
 
     def pid(self, node: str) -> int | None:
         return self.procs.pid(node)
+
+    # -- LosesUnflushed ---------------------------------------------------------
+
+    def lose_unflushed(self, run: Any, node: str) -> None:
+        """Cut the stopped node's logs back to their recovery points (systems.kafka.unflushed)."""
+        if self.is_running(node):
+            raise KafkaError(f"lose_unflushed: {node} is running; kill it first (a power loss "
+                             "takes the process with the page cache)")
+        cut = unflushed.lose_unflushed(self.data_dir(node))
+        if run is not None:
+            run.log.info("lose-unflushed %s: records dropped per partition %s", node,
+                         cut.dropped or "none")
 
     # -- Pausable --------------------------------------------------------------
 

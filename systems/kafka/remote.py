@@ -24,7 +24,7 @@ from harness.control.shell import NodeError, check_exec
 from harness.control.shellproc import ShellProcess
 from harness.protocols import ProcState, ShellHost
 from harness.spec import BrokerSettings
-from systems.kafka import config, dump
+from systems.kafka import config, dump, unflushed
 from systems.kafka.db import KafkaViews
 from systems.kafka.jars import KafkaJars
 
@@ -143,6 +143,21 @@ class KafkaRemoteDB(KafkaViews):
 
     def pause(self, run: Any, node: str) -> None:
         self.proc.pause(node)
+
+    def lose_unflushed(self, run: Any, node: str) -> None:
+        """The stopped node's log dir copied here, the cut planned on the copy
+        (systems.kafka.unflushed) and applied there with truncate and rm."""
+        if self.proc.running(node):
+            raise NodeError(f"lose_unflushed: {node} is running; kill it first")
+        with tempfile.TemporaryDirectory(prefix=f"undertow-kafka-cut-{node}-") as tmp:
+            self.proc.fetch(node, self.data_dir(node), unflushed.fetch_patterns(), Path(tmp))
+            cut = unflushed.plan(Path(tmp))
+        cmds = unflushed.shell_commands(self.data_dir(node), cut)
+        if cmds:
+            check_exec(self.proc.sh(node, " && ".join(cmds)), node, "lose-unflushed")
+        if run is not None:
+            run.log.info("lose-unflushed %s: records dropped per partition %s", node,
+                         cut.dropped or "none")
 
     def resume(self, run: Any, node: str) -> None:
         self.proc.resume(node)
