@@ -107,6 +107,23 @@ def _scenario_layer(name: str) -> dict[str, Any]:
     return {**settings, "scenario": name}
 
 
+def parse_extra(items: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    """`--extra KEY=VALUE` options as spec.extra knobs (a VALUE that reads as JSON is
+    that value: 1, true; anything else a string: 4.0.2)."""
+    import json
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise SpecError(f"--extra {item!r}: expected KEY=VALUE")
+        try:
+            out[key.strip()] = json.loads(value)
+        except ValueError:
+            out[key.strip()] = value
+    return out
+
+
 def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
     """Defaults < scenario < TOML < command line; a random seed when none is given."""
     cli = _cli_layer(ctx, params)
@@ -124,6 +141,9 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
     if toml:
         layers.append(toml)
         where.append(f"--config {params['config']}")
+    if params.get("extra"):  # --extra KEY=VALUE joins the extra knobs of the layers below
+        below = {k: v for layer in layers for k, v in (layer.get("extra") or {}).items()}
+        cli["extra"] = {**below, **parse_extra(params["extra"])}
     layers.append(cli)
     where.append("command line")
     if not any("seed" in layer for layer in layers):
@@ -222,6 +242,10 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
 @click.option("--crash-client-interval", type=float,
               help="Seconds between client crashes, on average: the process is abandoned "
                    "without closing (default: none).")
+@click.option("--extra", multiple=True, metavar="KEY=VALUE",
+              help="A system's or scenario's own knob (spec.extra), repeatable, joining the "
+                   "scenario's: kafka_version=4.0.2, "
+                   "kafka_features=eligible.leader.replicas.version=1, controller_voters=1.")
 @click.option("--seed", type=int, help="Seed of every random choice (default: random, printed).")
 @click.option("--scenario", help="A named scenario (`undertow scenarios` lists them).")
 @click.option("--config", type=click.Path(dir_okay=False), help="A TOML experiment file.")

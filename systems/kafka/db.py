@@ -22,7 +22,7 @@ from harness import netns
 from harness.spec import SpecError, TestSpec
 from nemesis.kinds import KILL, LOSE_UNFLUSHED, PARTITION, PAUSE
 from nemesis.packages import fault_kinds
-from systems.kafka import config, jars
+from systems.kafka import config, features, jars
 from systems.kafka.admin import KafkaAdmin, active_controller
 from systems.kafka.client import warm_up
 from systems.kafka.jars import KafkaJars
@@ -73,8 +73,7 @@ def check_spec(spec: TestSpec) -> None:
         if spec.crash_client_interval_s is not None:
             raise SpecError("--crash-client-interval: only the queue workload has it, not txn")
     version = spec.extra.get(VERSION_ENV_KEY)
-    if version is not None:
-        jars.parse_version(str(version))
+    features.check(spec, None if version is None else jars.parse_version(str(version)))
     k = controller_voters(spec)
     config.make_nodes(spec.nodes, "127.0.0.1", lambda: 0, controller_voters=k)
     if spec.broker.replication_factor > len(spec.nodes) - k:
@@ -94,6 +93,7 @@ class KafkaViews:
     nodes: dict[str, config.KafkaNode]
     jars: KafkaJars
     admin: KafkaAdmin | None = None
+    asked_features: dict[str, int] = {}  # set per instance by the system
     _warm = False
 
     @property
@@ -128,8 +128,9 @@ class KafkaViews:
             warm_up(self.bootstrap, admin)
             self._warm = True
         version = self.version() or self.jars.version
-        _add_to_test_json(run.paths.test_json, {"system_info": {"name": "kafka",
-                                                                "version": version}}, merge=True)
+        feats = features.describe(self.asked_features, jars.parse_version(self.jars.version))
+        _add_to_test_json(run.paths.test_json, {"system_info": {
+            "name": "kafka", "version": version, "features": feats}}, merge=True)
         run.log.info("Kafka %s ready in %.1f s: %s", version, took, self.bootstrap)
 
     def names(self) -> dict[int, str]:

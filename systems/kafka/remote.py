@@ -39,9 +39,11 @@ class KafkaRemoteDB(KafkaViews):
     """DB with Killable, Pausable, HasLogs, HasLeaders and DumpsReplicas over a ShellHost."""
 
     def __init__(self, host: ShellHost, jars: KafkaJars, nodes: Mapping[str, config.KafkaNode],
-                 settings: BrokerSettings, *, partitions: int) -> None:
+                 settings: BrokerSettings, *, partitions: int,
+                 format_args: tuple[str, ...] = ()) -> None:
         config.check_settings(settings)
         self.host = host
+        self.format_args = format_args  # StorageTool's --feature arguments
         self.jars = jars
         self.nodes = dict(nodes)
         self.settings = settings
@@ -87,7 +89,7 @@ class KafkaRemoteDB(KafkaViews):
             p = Path(tmp) / "server.properties"
             p.write_text(config.render_properties(props))
             self.host.remote.upload(node, p, self.props_path(node))
-        fmt = config.format_command(JAVA, f"{libs}/*", self.props_path(node))
+        fmt = config.format_command(JAVA, f"{libs}/*", self.props_path(node), self.format_args)
         r = sh(node, f"cd {q(self.base(node))} && {shlex.join(fmt)}", timeout_s=FORMAT_TIMEOUT_S)
         if not r.ok:
             raise NodeError(f"{node}: StorageTool format exited {r.returncode}: "

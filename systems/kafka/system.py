@@ -21,7 +21,7 @@ from harness.image import NodeImage
 from harness.protocols import DB, Client, LocalHost, NodeHost, ShellHost
 from harness.spec import SpecError, TestSpec
 from harness.test import Test
-from systems.kafka import config, jars
+from systems.kafka import config, features, jars
 from systems.kafka.client import KafkaQueueClient
 from systems.kafka.db import VERSION_ENV_KEY, KafkaLocalDB, check_spec, controller_voters
 from systems.kafka.group_client import KafkaGroupClient
@@ -53,15 +53,22 @@ class KafkaSystem:
         spec = test.spec
         version = spec.extra.get(VERSION_ENV_KEY)
         j = jars.resolve(None if version is None else str(version))
+        asked = features.check(spec, jars.parse_version(j.version))
+        fmt = tuple(features.format_args(asked))
+        db: KafkaLocalDB | KafkaRemoteDB
         if isinstance(host, LocalHost):
             nodes = _nodes(spec, host.endpoints.listen, free_port)
             root = next(iter(host.dirs.values())).parent
-            return KafkaLocalDB(j, nodes, root, spec.broker, partitions=spec.partitions,
-                                launcher=host.launcher, prefixes=host.prefixes)
-        if isinstance(host, ShellHost):
+            db = KafkaLocalDB(j, nodes, root, spec.broker, partitions=spec.partitions,
+                              launcher=host.launcher, prefixes=host.prefixes, format_args=fmt)
+        elif isinstance(host, ShellHost):
             nodes = _nodes(spec, host.endpoints.listen, lambda: CONTROLLER_PORT)
-            return KafkaRemoteDB(host, j, nodes, spec.broker, partitions=spec.partitions)
-        raise TypeError(f"kafka: no DB for a host of type {type(host).__name__}")
+            db = KafkaRemoteDB(host, j, nodes, spec.broker, partitions=spec.partitions,
+                               format_args=fmt)
+        else:
+            raise TypeError(f"kafka: no DB for a host of type {type(host).__name__}")
+        db.asked_features = asked
+        return db
 
     def node_image(self) -> NodeImage:
         """A Debian JRE and the newest cached 4.x's jars (another version is uploaded at

@@ -35,6 +35,14 @@ def test_defaults_are_the_default_experiment() -> None:
     assert spec_of()["seed"] != s["seed"] or spec_of()["seed"] != s["seed"]  # random
 
 
+def test_extra_knobs_join_the_scenario_s() -> None:
+    s = spec_of("--scenario", "kafka-acks-1", "--extra", "kafka_version=4.0.2",
+                "--extra", "controller_voters=2")
+    assert s["extra"] == {"controller_voters": 2, "kafka_version": "4.0.2"}
+    r = CliRunner().invoke(main, ["run", "--print-spec", "--extra", "novalue"])
+    assert r.exit_code == 2 and "expected KEY=VALUE" in r.output
+
+
 def test_layers_defaults_toml_cli(tmp_path: Path) -> None:
     toml = tmp_path / "exp.toml"
     toml.write_text('time_limit_s = 20\nkeys = 4\nnemesis = "pause"\nseed = 9\n'

@@ -30,6 +30,11 @@ def _spec(**over: Any) -> Any:
      "--nemesis lossy: unsupported for Kafka on the ssh backend"),
     ({"extra": {"controller_voters": 1}}, "exceeds the 2 brokers"),
     ({"extra": {"kafka_version": "3.7.0"}}, "3.9 and later"),
+    ({"extra": {"kafka_version": "3.9.1",
+                "kafka_features": "eligible.leader.replicas.version=1"}},
+     "Kafka 3.9.1 has no eligible.leader.replicas.version"),
+    ({"extra": {"kafka_features": "no.such.version=1"}}, "not a feature the harness knows"),
+    ({"extra": {"kafka_features": {"eligible.leader.replicas.version": 2}}}, "its levels are"),
 ])
 def test_refused_before_anything_starts(over: dict[str, Any], says: str) -> None:
     with pytest.raises((SpecError, jars.KafkaJarsError), match=says):
