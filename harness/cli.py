@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "scenarios": "harness.scenarios_cli:scenarios",
     "shrink": "harness.shrink_cli:shrink",
     "spark": "checkers.spark_cli:spark",
+    "matrix": "harness.matrix_cli:matrix",
 }
 
 
@@ -36,6 +37,7 @@ HELP: dict[str, str] = {
     "scenarios": "List the named scenarios and their settings.",
     "shrink": "Shrink a failing run's fault plan to the smallest that still fails.",
     "spark": "A warm Spark for many checks: start, status, stop (cold local by default).",
+    "matrix": "Scenarios x releases x seeds: one run folder each, one comparison page.",
 }
 
 

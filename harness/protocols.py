@@ -237,6 +237,16 @@ class HasClock(Protocol):
 
 
 @runtime_checkable
+class HasReleases(Protocol):
+    """A system that runs several releases (`undertow matrix` rows): spec.extra[release_key]
+    names the one to run."""
+
+    release_key: str
+
+    def resolve_release(self, release: str) -> str: ...  # the release run; SpecError if none
+
+
+@runtime_checkable
 class LosesUnflushed(Protocol):
     def lose_unflushed(self, run: Run, node: str) -> None: ...  # node is down: cut logs back
 

@@ -26,10 +26,28 @@ class Scenario:
     # `undertow run` options that fix the bug: the same faults with these settings must be
     # valid (the control run that shows the loss comes from the setting, not the harness)
     fixed_by: tuple[str, ...] = ()
+    # what it must report from a release on, where that differs from `expected`:
+    # (("4.1.0", ()),) says valid from 4.1.0 (releases compared number by number)
+    by_release: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def safe(self) -> bool:
         return not self.expected
+
+    def expected_on(self, release: str | None) -> tuple[str, ...]:
+        """What the checkers must report on that release (None: the system's default)."""
+        out = self.expected
+        if release is None:
+            return out
+        for first, expected in sorted(self.by_release, key=lambda x: release_tuple(x[0])):
+            if release_tuple(release) >= release_tuple(first):
+                out = expected
+        return out
+
+
+def release_tuple(release: str) -> tuple[int, ...]:
+    """'4.1.2' -> (4, 1, 2): releases compared number by number (non-numbers as 0)."""
+    return tuple(int(p) if p.isdigit() else 0 for p in release.split("."))
 
 
 

@@ -27,7 +27,8 @@ class NemesisError(RuntimeError):
 
 def target_nodes(run: Run, value: Any, rng: random.Random) -> tuple[str, ...]:
     """The nodes an op aims at: explicit `nodes`, a `role` named earlier, else its
-    `target` resolved now (a dict value gets the key it resolved written back)."""
+    `target` resolved now (a dict value gets the key it resolved written back); with
+    `index` i, only the i-th of them (`as` still names them all)."""
     value = value if isinstance(value, Mapping) else {}
     nodes = tuple(run.nodes)
     roles = roles_of(run)
@@ -54,6 +55,9 @@ def target_nodes(run: Run, value: Any, rng: random.Random) -> tuple[str, ...]:
         given = resolve(target, nodes, rng, view, key)
     if "as" in value:
         roles[str(value["as"])] = given
+    if "index" in value:  # one node of those (the role named keeps them all)
+        i = int(value["index"])
+        given = given[i:i + 1]
     return given
 
 

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.scenarios import Scenario
-from nemesis.faults import Kill, Pause
-from nemesis.kinds import KILL, PAUSE
+from nemesis.faults import Kill, LoseUnflushed, Pause
+from nemesis.kinds import KILL, LOSE_UNFLUSHED, PAUSE
 from nemesis.packages import Fault, register
 from nemesis.plan import Step
 from nemesis.sequences import cycles
@@ -45,7 +45,30 @@ def acks1_pauses(t: float, rng: random.Random) -> list[Step]:
     ]
 
 
+def last_replica_pauses(t: float, rng: random.Random) -> list[Step]:
+    """KIP-966's last replica standing: of the key's followers F, F2 (`index` 1) stops
+    (paused, out of the ISR after 2 s) and the leader L acknowledges with F1 alone
+    (ISR {L, F1} = min ISR); F1 stops too, the ISR shrinks to {L} and writes are
+    refused; L loses power (SIGKILL, its logs cut to their recovery points) and
+    restarts. Without eligible leader replicas L, the last ISR member, is elected
+    again with the shorter log and F1, F2 truncate to it when they come back; with
+    ELR, F1 (an eligible replica) is elected
+    once it is back and L, shut down uncleanly, may not lead. One cycle a run: a
+    restarted broker recovering every log takes tens of seconds on a loaded machine, and
+    the writes after it are what show the lost ones (`lost-write` needs later offsets
+    read)."""
+    return [
+        Step(t, PAUSE.start, {"target": "followers", "key": "auto", "as": "F", "index": 1,
+                              "leader_as": "L"}),
+        Step(t + 5.0, PAUSE.start, {"role": "F", "index": 0}),
+        Step(t + 10.0, LOSE_UNFLUSHED.start, {"role": "L"}),
+        Step(t + 14.0, PAUSE.heal, {"role": "F"}),
+    ]
+
+
 SEQUENCES = {
+    "kafka-last-replica": Fault("kafka-last-replica", (Kill, Pause, LoseUnflushed),
+                                cycles(200.0, last_replica_pauses)),
     "kafka-unclean": Fault("kafka-unclean", (Kill, Pause), cycles(14.0, unclean_pauses)),
     "kafka-acks-1": Fault("kafka-acks-1", (Kill, Pause), cycles(10.0, acks1_pauses)),
 }
@@ -55,13 +78,15 @@ for _fault in SEQUENCES.values():
 
 def _scenario(name: str, description: str, expected: tuple[str, ...],
               broker: Mapping[str, Any], fixed_by: tuple[str, ...] = (),
-              producer: Mapping[str, Any] | None = None, **spec: Any) -> Scenario:
+              producer: Mapping[str, Any] | None = None,
+              by_release: tuple[tuple[str, tuple[str, ...]], ...] = (),
+              **spec: Any) -> Scenario:
     settings: dict[str, Any] = {"name": name, "scenario": name, "system": "kafka", "keys": 8,
                                 "concurrency": 10, "time_limit_s": 120.0, **spec,
                                 "broker": dict(broker)}
     if producer:
         settings["producer"] = dict(producer)
-    return Scenario(name, description, settings, expected, fixed_by)
+    return Scenario(name, description, settings, expected, fixed_by, by_release)
 
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
@@ -94,6 +119,20 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         fixed_by=("--acks", "all", "--min-insync-replicas", "2"),
         nemesis=("kafka-acks-1",), node_count=4, keys=16, nemesis_interval_s=10.0,
         extra={"controller_voters": 1}),
+    _scenario(
+        "kafka-last-replica-standing",
+        "KIP-966's last replica standing: the ISR shrinks to {leader, F1}, then to the "
+        "leader alone; the leader loses its page cache (power loss: its logs cut to their "
+        "recovery points) and, as the last ISR member, is elected again with the shorter "
+        "log. Eligible leader replicas (on by default for new clusters from 4.1) elect F1 "
+        "instead.",
+        ("lost-write",),
+        {"replication_factor": 3, "acks": "all", "min_insync_replicas": 2,
+         "unclean_leader_election": False, "flush": "page-cache"},
+        fixed_by=("--extra", "kafka_features=eligible.leader.replicas.version=1"),
+        by_release=(("4.1.0", ()),),  # ELR on for new clusters from 4.1
+        nemesis=("kafka-last-replica",), node_count=4, keys=16, time_limit_s=100.0,
+        nemesis_interval_s=24.0, extra={"controller_voters": 1}),
     _scenario(
         "kafka-read-uncommitted",
         "Kafka transactions read uncommitted: consumers read every record below the high "

@@ -39,6 +39,16 @@ class KafkaSystem:
     name = "kafka"
     port = CLIENT_PORT
     scenarios = SCENARIOS
+    release_key = VERSION_ENV_KEY
+
+    def resolve_release(self, release: str) -> str:
+        """HasReleases: the release's jars in the cache (Maven fetches them once)."""
+        try:
+            return jars.resolve(release).version
+        except jars.KafkaJarsError as e:
+            first = str(e).splitlines()[0]
+            raise SpecError(f"Kafka {release} did not resolve from Maven Central"
+                            if "did not resolve" in first else first) from None
 
     def check(self, spec: TestSpec) -> None:
         check_spec(spec)
