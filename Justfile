@@ -78,3 +78,8 @@ browser:
 # the nightly matrix of scenarios on the docker backend, as CI runs it
 nightly *ARGS:
     {{py}} -m harness.nightly {{ARGS}}
+
+# KIP-966's last replica standing and acks=1 on three Kafka releases, with controls:
+# one page (results/matrix/matrix.html); started again, it runs only what is missing
+matrix *ARGS:
+    {{py}} -m harness.cli matrix --scenario kafka-last-replica-standing --scenario kafka-acks-1 --kafka-versions 3.9.1,4.0.2,4.1.2 --control {{ARGS}}

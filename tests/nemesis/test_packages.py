@@ -77,7 +77,8 @@ def test_scenarios_are_exactly_the_known_bugs_and_build() -> None:
                               "retries-without-idempotence", "read-uncommitted",
                               "zombie-producer",
                               "kafka-safe", "kafka-unclean-election", "kafka-acks-1",
-                              "kafka-read-uncommitted", "kafka-retries-without-idempotence"}
+                              "kafka-read-uncommitted", "kafka-retries-without-idempotence",
+                              "kafka-last-replica-standing"}
     known = known_faults()
     for name, s in SCENARIOS.items():
         spec = build_spec(s.settings)
@@ -197,6 +198,11 @@ def test_each_known_bug_names_the_options_that_fix_it_and_they_build_a_fixed_spe
             assert (unsafe.workload, unsafe.isolation) == ("txn", "read-uncommitted")
             assert (fixed.workload, fixed.isolation) == ("txn", "read-committed")
             assert fixed.broker == unsafe.broker
+            continue
+        if name == "kafka-last-replica-standing":  # a cluster feature, formatted in
+            assert fixed.broker == unsafe.broker
+            assert fixed.extra == {**unsafe.extra, "kafka_features":
+                                   "eligible.leader.replicas.version=1"}
             continue
         if name == "zombie-producer":  # the coordinator's fencing, shared ids either way
             assert fixed.broker.txn_epoch_fencing and not unsafe.broker.txn_epoch_fencing
