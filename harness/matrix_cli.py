@@ -50,7 +50,23 @@ class BadUsage(click.ClickException):
               help="The matrix's folder: its page, JSON and every run folder.")
 def matrix(scenarios: tuple[str, ...], kafka_versions: str, runs: int, first_seed: int,
            control: bool, backend: str, time_limit: float | None, out: Path) -> None:
-    """Run scenarios on several releases with the same seeds; one page compares them."""
+    """Run scenarios on several releases with the same seeds; one page compares them.
+
+    A row per release, a column per scenario (and, with --control, its control); each
+    cell runs seeds --first-seed.. as ordinary run folders under OUT/cells/ and shows
+    its verdicts (`lost-write 9/10`), anomaly counts, the median time of the first
+    anomaly, client ops/s and a link to every run's report (OUT/matrix.html,
+    OUT/matrix.json). A cell differs from its scenario's expectation on that release
+    when an expected bug shows in fewer than half its runs, or a cell expected valid
+    has a run that is not. Started again, it runs only what is missing.
+
+    \b
+    undertow matrix --scenario kafka-last-replica-standing \\
+        --kafka-versions 3.9.1,4.0.2,4.1.2 --runs 10 --control
+
+    Exit 0: every cell as expected; 1: some cell differs; 2: bad input (nothing ran);
+    130: interrupted.
+    """
     from harness import matrix as m
     from harness.spec import SpecError
 
