@@ -58,8 +58,9 @@ FIELDS: dict[str, str] = {
     "sub_via": "sub_via", "crash_client_interval": "crash_client_interval_s",
     "commit": "consumer.commit", "auto_commit_interval_ms": "consumer.auto_commit_interval_ms",
     "group_session_timeout_ms": "consumer.session_timeout_ms", "assignor": "consumer.assignor",
+    "client": "extra.client", "kafka_client_version": "extra.kafka_client_version",
 }
-TABLES = ("broker", "producer", "consumer")
+TABLES = ("broker", "producer", "consumer", "extra")
 
 
 def _default(name: str) -> Any:
@@ -126,6 +127,9 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
         where.append(f"--config {params['config']}")
     layers.append(cli)
     where.append("command line")
+    extra = {k: v for layer in layers for k, v in dict(layer.get("extra") or {}).items()}
+    if extra:  # the system's knobs add up across layers (a scenario's and --client)
+        layers[-1] = {**layers[-1], "extra": extra}
     if not any("seed" in layer for layer in layers):
         layers.append({"seed": random.SystemRandom().randrange(2**31)})
         where.append("random seed")
@@ -222,6 +226,12 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
 @click.option("--crash-client-interval", type=float,
               help="Seconds between client crashes, on average: the process is abandoned "
                    "without closing (default: none).")
+@click.option("--client", type=click.Choice(["librdkafka", "java"]),
+              help="--system kafka: the client that drives Kafka, librdkafka (confluent-kafka, "
+                   "the default) or Kafka's own Java client (kafka-clients, through JPype).")
+@click.option("--kafka-client-version", metavar="V",
+              help="--client java: the kafka-clients release (default: the broker's when it "
+                   "is 4.x, else the newest 4.x); resolved from Maven Central once.")
 @click.option("--seed", type=int, help="Seed of every random choice (default: random, printed).")
 @click.option("--scenario", help="A named scenario (`undertow scenarios` lists them).")
 @click.option("--config", type=click.Path(dir_okay=False), help="A TOML experiment file.")
@@ -247,6 +257,10 @@ def _run(ctx: click.Context, params: dict[str, Any], stopper: Stopper) -> int:
             raise SpecError("--test-count must be at least 1")
     except SpecError as e:
         raise BadUsage(str(e)) from e
+    if spec.system != "kafka" and ("client" in spec.extra
+                                   or "kafka_client_version" in spec.extra):
+        raise BadUsage(f"--client/--kafka-client-version: only --system kafka has them, "
+                       f"not {spec.system}")
     if params.get("print_spec"):
         import json
 
