@@ -9,7 +9,7 @@ the spec; a spec setting that means nothing for Kafka is refused, not ignored.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
@@ -44,10 +44,12 @@ def server_command(java: str, classpath: str, props: str) -> list[str]:
     return [java, *JVM_OPTS, "-cp", classpath, "kafka.Kafka", props]
 
 
-def format_command(java: str, classpath: str, props: str) -> list[str]:
-    """Kafka's StorageTool formatting a node's log dirs for the run's cluster (once)."""
+def format_command(java: str, classpath: str, props: str,
+                   features: Sequence[str] = ()) -> list[str]:
+    """Kafka's StorageTool formatting a node's log dirs for the run's cluster (once);
+    `features`: its `--feature name=level` arguments (systems.kafka.features)."""
     return [java, *TOOL_OPTS, "-cp", classpath, "kafka.tools.StorageTool", "format",
-            "--cluster-id", CLUSTER_ID, "--config", props, "--ignore-formatted"]
+            "--cluster-id", CLUSTER_ID, "--config", props, "--ignore-formatted", *features]
 
 
 @dataclass(frozen=True, slots=True)

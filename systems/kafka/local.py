@@ -36,7 +36,8 @@ class LocalKafka:
     def __init__(self, jars: KafkaJars, nodes: Mapping[str, config.KafkaNode], root: Path,
                  settings: BrokerSettings, *, partitions: int, launcher: Launches,
                  java: str = "java",
-                 prefixes: Mapping[str, Sequence[str]] | None = None) -> None:
+                 prefixes: Mapping[str, Sequence[str]] | None = None,
+                 format_args: Sequence[str] = ()) -> None:
         config.check_settings(settings)
         if not nodes:
             raise ValueError("LocalKafka: no nodes")
@@ -45,6 +46,7 @@ class LocalKafka:
         self.root = root
         self.settings = settings
         self.partitions = partitions
+        self.format_args = tuple(format_args)  # StorageTool's --feature arguments
         self.java = shutil.which(java) or java
         # what a node's JVM is started under (e.g. `ip netns exec NS` for its own network)
         self.prefixes = {n: list(p) for n, p in (prefixes or {}).items()}
@@ -86,7 +88,7 @@ class LocalKafka:
             if (self.data_dir(name) / "meta.properties").exists():
                 continue
             cmd = config.format_command(self.java, self.jars.classpath,
-                                        str(self.props_path(name)))
+                                        str(self.props_path(name)), self.format_args)
             done = subprocess.run(cmd, cwd=d, capture_output=True, text=True,
                                   timeout=FORMAT_TIMEOUT_S, check=False)
             if done.returncode != 0:

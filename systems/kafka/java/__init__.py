@@ -37,7 +37,7 @@ def check(spec: TestSpec, broker_version: str | None) -> None:
         raise SpecError(str(e)) from e
 
 
-def client(spec: TestSpec) -> Any:
+def make_client(spec: TestSpec) -> Any:
     """The harness.protocols.Client of the spec's workload on the Java client."""
     from systems.kafka.java.client import JavaQueueClient
     from systems.kafka.java.group import JavaGroupClient

@@ -19,13 +19,14 @@ from systems.kafka.client import WARMUP_TOPIC
 from systems.kafka.java import jvm, outcomes, settings
 
 POLL_WAIT_MS = 200  # a poll waits this long for a first record, then takes what is fetched
-WARM_UP_TIMEOUT_S = 60.0
+WARM_UP_TIMEOUT_S = 20.0
 _warm_lock = threading.Lock()
 _warmed: set[str] = set()
 
 
 def warm_up(bootstrap: str) -> None:
-    """Once per cluster and process, before the first client opens: one idempotent send to
+    """Once per cluster and process, as the cluster becomes ready (systems/kafka/db.py), before
+    the workload's clients open: one idempotent send to
     the warm-up topic (systems/kafka/client.py's, made when the cluster became ready) and
     a read of it, so the JVM has compiled the paths every operation takes. Best effort."""
     cluster = ",".join(sorted(bootstrap.split(",")))
@@ -108,7 +109,6 @@ class JavaQueueClient:
         if addrs:
             first = [addrs.pop(node)] if node in addrs else []
             bootstrap = ",".join([*first, *addrs.values()])
-            warm_up(bootstrap)
         c = self._copy(bootstrap, isolation)
         c.consumer = jvm.cls("org.apache.kafka.clients.consumer.KafkaConsumer")(
             jvm.properties(settings.consumer(bootstrap, timeout_s=self.timeout_s,

@@ -17,6 +17,7 @@ to the cluster before the first operation.
 
 from __future__ import annotations
 
+import atexit
 import threading
 from typing import Any
 
@@ -47,6 +48,9 @@ def start(jars: ClientJars) -> None:
                        convertStrings=True, interrupt=False)
         _version = jars.version
         threading.Thread(target=_preload, name="kafka-client-preload", daemon=True).start()
+        # a process that ends at once (bad input found after this) lets the preload finish
+        # first: a JVM thread calling into a Python that is shutting down crashes it
+        atexit.register(_preloaded.wait, 60.0)
 
 
 def _preload() -> None:
