@@ -66,7 +66,10 @@ def run_one(cell: str, seed: int, seconds: float, results_dir: str) -> dict[str,
                                  "name": f"late-marker-{cell}"})
     t0 = time.monotonic()
     outcome = core.run(spec)
-    results = json.loads((outcome.run_dir / "results.json").read_text())
+    path = outcome.run_dir / "results.json"
+    # a run that never reached a verdict (e.g. the cluster not ready in time) has none
+    results = json.loads(path.read_text()) if path.is_file() else \
+        {"valid": f"no verdict: {outcome.error or 'no results.json'}"[:80]}
     return {"cell": cell, "seed": seed, "valid": results.get("valid"),
             "counts": results.get("counts") or {t: 1 for t in results.get("anomaly_types", [])},
             "bad": results.get("bad_anomaly_types", []),
