@@ -58,6 +58,7 @@ def make_client(spec: TestSpec) -> Any:
             group = JavaGroupClient(inner, partitions=spec.partitions,
                                     settings=replace(spec.consumer, commit="off"),
                                     isolation=isolation)
+            group.in_txn = True
         timeout = spec.extra.get("transaction_timeout_ms")
         return JavaTxnClient(inner, isolation=isolation, group=group,
                              transaction_timeout_ms=None if timeout is None else int(timeout))

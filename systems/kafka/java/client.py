@@ -18,7 +18,11 @@ from systems.kafka import config
 from systems.kafka.client import WARMUP_TOPIC
 from systems.kafka.java import jvm, outcomes, settings
 
-POLL_WAIT_MS = 200  # a poll waits this long for a first record, then takes what is fetched
+# a poll waits this long for a first record (it returns at once when there is one). Longer
+# than librdkafka's 0.2 s: the Java consumer fetches only inside poll(), so on a loaded
+# machine a new consumer's metadata, connection and first fetch took more than 20 polls
+# of 0.2 s, and the final reads gave up on keys that held acknowledged records (unseen)
+POLL_WAIT_MS = 1000
 WARM_UP_TIMEOUT_S = 20.0
 _warm_lock = threading.Lock()
 _warmed: set[str] = set()
@@ -102,8 +106,12 @@ class JavaQueueClient:
                                  request_timeout_s=self.request_timeout_s,
                                  idempotence=self.idempotence, max_in_flight=self.max_in_flight)
 
-    def open(self, run: Any, node: str, isolation: str | None = None) -> JavaQueueClient:
-        """A fresh client; bootstrap from the run's client addresses, the slot's node first."""
+    def open(self, run: Any, node: str, isolation: str | None = None,
+             producer: bool = True) -> JavaQueueClient:
+        """A fresh client; bootstrap from the run's client addresses, the slot's node first.
+        producer: made now (not at the first send), so its metadata and producer id are
+        fetched in its own thread before a send's delivery timeout starts (on a loaded
+        machine they took most of a 3 s timeout); the txn client makes its own."""
         addrs = dict(getattr(run, "client_addrs", None) or {})
         bootstrap = self.bootstrap
         if addrs:
@@ -114,6 +122,9 @@ class JavaQueueClient:
             jvm.properties(settings.consumer(bootstrap, timeout_s=self.timeout_s,
                                              isolation=c.isolation,
                                              max_poll_records=self.max_poll_records)))
+        if producer:
+            c.producer = jvm.cls("org.apache.kafka.clients.producer.KafkaProducer")(
+                jvm.properties(c.producer_settings()))
         return c
 
     def invoke(self, run: Any, op: Op) -> Op:

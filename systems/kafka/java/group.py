@@ -96,11 +96,15 @@ class JavaGroupClient:
         self.isolation = isolation
         self.spares = spares if spares is not None else Spares()
         self.member: Member | None = None
+        self.in_txn = False  # under a JavaTxnClient, whose producer sends
 
     def open(self, run: Any, node: str) -> JavaGroupClient:
-        return JavaGroupClient(self.inner.open(run, node, self.isolation),
-                               partitions=self.partitions, settings=self.settings,
-                               spares=self.spares, isolation=self.isolation)
+        out = JavaGroupClient(self.inner.open(run, node, self.isolation,
+                                              producer=not self.in_txn),
+                              partitions=self.partitions, settings=self.settings,
+                              spares=self.spares, isolation=self.isolation)
+        out.in_txn = self.in_txn
+        return out
 
     def _new_member(self) -> Member:
         props = settings.group(self.inner.bootstrap, self.settings,

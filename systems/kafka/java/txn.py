@@ -66,7 +66,8 @@ class JavaTxnClient:
 
     def open(self, run: Any, node: str) -> JavaTxnClient:
         group = self.group.open(run, node) if self.group is not None else None
-        q = group.inner if group is not None else self.queue.open(run, node, self.isolation)
+        q = group.inner if group is not None else self.queue.open(run, node, self.isolation,
+                                                                   producer=False)
         out = JavaTxnClient(q, isolation=self.isolation, transaction_timeout_ms=self.timeout_ms,
                             group=group)
         out.tid = f"txn-{uuid.uuid4().hex[:12]}"
