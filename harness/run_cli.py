@@ -58,8 +58,9 @@ FIELDS: dict[str, str] = {
     "sub_via": "sub_via", "crash_client_interval": "crash_client_interval_s",
     "commit": "consumer.commit", "auto_commit_interval_ms": "consumer.auto_commit_interval_ms",
     "group_session_timeout_ms": "consumer.session_timeout_ms", "assignor": "consumer.assignor",
+    "client": "extra.client", "kafka_client_version": "extra.kafka_client_version",
 }
-TABLES = ("broker", "producer", "consumer")
+TABLES = ("broker", "producer", "consumer", "extra")
 
 
 def _default(name: str) -> Any:
@@ -141,11 +142,13 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
     if toml:
         layers.append(toml)
         where.append(f"--config {params['config']}")
-    if params.get("extra"):  # --extra KEY=VALUE joins the extra knobs of the layers below
-        below = {k: v for layer in layers for k, v in (layer.get("extra") or {}).items()}
-        cli["extra"] = {**below, **parse_extra(params["extra"])}
+    if params.get("extra"):  # --extra KEY=VALUE beside --client's own extra knobs
+        cli["extra"] = {**dict(cli.get("extra") or {}), **parse_extra(params["extra"])}
     layers.append(cli)
     where.append("command line")
+    extra = {k: v for layer in layers for k, v in dict(layer.get("extra") or {}).items()}
+    if extra:  # the system's knobs add up across layers (a scenario's, --client, --extra)
+        layers[-1] = {**layers[-1], "extra": extra}
     if not any("seed" in layer for layer in layers):
         layers.append({"seed": random.SystemRandom().randrange(2**31)})
         where.append("random seed")
@@ -246,6 +249,12 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
               help="A system's or scenario's own knob (spec.extra), repeatable, joining the "
                    "scenario's: kafka_version=4.0.2, "
                    "kafka_features=eligible.leader.replicas.version=1, controller_voters=1.")
+@click.option("--client", type=click.Choice(["librdkafka", "java"]),
+              help="--system kafka: the client that drives Kafka, librdkafka (confluent-kafka, "
+                   "the default) or Kafka's own Java client (kafka-clients, through JPype).")
+@click.option("--kafka-client-version", metavar="V",
+              help="--client java: the kafka-clients release (default: the broker's when it "
+                   "is 4.x, else the newest 4.x); resolved from Maven Central once.")
 @click.option("--seed", type=int, help="Seed of every random choice (default: random, printed).")
 @click.option("--scenario", help="A named scenario (`undertow scenarios` lists them).")
 @click.option("--config", type=click.Path(dir_okay=False), help="A TOML experiment file.")
@@ -271,6 +280,10 @@ def _run(ctx: click.Context, params: dict[str, Any], stopper: Stopper) -> int:
             raise SpecError("--test-count must be at least 1")
     except SpecError as e:
         raise BadUsage(str(e)) from e
+    if spec.system != "kafka" and ("client" in spec.extra
+                                   or "kafka_client_version" in spec.extra):
+        raise BadUsage(f"--client/--kafka-client-version: only --system kafka has them, "
+                       f"not {spec.system}")
     if params.get("print_spec"):
         import json
 

@@ -3,7 +3,11 @@ with the CPU time each op costs (servers, harness; bench/harness/cpu.py), the hi
 writer alone, and 3-node cluster start to ready.
 
     python -m bench.harness [--system undertow|kafka] [--seconds 10] [--writer-ops 300000]
-                            [--starts 3] [--idle-seconds 0]
+                            [--starts 3] [--idle-seconds 0] [--client librdkafka,java]
+
+`--client` (kafka): the throughput with each client named, one after the other in this
+process (librdkafka first: the Java client's JVM stays once started), each with the
+harness's resident memory (VmRSS) as its ops end, clients still open.
 
 Writes bench/out/harness.json and prints a summary with the machine's load.
 """
@@ -71,7 +75,16 @@ def start_to_ready(tmp: Path, i: int, system: str) -> float:
         core.cluster_down(backend, run)
 
 
-def throughput(tmp: Path, seconds: float, system: str, *, idle_s: float = 0.0) -> dict[str, Any]:
+def rss_mib() -> float:
+    """This process's resident memory now (MiB)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def throughput(tmp: Path, seconds: float, system: str, *, idle_s: float = 0.0,
+               client_name: str | None = None) -> dict[str, Any]:
     """Client ops/s; with idle_s, that long with the clients open and no ops after it, so
     the servers' steady background work is taken out of their CPU per op."""
     from dataclasses import replace
@@ -80,8 +93,9 @@ def throughput(tmp: Path, seconds: float, system: str, *, idle_s: float = 0.0) -
     from harness.test import assemble
 
     spec = build_spec({"system": system, "nemesis": [], "concurrency": 20,
-                       "results_dir": str(tmp)})
-    run = new_run(spec, tmp / "ops")
+                       "results_dir": str(tmp),
+                       **({"extra": {"client": client_name}} if client_name else {})})
+    run = new_run(spec, tmp / f"ops-{client_name or system}")
     backend = LocalBackend()
     test = replace(assemble(spec), backend=backend)
     client = test.system.client(test)
@@ -93,6 +107,7 @@ def throughput(tmp: Path, seconds: float, system: str, *, idle_s: float = 0.0) -
         t0, cpu0 = time.perf_counter(), cpu.sample()
         interp.run(g.time_limit(seconds, g.clients(test.workload.generator(test))))
         elapsed, cpu1 = time.perf_counter() - t0, cpu.sample()
+        rss = rss_mib()
         idle = None
         if idle_s > 0:
             time.sleep(idle_s)
@@ -104,6 +119,7 @@ def throughput(tmp: Path, seconds: float, system: str, *, idle_s: float = 0.0) -
         core.cluster_down(backend, run)
     done = sum(counts.values())
     return {"ops_per_s": done / elapsed, "counts": counts, "seconds": elapsed,
+            "harness_rss_mib": rss,
             "latency_ms": latencies(run.paths.history),
             "cpu": cpu.per_op(cpu0, cpu1, ops=done, seconds=elapsed, idle=idle)}
 
@@ -131,7 +147,12 @@ def main() -> None:
     ap.add_argument("--idle-seconds", type=float, default=0.0,
                     help="after the ops, this long with clients open and no ops: CPU per op "
                          "then leaves out the servers' steady background work")
+    ap.add_argument("--client", default=None,
+                    help="kafka: librdkafka, java, or both comma-separated (side by side)")
     args = ap.parse_args()
+    if args.client:
+        clients(args)
+        return
     OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bench-harness-") as d:
         tmp = Path(d)
@@ -172,6 +193,27 @@ def main() -> None:
     print(f"3-node cluster start to ready: median {res['start_to_ready_s']:.2f} s of "
           f"{[round(s, 2) for s in starts]} (target <= {targets['start_to_ready_s'][0]:.0f} s: "
           f"{'met' if ok['start_to_ready_s'] else 'MISSED'})")
+    print(f"wrote {out}")
+
+
+def clients(args: argparse.Namespace) -> None:
+    """Client ops/s and the harness's memory with each client, side by side in one run."""
+    names = [c.strip() for c in args.client.split(",") if c.strip()]
+    OUT.mkdir(parents=True, exist_ok=True)
+    res: dict[str, Any] = {"system": args.system, "load_before": load(), "clients": {}}
+    with tempfile.TemporaryDirectory(prefix="bench-harness-") as d:
+        for name in names:
+            res["clients"][name] = throughput(Path(d), args.seconds, args.system,
+                                              client_name=name)
+    res["load_after"] = load()
+    out = OUT / f"harness-{args.system}-clients.json"
+    out.write_text(json.dumps(res, indent=1) + "\n")
+    print(f"load (1/5/15 min) before {res['load_before']}, after {res['load_after']}")
+    for name, tp in res["clients"].items():
+        print(f"{args.system} --client {name}: {tp['ops_per_s']:,.0f} client ops/s "
+              f"(concurrency 20, no faults, {tp['seconds']:.0f} s) {tp['counts']}; harness "
+              f"RSS {tp['harness_rss_mib']:,.0f} MiB; latency (ms) median / p90: " + ", ".join(
+                  f"{f} {v['median']:.1f} / {v['p90']:.1f}" for f, v in tp["latency_ms"].items()))
     print(f"wrote {out}")
 
 

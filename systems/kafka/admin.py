@@ -31,6 +31,7 @@ class PartitionView:
 
 
 OFFSETS_TOPIC = "__consumer_offsets"
+TXN_STATE_TOPIC = "__transaction_state"
 
 
 class KafkaAdmin:
@@ -77,14 +78,15 @@ class KafkaAdmin:
             return None
         return view.leader if view is not None else None
 
-    def coordinator(self) -> str | None:
+    def coordinator(self, topic: str = OFFSETS_TOPIC) -> str | None:
         """The consumer groups' coordinator: the leader of the one partition of
-        __consumer_offsets (config.py makes one); None before any group used it."""
+        __consumer_offsets (config.py makes one); None before any group used it. With
+        TXN_STATE_TOPIC: the transaction coordinator of every transactional.id."""
         try:
-            md = self.client.list_topics(OFFSETS_TOPIC, timeout=self.timeout_s)
+            md = self.client.list_topics(topic, timeout=self.timeout_s)
         except KafkaException:
             return None
-        t = md.topics.get(OFFSETS_TOPIC)
+        t = md.topics.get(topic)
         p = t.partitions.get(0) if t is not None and t.error is None else None
         return self._name(p.leader) if p is not None and p.leader >= 0 else None
 

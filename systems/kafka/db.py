@@ -23,9 +23,11 @@ from harness.spec import SpecError, TestSpec
 from nemesis.kinds import KILL, LOSE_UNFLUSHED, PARTITION, PAUSE
 from nemesis.packages import fault_kinds
 from systems.kafka import config, features, jars
-from systems.kafka.admin import KafkaAdmin, active_controller
+from systems.kafka.admin import TXN_STATE_TOPIC, KafkaAdmin, active_controller
 from systems.kafka.client import warm_up
 from systems.kafka.jars import KafkaJars
+from systems.kafka.java.client import warm_up as java_warm_up
+from systems.kafka.java.settings import client_of
 from systems.kafka.local import LocalKafka
 
 # the fault kinds Kafka takes, whatever the sequence
@@ -126,6 +128,8 @@ class KafkaViews:
                                 spec.broker.min_insync_replicas, timeout_s=timeout_s)
         if not self._warm:  # once: the producer-id machinery, before the workload's first send
             warm_up(self.bootstrap, admin)
+            if client_of(spec) == "java":  # and the Java client's classes, compiled
+                java_warm_up(self.bootstrap)
             self._warm = True
         version = self.version() or self.jars.version
         feats = features.describe(self.asked_features, jars.parse_version(self.jars.version))
@@ -143,7 +147,14 @@ class KafkaViews:
         return active_controller(self.quorum_states(), self.names())
 
     def coordinator(self, run: Any) -> str | None:
-        return self.admin.coordinator() if self.admin is not None else None
+        """The group coordinator; in a txn run without a group (--sub-via assign), the
+        transaction coordinator, the one its clients talk to."""
+        if self.admin is None:
+            return None
+        spec = getattr(run, "spec", None)
+        if spec is not None and spec.workload == "txn" and spec.sub_via == "assign":
+            return self.admin.coordinator(TXN_STATE_TOPIC)
+        return self.admin.coordinator()
 
     def metadata(self) -> dict[str, Any] | None:
         """Leaders, replicas and ISR per key, in the shape nemesis.targets reads."""

@@ -42,6 +42,9 @@ FEATURES: dict[str, Feature] = {f.name: f for f in (
     Feature("eligible.leader.replicas.version", (0, 1), (4, 0, 0), (((4, 1, 0), 1),),
             "KIP-966 eligible leader replicas: a replica that left the ISR while it was "
             "below min ISR may still be elected; one that shut down uncleanly may not"),
+    Feature("transaction.version", (0, 1, 2), (3, 9, 0), (((4, 0, 0), 2),),
+            "KIP-890 part 2 at level 2: a new producer epoch at every transaction end, "
+            "which closes KAFKA-17754 for clients that speak it (Kafka's Java client 4.0+)"),
 )}
 
 

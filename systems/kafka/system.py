@@ -21,10 +21,12 @@ from harness.image import NodeImage
 from harness.protocols import DB, Client, LocalHost, NodeHost, ShellHost
 from harness.spec import SpecError, TestSpec
 from harness.test import Test
-from systems.kafka import config, features, jars
+from systems.kafka import config, features, jars, java
 from systems.kafka.client import KafkaQueueClient
 from systems.kafka.db import VERSION_ENV_KEY, KafkaLocalDB, check_spec, controller_voters
 from systems.kafka.group_client import KafkaGroupClient
+from systems.kafka.hunts import SCENARIOS as HUNTS
+from systems.kafka.java.settings import client_of
 from systems.kafka.remote import CONTROLLER_PORT, KafkaRemoteDB
 from systems.kafka.scenarios import SCENARIOS
 from systems.kafka.txn_client import KafkaTxnClient
@@ -38,7 +40,7 @@ class KafkaSystem:
 
     name = "kafka"
     port = CLIENT_PORT
-    scenarios = SCENARIOS
+    scenarios = {**SCENARIOS, **HUNTS}
     release_key = VERSION_ENV_KEY
 
     def resolve_release(self, release: str) -> str:
@@ -52,6 +54,9 @@ class KafkaSystem:
 
     def check(self, spec: TestSpec) -> None:
         check_spec(spec)
+        if client_of(spec) == "java":
+            java.check(spec, _broker_version(spec))
+            return
         if spec.sub_via == "subscribe" and spec.consumer.assignor == "sticky":
             raise SpecError("--assignor sticky: librdkafka has no eager sticky assignor "
                             "(range or roundrobin)")
@@ -88,6 +93,9 @@ class KafkaSystem:
 
     def client(self, test: Test) -> Client:
         spec = test.spec
+        if client_of(spec) == "java":
+            out: Client = java.make_client(spec)
+            return out
         inner = KafkaQueueClient(keys=spec.keys, acks=spec.broker.acks,
                                  timeout_s=spec.producer.delivery_timeout_s,
                                  retries=spec.producer.retries,
@@ -102,7 +110,9 @@ class KafkaSystem:
                 group = KafkaGroupClient(inner, partitions=spec.partitions,
                                          settings=replace(spec.consumer, commit="off"),
                                          isolation=isolation)
-            return KafkaTxnClient(inner, isolation=isolation, group=group)
+            timeout = spec.extra.get("transaction_timeout_ms")
+            return KafkaTxnClient(inner, isolation=isolation, group=group,
+                                  transaction_timeout_ms=None if timeout is None else int(timeout))
         if spec.sub_via == "subscribe" or spec.crash_client_interval_s is not None:
             return KafkaGroupClient(inner, partitions=spec.partitions, settings=spec.consumer)
         return inner
@@ -110,11 +120,15 @@ class KafkaSystem:
     def describe(self, spec: TestSpec) -> Mapping[str, Any]:
         """Until the broker runs: the version asked for (the running broker's own version
         replaces it in test.json once the cluster is ready)."""
+        if client_of(spec) == "java":
+            client, safety = java.info(spec), java.safety(spec)
+        else:
+            client = _client_info()
+            safety = {"producer": _safety_of(producer_settings(spec), PRODUCER_SAFETY),
+                      "consumer": _safety_of(config.consumer_config("", timeout_s=1),
+                                             CONSUMER_SAFETY)}
         return {"name": self.name, "version": spec.extra.get(VERSION_ENV_KEY) or "newest 4.x",
-                "client": _client_info(),
-                "safety": {"producer": _safety_of(producer_settings(spec), PRODUCER_SAFETY),
-                           "consumer": _safety_of(config.consumer_config("", timeout_s=1),
-                                                  CONSUMER_SAFETY)},
+                "client": client, "safety": safety,
                 "safety_files": {"server.properties": list(SERVER_SAFETY)}}
 
 
@@ -151,6 +165,15 @@ def _client_info() -> dict[str, str]:
 
     return {"library": "confluent-kafka (librdkafka)", "version": first(confluent_kafka.version()),
             "librdkafka": first(confluent_kafka.libversion())}
+
+
+def _broker_version(spec: TestSpec) -> str | None:
+    """The broker's release as asked, else the newest cached 4.x (None: none cached)."""
+    version = spec.extra.get(VERSION_ENV_KEY)
+    if version is not None:
+        return str(version)
+    cached = jars.newest_cached()
+    return cached.version if cached is not None else None
 
 
 def _nodes(spec: TestSpec, listen: Mapping[str, str],

@@ -103,10 +103,13 @@ class KafkaTxnClient:
     """harness.protocols.Client for `txn`, `poll` and `assign` on Kafka; one per process."""
 
     def __init__(self, queue: KafkaQueueClient, *, isolation: str = "read_committed",
-                 transaction_timeout_ms: int = TRANSACTION_TIMEOUT_MS,
+                 transaction_timeout_ms: int | None = None,
                  group: KafkaGroupClient | None = None) -> None:
         """isolation: the consumers' isolation.level (read_committed, read_uncommitted);
-        group: the consumer group's client (--sub-via subscribe), over `queue`."""
+        group: the consumer group's client (--sub-via subscribe), over `queue`;
+        transaction_timeout_ms: None, TRANSACTION_TIMEOUT_MS or the delivery timeout and
+        1 s more; given, used as it is, and librdkafka's message.timeout.ms is cut to it
+        (librdkafka refuses a message timeout above the transaction timeout)."""
         self.queue = queue
         self.group = group
         self.current: Producer | None = None  # the ongoing transaction's producer
@@ -134,8 +137,15 @@ class KafkaTxnClient:
         # the delivery timeout bounds each send; a transaction outlives its sends
         out.producer_config = {**q.producer_config, "enable.idempotence": True,
                                "transactional.id": out.tid,
-                               "transaction.timeout.ms": max(self.timeout_ms,
+                               "transaction.timeout.ms": max(TRANSACTION_TIMEOUT_MS,
                                                              int(q.timeout_s * 1000) + 1000)}
+        if self.timeout_ms is not None:
+            message_ms = min(int(q.producer_config["message.timeout.ms"]), self.timeout_ms)
+            out.producer_config.update({"transaction.timeout.ms": self.timeout_ms,
+                                        "message.timeout.ms": message_ms,
+                                        "socket.timeout.ms": min(
+                                            int(q.producer_config["socket.timeout.ms"]),
+                                            message_ms)})
         return out
 
     def invoke(self, run: Any, op: Op) -> Op:

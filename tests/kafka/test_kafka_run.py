@@ -48,10 +48,12 @@ def test_the_scenarios_are_runnable_specs() -> None:
 
 @pytest.mark.kafka
 @pytest.mark.slow
+@pytest.mark.parametrize("client", ["librdkafka", "java"])
 def test_a_short_run_with_kills_and_pauses_is_valid(
-        tmp_path: Path, kafka_jars: jars.KafkaJars) -> None:
+        tmp_path: Path, kafka_jars: jars.KafkaJars, client: str) -> None:
     spec = _spec(time_limit_s=20.0, nemesis_interval_s=4.0, seed=7, keys=4,
-                 max_writes_per_key=15, key_pool=40, results_dir=str(tmp_path))
+                 max_writes_per_key=15, key_pool=40, results_dir=str(tmp_path),
+                 extra={"client": client})
     outcome = core.run(spec)
     assert outcome.valid is True, outcome.summary()
     assert outcome.report is not None and outcome.report.is_file()

@@ -28,11 +28,15 @@ def test_an_assignor_librdkafka_lacks_is_refused() -> None:
 
 @pytest.mark.kafka
 @pytest.mark.slow
-def test_a_short_subscribe_run_is_valid(tmp_path: Path, kafka_jars: jars.KafkaJars) -> None:
+@pytest.mark.parametrize("client", ["librdkafka", "java"])
+def test_a_short_subscribe_run_is_valid(tmp_path: Path, kafka_jars: jars.KafkaJars,
+                                        client: str) -> None:
+    """The Java client commits inside poll() only: its run commits `processed`."""
     spec = build_spec({"name": "kafka-subscribe", "system": "kafka", "sub_via": "subscribe",
                        "nemesis": ("kill",), "nemesis_interval_s": 6.0, "time_limit_s": 20.0,
                        "seed": 11, "keys": 4, "key_pool": 12, "concurrency": 6,
-                       "results_dir": str(tmp_path)})
+                       "results_dir": str(tmp_path), "extra": {"client": client},
+                       "consumer": {"commit": "processed" if client == "java" else "auto"}})
     outcome = core.run(spec)
     assert outcome.valid is True, outcome.summary()
     ops = [json.loads(x) for x in (outcome.run_dir / "history.jsonl").read_text().splitlines()]

@@ -41,10 +41,11 @@ def _txns(run_dir: Path) -> Counter[str]:
 
 @pytest.mark.kafka
 @pytest.mark.slow
+@pytest.mark.parametrize("client", ["librdkafka", "java"])
 def test_a_short_txn_run_is_valid_with_commits_and_aborts(
-        tmp_path: Path, kafka_jars: jars.KafkaJars) -> None:
+        tmp_path: Path, kafka_jars: jars.KafkaJars, client: str) -> None:
     outcome = core.run(_spec(time_limit_s=20.0, nemesis_interval_s=6.0, seed=3, keys=4,
-                             results_dir=str(tmp_path)))
+                             results_dir=str(tmp_path), extra={"client": client}))
     assert outcome.valid is True, outcome.summary()
     done = _txns(outcome.run_dir)
     assert done["ok"] > 10 and done["fail"] > 3, done  # committed, and aborted at the coin
@@ -61,15 +62,17 @@ def test_txn_with_subscribe_joins_the_group_without_committing_outside_transacti
 
 @pytest.mark.kafka
 @pytest.mark.slow
+@pytest.mark.parametrize("client", ["librdkafka", "java"])
 def test_a_short_consume_transform_produce_run_reads_each_offset_once(
-        tmp_path: Path, kafka_jars: jars.KafkaJars) -> None:
+        tmp_path: Path, kafka_jars: jars.KafkaJars, client: str) -> None:
     """--sub-via subscribe: each transaction sends the group consumer's positions into itself
     (send_offsets_to_transaction); with kills and pauses the run is valid and every offset
     below the group's final committed positions was read by exactly one committed txn."""
     from checkers.groups import exactly_once
 
     outcome = core.run(_spec(time_limit_s=20.0, nemesis_interval_s=6.0, seed=3, keys=4,
-                             sub_via="subscribe", results_dir=str(tmp_path)))
+                             sub_via="subscribe", results_dir=str(tmp_path),
+                             extra={"client": client}))
     assert outcome.valid is True, outcome.summary()
     ops = [json.loads(x) for x in (outcome.run_dir / "history.jsonl").read_text().splitlines()]
     eos = exactly_once(ops)

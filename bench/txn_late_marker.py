@@ -1,0 +1,122 @@
+"""python -m bench.txn_late_marker [--runs 10] [--seconds 120] [--cells a,b] [--seed 1]:
+the KAFKA-17754 hunt (systems/kafka/hunts.py), seeded runs per cell, as a table.
+
+Cells (client, release, transaction.version):
+- librdkafka-3.9.1, librdkafka-4.4.0: confluent-kafka on the release's default feature
+  levels (3.9.1: transaction.version 0; 4.4.0: 2, which librdkafka does not speak);
+- java-tv1-4.4.0, java-tv2-4.4.0: Kafka's Java client 4.4.0 on a 4.4.0 cluster
+  formatted with transaction.version=1 or =2 (KIP-890 part 2).
+Each run is `undertow run --scenario kafka-txn-late-marker` with the cell's options and
+seed = --seed + i. Prints, per run: seed, verdict, anomaly types with counts, the time
+from the main phase's start to the first anomaly (the latest operation an anomaly
+example names, the earliest such over all examples), and the run folder; then per cell
+the valid/invalid counts and the median time to the first anomaly. Writes
+bench/out/txn_late_marker.json. One process runs every cell: the Java cells share one
+JVM (one kafka-clients version, 4.4.0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+CELLS: dict[str, dict[str, Any]] = {
+    "librdkafka-3.9.1": {"client": "librdkafka", "kafka_version": "3.9.1"},
+    "librdkafka-4.4.0": {"client": "librdkafka", "kafka_version": "4.4.0"},
+    "java-tv1-4.4.0": {"client": "java", "kafka_version": "4.4.0",
+                       "kafka_features": {"transaction.version": 1}},
+    "java-tv2-4.4.0": {"client": "java", "kafka_version": "4.4.0",
+                       "kafka_features": {"transaction.version": 2}},
+}
+OUT = Path(__file__).parent / "out" / "txn_late_marker.json"
+
+
+def first_anomaly_s(run_dir: Path, results: dict[str, Any]) -> float | None:
+    """Seconds from the first operation to the earliest moment an anomaly was visible."""
+    times: dict[int, int] = {}
+    start: int | None = None
+    for line in (run_dir / "history.jsonl").read_text().splitlines():
+        op = json.loads(line)
+        times[int(op["index"])] = int(op["time"])
+        start = int(op["time"]) if start is None else start
+    best: int | None = None
+    for examples in (results.get("anomalies") or {}).values():
+        for ex in examples if isinstance(examples, list) else []:
+            idx = [int(v) for k, v in ex.items() if k.endswith("index") and isinstance(v, int)
+                   and int(v) in times]
+            if idx:
+                seen = max(times[i] for i in idx)
+                best = seen if best is None else min(best, seen)
+    return None if best is None or start is None else (best - start) / 1e9
+
+
+def run_one(cell: str, seed: int, seconds: float, results_dir: str) -> dict[str, Any]:
+    from harness import core
+    from harness.run_cli import _scenario_layer
+    from harness.spec import build_spec
+
+    scenario = _scenario_layer("kafka-txn-late-marker")
+    extra = {**scenario.get("extra", {}), **CELLS[cell]}
+    spec = build_spec(scenario, {"seed": seed, "time_limit_s": seconds,
+                                 "results_dir": results_dir, "extra": extra,
+                                 "name": f"late-marker-{cell}"})
+    t0 = time.monotonic()
+    outcome = core.run(spec)
+    path = outcome.run_dir / "results.json"
+    # a run that never reached a verdict (e.g. the cluster not ready in time) has none
+    results = json.loads(path.read_text()) if path.is_file() else \
+        {"valid": f"no verdict: {outcome.error or 'no results.json'}"[:80]}
+    return {"cell": cell, "seed": seed, "valid": results.get("valid"),
+            "counts": results.get("counts") or {t: 1 for t in results.get("anomaly_types", [])},
+            "bad": results.get("bad_anomaly_types", []),
+            "first_anomaly_s": first_anomaly_s(outcome.run_dir, results),
+            "run_dir": str(outcome.run_dir), "wall_s": round(time.monotonic() - t0, 1)}
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    out = [f"{'cell':18} {'seed':>5} {'verdict':8} {'first(s)':>8}  anomalies / run folder"]
+    for r in rows:
+        first = "-" if r["first_anomaly_s"] is None else f"{r['first_anomaly_s']:.1f}"
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(r["counts"].items())) or "none"
+        out.append(f"{r['cell']:18} {r['seed']:>5} {r['valid']!s:8} {first:>8}  {counts}")
+        out.append(f"{'':43}{r['run_dir']}")
+    out.append("")
+    for cell in dict.fromkeys(r["cell"] for r in rows):
+        mine = [r for r in rows if r["cell"] == cell]
+        firsts = [r["first_anomaly_s"] for r in mine if r["first_anomaly_s"] is not None]
+        med = f"{statistics.median(firsts):.1f} s" if firsts else "-"
+        out.append(f"{cell:18} runs {len(mine)}  valid {sum(r['valid'] is True for r in mine)}"
+                   f"  invalid {sum(r['valid'] is False for r in mine)}"
+                   f"  unknown {sum(r['valid'] not in (True, False) for r in mine)}"
+                   f"  median first anomaly {med}")
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--seconds", type=float, default=120.0)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--cells", default=",".join(CELLS))
+    ap.add_argument("--results-dir", default="results/late-marker")
+    a = ap.parse_args()
+    cells = [c.strip() for c in a.cells.split(",") if c.strip()]
+    unknown = [c for c in cells if c not in CELLS]
+    if unknown:
+        ap.error(f"--cells: unknown {', '.join(unknown)}; known: {', '.join(CELLS)}")
+    rows: list[dict[str, Any]] = []
+    for i in range(a.runs):  # the cells alternate, so each sees the machine's load alike
+        for cell in cells:
+            rows.append(run_one(cell, a.seed + i, a.seconds, a.results_dir))
+            print(table(rows[-1:]).split("\n")[1], flush=True)
+            OUT.parent.mkdir(parents=True, exist_ok=True)
+            OUT.write_text(json.dumps(rows, indent=1))
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()

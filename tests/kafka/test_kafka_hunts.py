@@ -1,0 +1,38 @@
+"""The KAFKA-17754 hunt: its scenario assembles in every bench cell, transaction.version
+reaches StorageTool's format, and the coordinator a txn run's pauses aim at."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bench.txn_late_marker import CELLS
+from harness.run_cli import _scenario_layer
+from harness.spec import SpecError, build_spec
+from harness.test import assemble
+from systems.kafka import features
+
+
+def _cell(cell: str, **more: Any) -> Any:
+    sc = _scenario_layer("kafka-txn-late-marker")
+    return build_spec(sc, {"extra": {**sc["extra"], **CELLS[cell], **more}})
+
+
+@pytest.mark.parametrize("cell", sorted(CELLS))
+def test_each_cell_assembles_with_jepsens_settings(cell: str) -> None:
+    test = assemble(_cell(cell))
+    client: Any = test.system.client(test)
+    assert client.timeout_ms == 1000  # transaction.timeout.ms, as Jepsen's
+    assert test.spec.producer.request_timeout_ms == 3000
+    assert test.spec.producer.delivery_timeout_ms == 10000
+    version = CELLS[cell].get("kafka_features", {}).get("transaction.version")
+    asked = features.format_args(features.requested(test.spec))
+    assert asked == ([] if version is None else ["--feature", f"transaction.version={version}"])
+
+
+def test_a_feature_the_format_hook_does_not_know_is_refused() -> None:
+    with pytest.raises(SpecError, match=r"'share\.version' is not a feature the harness knows"):
+        assemble(_cell("librdkafka-4.4.0", kafka_features={"share.version": 1}))
+    with pytest.raises(SpecError, match=r"transaction\.version=7; its levels are 0, 1, 2"):
+        assemble(_cell("librdkafka-4.4.0", kafka_features="transaction.version=7"))

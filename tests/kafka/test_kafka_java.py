@@ -1,0 +1,166 @@
+"""--client java on the shared cluster: Kafka's Java client (in the harness's JVM) sends, reads,
+commits and aborts transactions, joins the group, and twenty threads drive their own."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from harness.runfiles import Op
+from harness.spec import ConsumerSettings
+from systems.kafka.jars import KafkaJars
+from systems.kafka.java import jars, jvm
+from systems.kafka.java.client import JavaQueueClient, warm_up
+from systems.kafka.java.group import JavaGroupClient
+from systems.kafka.java.txn import JavaTxnClient
+from tests.kafka.cluster import PARTITIONS, Cluster
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+_values = itertools.count(3_000_000)
+
+
+@pytest.fixture(scope="module")
+def java(kafka_jars: KafkaJars, kafka_cluster: Cluster) -> None:
+    jvm.start(jars.resolve(jvm.running_version() or jars.default_version(kafka_jars.version)))
+    warm_up(kafka_cluster.kafka.bootstrap)
+
+
+def _op(f: str, value: object, **extra: object) -> Op:
+    return Op(type="invoke", process=0, f=f, value=value, time=0, extra=dict(extra))
+
+
+def _client(cluster: Cluster, acks: str = "all", **kw: Any) -> JavaQueueClient:
+    return JavaQueueClient(keys=PARTITIONS, acks=acks, timeout_s=5.0,
+                           bootstrap=cluster.kafka.bootstrap, **kw).open(None, "n1")
+
+
+def _read_all(c: JavaQueueClient | JavaGroupClient, want: dict[int, int],
+              tries: int = 60) -> dict[str, list[list[int]]]:
+    """Polls until each key of `want` was read up to that offset (or tries run out)."""
+    read: dict[str, list[list[int]]] = {}
+    for _ in range(tries):
+        done = c.invoke(None, _op("poll", [["poll"]]))
+        for k, recs in (done.value[0][1] if len(done.value[0]) > 1 else {}).items():
+            read.setdefault(k, []).extend(recs)
+        if all(str(k) in read and read[str(k)][-1][0] >= o for k, o in want.items()):
+            break
+    return read
+
+
+def test_sends_get_offsets_and_polls_read_them(kafka_cluster: Cluster, java: None) -> None:
+    c = _client(kafka_cluster)
+    try:
+        sent: dict[int, list[list[int]]] = {}
+        for i in range(8):
+            key, value = i % PARTITIONS, next(_values)
+            done = c.invoke(None, _op("send", [["send", key, value]]))
+            assert done.type == "ok", done
+            (_, k, (offset, v)), = done.value
+            assert (k, v) == (key, value) and isinstance(offset, int)
+            sent.setdefault(key, []).append([offset, value])
+        assert c.invoke(None, _op("assign", sorted(sent), seek_to_beginning=True)).type == "ok"
+        read = _read_all(c, {k: recs[-1][0] for k, recs in sent.items()})
+        for key, records in sent.items():
+            got = {o: v for o, v in read[str(key)]}
+            assert all(got.get(o) == v for o, v in records), (key, records)
+            offsets = [o for o, _ in read[str(key)]]
+            assert offsets == sorted(set(offsets))  # each once, in order
+    finally:
+        c.close(None)
+
+
+def test_send_to_a_missing_partition_fails(kafka_cluster: Cluster, java: None) -> None:
+    c = JavaQueueClient(keys=PARTITIONS, acks="1", timeout_s=1.0,
+                        bootstrap=kafka_cluster.kafka.bootstrap).open(None, "n1")
+    try:
+        done = c.invoke(None, _op("send", [["send", PARTITIONS + 3, next(_values)]]))
+        assert done.type == "fail" and "not present in metadata" in (done.error or ""), done
+    finally:
+        c.close(None)
+
+
+def _txn(c: JavaTxnClient, sends: list[tuple[int, int]], abort: bool = False) -> Op:
+    micro = [["send", k, v] for k, v in sends]
+    return c.invoke(None, Op("invoke", 0, "txn", micro, extra={"abort": True} if abort else {}))
+
+
+def test_a_committed_transaction_is_read_and_an_aborted_one_is_not(
+        kafka_cluster: Cluster, java: None) -> None:
+    q = JavaQueueClient(keys=PARTITIONS, acks="all", timeout_s=5.0,
+                        bootstrap=kafka_cluster.kafka.bootstrap)
+    c = JavaTxnClient(q).open(None, "n1")
+    try:
+        kept = [next(_values), next(_values)]
+        dropped = [next(_values), next(_values)]
+        ok = _txn(c, [(0, kept[0]), (1, kept[1])])
+        assert ok.type == "ok", ok
+        assert all(isinstance(m[2], list) for m in ok.value)  # offsets acknowledged
+        aborted = _txn(c, [(0, dropped[0]), (1, dropped[1])], abort=True)
+        assert aborted.type == "fail" and aborted.error == "aborted", aborted
+        ok2 = _txn(c, [(0, next(_values)), (1, next(_values))])
+        assert ok2.type == "ok", ok2  # the same producer goes on after an abort
+        last = {int(m[1]): m[2][0] for m in ok2.value}
+        assert c.invoke(None, _op("assign", [0, 1], seek_to_beginning=True)).type == "ok"
+        read = _read_all(c.queue, last)
+        values = {v for recs in read.values() for _, v in recs}
+        assert set(kept) <= values and not set(dropped) & values
+    finally:
+        c.close(None)
+
+
+def test_a_group_member_reads_what_was_sent_and_commits_it(
+        kafka_cluster: Cluster, java: None) -> None:
+    """--sub-via subscribe with commit processed: the member's auto-commit inside poll()
+    commits what earlier polls handed over; the group's committed offsets show it."""
+    q = JavaQueueClient(keys=PARTITIONS, acks="all", timeout_s=5.0,
+                        bootstrap=kafka_cluster.kafka.bootstrap, topic=config_topic())
+    kafka_cluster.admin.create_topic(PARTITIONS, 3, 2, topic=q.topic)
+    settings = ConsumerSettings(commit="processed", auto_commit_interval_ms=100)
+    g = JavaGroupClient(q, partitions=PARTITIONS, settings=settings).open(None, "n1")
+    try:
+        assert g.invoke(None, _op("subscribe", list(range(PARTITIONS)))).type == "ok"
+        sent = {k: g.invoke(None, _op("send", [["send", k, next(_values)]])).value[0][2][0]
+                for k in range(PARTITIONS)}
+        read = _read_all(g, sent)
+        assert all(str(k) in read for k in sent), read
+        deadline = time.monotonic() + 20
+        committed: dict[str, int] = {}
+        while time.monotonic() < deadline and len(committed) < PARTITIONS:
+            g.invoke(None, _op("poll", [["poll"]]))  # the auto-commit runs inside poll()
+            committed = g.committed()
+        assert committed == {str(k): o + 1 for k, o in sent.items()}
+    finally:
+        g.close(None)
+        g.spares.close_all()
+
+
+def config_topic() -> str:
+    return f"java-group-{uuid.uuid4().hex[:8]}"
+
+
+def test_twenty_threads_each_drive_their_own_client(kafka_cluster: Cluster, java: None) -> None:
+    """JPype attaches each thread; each has its own producer (concurrency 20)."""
+    results: list[str] = []
+    lock = threading.Lock()
+
+    def worker(i: int) -> None:
+        c = _client(kafka_cluster)
+        try:
+            for _ in range(3):
+                done = c.invoke(None, _op("send", [["send", i % PARTITIONS, next(_values)]]))
+                with lock:
+                    results.append(done.type)
+        finally:
+            c.close(None)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert results == ["ok"] * 60
