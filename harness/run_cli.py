@@ -58,8 +58,9 @@ FIELDS: dict[str, str] = {
     "sub_via": "sub_via", "crash_client_interval": "crash_client_interval_s",
     "commit": "consumer.commit", "auto_commit_interval_ms": "consumer.auto_commit_interval_ms",
     "group_session_timeout_ms": "consumer.session_timeout_ms", "assignor": "consumer.assignor",
+    "kafka_version": "extra.kafka_version", "kafka_metadata": "extra.kafka_metadata",
 }
-TABLES = ("broker", "producer", "consumer")
+TABLES = ("broker", "producer", "consumer", "extra")
 
 
 def _default(name: str) -> Any:
@@ -126,6 +127,9 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
         where.append(f"--config {params['config']}")
     layers.append(cli)
     where.append("command line")
+    extra = {k: v for layer in layers for k, v in dict(layer.get("extra") or {}).items()}
+    if extra:  # the system's knobs add up across layers (a scenario's and --kafka-version)
+        layers[-1] = {**layers[-1], "extra": extra}
     if not any("seed" in layer for layer in layers):
         layers.append({"seed": random.SystemRandom().randrange(2**31)})
         where.append("random seed")
@@ -222,6 +226,12 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
 @click.option("--crash-client-interval", type=float,
               help="Seconds between client crashes, on average: the process is abandoned "
                    "without closing (default: none).")
+@click.option("--kafka-version", metavar="V",
+              help="--system kafka: the Apache Kafka release, 0.10.2.0 to 4.x (default: the "
+                   "newest 4.x cached); resolved from Maven Central once.")
+@click.option("--kafka-metadata", type=click.Choice(["zookeeper", "kraft"]),
+              help="--system kafka: ZooKeeper or KRaft (default: the release's own; "
+                   "ZooKeeper before 3.9, KRaft from 3.9).")
 @click.option("--seed", type=int, help="Seed of every random choice (default: random, printed).")
 @click.option("--scenario", help="A named scenario (`undertow scenarios` lists them).")
 @click.option("--config", type=click.Path(dir_okay=False), help="A TOML experiment file.")

@@ -26,6 +26,9 @@ _TOOLS = ("org.apache.kafka.tools.DumpLogSegments", "kafka.tools.DumpLogSegments
 _BATCH = re.compile(r"baseOffset: (\d+) lastOffset: (\d+) .*?partitionLeaderEpoch: (-?\d+) "
                     r".*?isControl: (true|false)")
 _RECORD = re.compile(r"\| offset: (\d+) .*payload: (.*)$")
+# before 0.11 (message format v0/v1): one line per message, no batches and no leader epoch
+_MESSAGE = re.compile(r"offset: (\d+) position: \d+ .*payload: (.*)$")
+FORMATS = ("batch", "message-set")  # systems/kafka/releases.py says which a release prints
 _DUMPING = re.compile(r"Dumping (.+)$")
 
 
@@ -92,8 +95,13 @@ class _Replica:
     leo: int = 0
 
 
-def parse_dump(text: str, node: str) -> dict[int, _Replica]:
-    """DumpLogSegments output -> partition -> records and LEO."""
+def parse_dump(text: str, node: str, fmt: str = "batch") -> dict[int, _Replica]:
+    """DumpLogSegments output -> partition -> records and LEO. `fmt` "batch" (0.11 and
+    later: a batch line with the partition leader epoch, then `| offset:` record lines) or
+    "message-set" (before 0.11: `offset: N position: P ... payload: V`, epoch 0)."""
+    if fmt not in FORMATS:
+        raise DumpError(f"{node}: no DumpLogSegments parser for format {fmt!r}")
+    record = _RECORD if fmt == "batch" else _MESSAGE
     out: dict[int, _Replica] = {}
     rep: _Replica | None = None
     epoch = 0
@@ -104,12 +112,12 @@ def parse_dump(text: str, node: str) -> dict[int, _Replica]:
             key = int(seg.parent.name.rsplit("-", 1)[1])
             rep = out.setdefault(key, _Replica())
             rep.leo = max(rep.leo, int(seg.stem))
-        elif m := _BATCH.search(line):
+        elif fmt == "batch" and (m := _BATCH.search(line)):
             if rep is None:
                 raise DumpError(f"{node}: dump line {i}: a batch before any 'Dumping' line")
             epoch, control = int(m[3]), m[4] == "true"
             rep.leo = max(rep.leo, int(m[2]) + 1)
-        elif m := _RECORD.match(line):
+        elif m := record.match(line):
             if rep is None:
                 raise DumpError(f"{node}: dump line {i}: a record before any 'Dumping' line")
             if control:
@@ -120,13 +128,14 @@ def parse_dump(text: str, node: str) -> dict[int, _Replica]:
                 raise DumpError(f"{node}: dump line {i}: payload {m[2][:40]!r} is not an "
                                 "integer (something other than the workload wrote here)") from None
             rep.records.append((int(m[1]), value, epoch))
+            rep.leo = max(rep.leo, int(m[1]) + 1)
     return out
 
 
 def replica_rows(node: str, data_dir: Path, dump_text: str,
-                 topic: str = TOPIC) -> list[dict[str, Any]]:
+                 topic: str = TOPIC, fmt: str = "batch") -> list[dict[str, Any]]:
     """replicas.jsonl rows for one node: a summary per replica, then its records."""
-    parsed = parse_dump(dump_text, node)
+    parsed = parse_dump(dump_text, node, fmt)
     hws = high_watermarks(data_dir, topic)
     rows: list[dict[str, Any]] = []
     for key, pdir in sorted(partition_dirs(data_dir, topic).items()):
@@ -147,7 +156,7 @@ def dump_command(java_cmd: Sequence[str], libs: Path, segments: Sequence[Path]) 
 
 
 def dump_node(node: str, data_dir: Path, libs: Path, *, java: str = "java",
-              topic: str = TOPIC) -> list[dict[str, Any]]:
+              topic: str = TOPIC, fmt: str = "batch") -> list[dict[str, Any]]:
     """Every replica of `topic` under `data_dir`, as replicas.jsonl rows."""
     segments = sorted(p for d in partition_dirs(data_dir, topic).values() for p in d.glob("*.log"))
     text = ""
@@ -159,4 +168,4 @@ def dump_node(node: str, data_dir: Path, libs: Path, *, java: str = "java",
             raise DumpError(f"{node}: DumpLogSegments exited {done.returncode}: "
                             f"{(done.stderr or done.stdout).strip()[-1000:]}")
         text = done.stdout
-    return replica_rows(node, data_dir, text, topic)
+    return replica_rows(node, data_dir, text, topic, fmt)
