@@ -77,7 +77,8 @@ def test_scenarios_are_exactly_the_known_bugs_and_build() -> None:
                               "retries-without-idempotence", "read-uncommitted",
                               "zombie-producer",
                               "kafka-safe", "kafka-unclean-election", "kafka-acks-1",
-                              "kafka-read-uncommitted", "kafka-retries-without-idempotence"}
+                              "kafka-read-uncommitted", "kafka-retries-without-idempotence",
+                              "kafka-kip101-loss", "kafka-kip101-divergence"}
     known = known_faults()
     for name, s in SCENARIOS.items():
         spec = build_spec(s.settings)
@@ -114,6 +115,8 @@ def test_known_bug_scenarios_keep_one_controller_voter_and_safe_a_quorum() -> No
     ordinary_faults = {"read-uncommitted", "zombie-producer", "kafka-read-uncommitted",
                        "kafka-retries-without-idempotence"}
     for name, sc in SCENARIOS.items():
+        if "kafka_version" in sc.settings.get("extra", {}):
+            continue  # a ZooKeeper-era release: its controller is a broker ZooKeeper elects
         voters = controller_voters(build_spec(sc.settings))
         quorum = sc.safe or name in ordinary_faults
         assert voters == (["n1", "n2", "n3"] if quorum else ["n1"]), name
@@ -196,6 +199,11 @@ def test_each_known_bug_names_the_options_that_fix_it_and_they_build_a_fixed_spe
         if name in ("read-uncommitted", "kafka-read-uncommitted"):
             assert (unsafe.workload, unsafe.isolation) == ("txn", "read-uncommitted")
             assert (fixed.workload, fixed.isolation) == ("txn", "read-committed")
+            assert fixed.broker == unsafe.broker
+            continue
+        if name in ("kafka-kip101-loss", "kafka-kip101-divergence"):  # the release that fixed it
+            assert (unsafe.extra["kafka_version"], fixed.extra["kafka_version"]) == \
+                ("0.10.2.2", "0.11.0.3")
             assert fixed.broker == unsafe.broker
             continue
         if name == "zombie-producer":  # the coordinator's fencing, shared ids either way
