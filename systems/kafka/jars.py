@@ -149,8 +149,7 @@ def resolve(version: str | None = None, *, root: Path | None = None,
             raise
         near = [v for v in releases.nearest(version, count=4) if v != version][:3]
         raise KafkaJarsError(f"--kafka-version {version}: does not resolve from Maven Central "
-                             f"(nearest releases that do: {', '.join(near)}); "
-                             f"{str(e).splitlines()[0]}") from e
+                             f"(nearest releases that do: {', '.join(near)})") from e
 
 
 def _mvn_resolve(wanted: str, root: Path, progress: Callable[[str], None] | None) -> KafkaJars:

@@ -128,7 +128,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "high watermark and cannot fetch back; the new leader dies and the truncated "
         "follower is elected cleanly without acknowledged writes.",
         ("lost-write",), kip101.BROKER, fixed_by=("--kafka-version", "0.11.0.3"),
-        nemesis=("kafka-kip101-loss",), node_count=4, keys=8, nemesis_interval_s=24.0,
+        nemesis=("kafka-kip101-loss",), node_count=4, keys=2, nemesis_interval_s=40.0,
         extra={"kafka_version": "0.10.2.2"}),
     _scenario(
         "kafka-kip101-divergence",
@@ -137,6 +137,6 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "before the old leader returns, truncates only to its own high watermark and keeps "
         "the old records there: the replicas differ below the high watermark.",
         ("replica-divergence",), kip101.BROKER, fixed_by=("--kafka-version", "0.11.0.3"),
-        nemesis=("kafka-kip101-divergence",), node_count=4, keys=8, nemesis_interval_s=30.0,
+        nemesis=("kafka-kip101-divergence",), node_count=4, keys=2, nemesis_interval_s=44.0,
         extra={"kafka_version": "0.10.2.2"}),
 )}
