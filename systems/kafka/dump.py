@@ -26,9 +26,10 @@ _TOOLS = ("org.apache.kafka.tools.DumpLogSegments", "kafka.tools.DumpLogSegments
 _BATCH = re.compile(r"baseOffset: (\d+) lastOffset: (\d+) .*?partitionLeaderEpoch: (-?\d+) "
                     r".*?isControl: (true|false)")
 _RECORD = re.compile(r"\| offset: (\d+) .*payload: (.*)$")
-# before 0.11 (message format v0/v1): one line per message, no batches and no leader epoch
+# before 2.x: one line per record (message), no batch line and no leader epoch
 _MESSAGE = re.compile(r"offset: (\d+) position: \d+ .*payload: (.*)$")
-FORMATS = ("batch", "message-set")  # systems/kafka/releases.py says which a release prints
+FORMATS = ("batch", "record-lines")  # systems/kafka/releases.py says which a release prints
+_FLAGS = {"batch": (), "record-lines": ("--deep-iteration",)}  # 0.11 prints batches without
 _DUMPING = re.compile(r"Dumping (.+)$")
 
 
@@ -98,7 +99,8 @@ class _Replica:
 def parse_dump(text: str, node: str, fmt: str = "batch") -> dict[int, _Replica]:
     """DumpLogSegments output -> partition -> records and LEO. `fmt` "batch" (0.11 and
     later: a batch line with the partition leader epoch, then `| offset:` record lines) or
-    "message-set" (before 0.11: `offset: N position: P ... payload: V`, epoch 0)."""
+    "record-lines" (before 2.x: `offset: N position: P ... payload: V`, epoch 0; a
+    transaction marker, `isTransactional: true` with no integer payload, is skipped)."""
     if fmt not in FORMATS:
         raise DumpError(f"{node}: no DumpLogSegments parser for format {fmt!r}")
     record = _RECORD if fmt == "batch" else _MESSAGE
@@ -125,6 +127,8 @@ def parse_dump(text: str, node: str, fmt: str = "batch") -> dict[int, _Replica]:
             try:
                 value = int(m[2].strip())
             except ValueError:
+                if fmt == "record-lines" and "isTransactional: true" in line:
+                    continue  # a commit or abort marker
                 raise DumpError(f"{node}: dump line {i}: payload {m[2][:40]!r} is not an "
                                 "integer (something other than the workload wrote here)") from None
             rep.records.append((int(m[1]), value, epoch))
@@ -149,10 +153,11 @@ def replica_rows(node: str, data_dir: Path, dump_text: str,
     return rows
 
 
-def dump_command(java_cmd: Sequence[str], libs: Path, segments: Sequence[Path]) -> list[str]:
+def dump_command(java_cmd: Sequence[str], libs: Path, segments: Sequence[Path],
+                 flags: Sequence[str] = ()) -> list[str]:
     """`java_cmd` is java and its options up to the classpath: the main class follows."""
     return [*java_cmd, "-cp", f"{libs}/*", dump_class(libs),
-            "--files", ",".join(str(s) for s in segments), "--print-data-log"]
+            "--files", ",".join(str(s) for s in segments), "--print-data-log", *flags]
 
 
 def dump_node(node: str, data_dir: Path, libs: Path, *, java: str = "java",
@@ -161,11 +166,15 @@ def dump_node(node: str, data_dir: Path, libs: Path, *, java: str = "java",
     segments = sorted(p for d in partition_dirs(data_dir, topic).values() for p in d.glob("*.log"))
     text = ""
     if segments:
-        cmd = dump_command([java, *TOOL_OPTS], libs, segments)
+        cmd = dump_command([java, *TOOL_OPTS], libs, segments, _FLAGS.get(fmt, ()))
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=DUMP_TIMEOUT_S,
                               check=False)
         if done.returncode != 0:
             raise DumpError(f"{node}: DumpLogSegments exited {done.returncode}: "
                             f"{(done.stderr or done.stdout).strip()[-1000:]}")
         text = done.stdout
+        if "payload: " in text and not any(r.records for r in parse_dump(text, node,
+                                                                           fmt).values()):
+            raise DumpError(f"{node}: DumpLogSegments printed records that the {fmt!r} parser "
+                            "does not read: the release table's dump format is wrong")
     return replica_rows(node, data_dir, text, topic, fmt)

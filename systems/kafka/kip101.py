@@ -40,7 +40,8 @@ from nemesis.sequences import cycles
 
 SESSION_MS = 3000  # zookeeper.session.timeout.ms: a dead broker is noticed after this
 LAG_MS = 10_000  # replica.lag.time.max.ms, 0.10's default: F stays in the ISR this long
-ELECTED_S = 9.0  # after A's kill: its session expired, L2 elected (a loaded machine: seconds)
+ELECTED_S = 4.0  # after A's kill: its session (3 s) expired, L2 about to be elected
+ELECTION_WAIT_S = 6.0  # then L2 is killed as soon as it leads (well within F's 10 s in ISR)
 RELEASES = "0.10.2.x (the bug); control 0.11.0.x (KIP-101)"
 
 
@@ -49,7 +50,8 @@ def _apart_then_two_leaders(t: float) -> list[Step]:
         Step(t, PARTITION.start, {"kind": "followers-apart", "key": "live", "as": "F",
                                   "leader_as": "A"}),
         Step(t + 0.2, KILL.start, {"role": "A"}),
-        Step(t + ELECTED_S, KILL.start, {"target": "leader", "key_of": "F", "as": "L2"}),
+        Step(t + ELECTED_S, KILL.start, {"target": "leader", "key_of": "F", "as": "L2",
+                                         "leader_not": "A", "wait_s": ELECTION_WAIT_S}),
         Step(t + ELECTED_S + 0.1, PARTITION.heal, {}),
     ]
 

@@ -36,7 +36,10 @@ class Era:
     log4j1: bool  # the broker logs through log4j 1 (a log4j.properties is given)
     modes: tuple[str, ...]  # metadata modes the harness runs on it
     default_mode: str
-    dump_format: str  # DumpLogSegments' output: "message-set" (magic 0/1) or "batch" (v2)
+    # DumpLogSegments' output: "record-lines" (one line per record, no leader epoch; before
+    # 2.x, given --deep-iteration) or "batch" (a batch line with its leader epoch, then
+    # `| offset:` record lines)
+    dump_format: str
     dump_class: str
     idempotence: bool  # the idempotent producer and transactions (KIP-98, 0.11.0)
     leader_epochs: bool  # truncation by leader epoch (KIP-101, 0.11.0)
@@ -50,9 +53,9 @@ _NEW_DUMP = "org.apache.kafka.tools.DumpLogSegments"
 # Sorted by `since`. KRaft is run from 3.9 on (static quorum, combined nodes: the
 # configuration systems/kafka/config.py writes); ZooKeeper until 3.9 (4.0 removed it).
 ERAS: tuple[Era, ...] = (
-    Era((0, 10, 2), "2.11", _JAXB, True, (ZOOKEEPER,), ZOOKEEPER, "message-set", _OLD_DUMP,
+    Era((0, 10, 2), "2.11", _JAXB, True, (ZOOKEEPER,), ZOOKEEPER, "record-lines", _OLD_DUMP,
         idempotence=False, leader_epochs=False, unclean_default=True),
-    Era((0, 11, 0), "2.11", _JAXB, True, (ZOOKEEPER,), ZOOKEEPER, "batch", _OLD_DUMP,
+    Era((0, 11, 0), "2.11", _JAXB, True, (ZOOKEEPER,), ZOOKEEPER, "record-lines", _OLD_DUMP,
         idempotence=True, leader_epochs=True, unclean_default=False),
     Era((2, 0, 0), "2.12", (), True, (ZOOKEEPER,), ZOOKEEPER, "batch", _OLD_DUMP,
         idempotence=True, leader_epochs=True, unclean_default=False),

@@ -16,15 +16,17 @@ from systems.kafka import dump, jars, releases
 
 DATA = Path(__file__).parent.parent / "data"
 DUMP_0_10 = DATA / "kafka-dump-0.10.2.2.txt"  # undertow-1 (21 records), undertow-0 (21)
+DUMP_0_11 = DATA / "kafka-dump-0.11.0.3.txt"  # --deep-iteration: undertow-5, undertow-1
 
 
 def test_the_table_gives_each_era_its_build_and_features() -> None:
     old = releases.release("0.10.2.2")
     assert old.artifact == "kafka_2.11" and old.era.extra_jars == ("javax.xml.bind:jaxb-api:2.3.1",)
-    assert old.metadata_mode(None) == "zookeeper" and old.era.dump_format == "message-set"
+    assert old.metadata_mode(None) == "zookeeper" and old.era.dump_format == "record-lines"
     assert old.era.unclean_default and not old.era.leader_epochs
     fix = releases.release("0.11.0.3")
-    assert fix.era.leader_epochs and fix.era.idempotence and fix.era.dump_format == "batch"
+    assert fix.era.leader_epochs and fix.era.idempotence
+    assert releases.release("2.8.2").era.dump_format == "batch"
     assert releases.release("2.8.2").artifact == "kafka_2.13"
     assert releases.release("3.9.1").metadata_mode(None) == "kraft"
     assert releases.release("3.9.1").metadata_mode("zookeeper") == "zookeeper"
@@ -75,7 +77,7 @@ def _replica_dir(root: Path, hws: dict[int, int]) -> Path:
 def test_a_0_10_dump_is_parsed() -> None:
     """The message-set format (offset, position, ..., payload) has no batches nor epochs."""
     text = DUMP_0_10.read_text()
-    parsed = dump.parse_dump(text, "n1", "message-set")
+    parsed = dump.parse_dump(text, "n1", "record-lines")
     assert sorted(parsed) == [0, 1]
     offsets = [o for o, _v, _e in parsed[1].records]
     assert offsets == list(range(21)) and parsed[1].leo == 21
@@ -84,12 +86,22 @@ def test_a_0_10_dump_is_parsed() -> None:
     assert dump.parse_dump(text, "n1", "batch") == {0: dump._Replica(), 1: dump._Replica()}
 
 
+def test_a_0_11_dump_is_parsed_as_record_lines() -> None:
+    """0.11 prints magic v2 records one a line (given --deep-iteration), producer ids and
+    all, still without the batch's leader epoch."""
+    text = DUMP_0_11.read_text()
+    parsed = dump.parse_dump(text, "n1", "record-lines")
+    lines = [ln for ln in text.splitlines() if ln.startswith("offset: ")]
+    assert sum(len(r.records) for r in parsed.values()) == len(lines) > 0
+    assert parsed[5].records[0][:2] == (0, int(lines[0].rsplit("payload: ", 1)[1]))
+
+
 def test_a_planted_difference_in_a_dumped_0_10_replica_is_reported(tmp_path: Path) -> None:
     """Two replicas of key 1 from the same real dump; n2's has one value planted at an
     offset below both high watermarks: replica-divergence, and without it none."""
     text = DUMP_0_10.read_text()
     rows_n1 = dump.replica_rows("n1", _replica_dir(tmp_path / "n1", {0: 21, 1: 21}), text,
-                                fmt="message-set")
+                                fmt="record-lines")
     records = [(r["offset"], r["value"]) for r in rows_n1 if r["key"] == 1 and "value" in r]
     lines = text.splitlines()
     at = next(i for i, ln in enumerate(lines) if ln.startswith("offset: 5 "))
@@ -98,7 +110,7 @@ def test_a_planted_difference_in_a_dumped_0_10_replica_is_reported(tmp_path: Pat
 
     def verdict(n2_text: str, name: str) -> dict[str, Any]:
         rows_n2 = dump.replica_rows("n2", _replica_dir(tmp_path / name, {0: 21, 1: 21}),
-                                    n2_text, fmt="message-set")
+                                    n2_text, fmt="record-lines")
         b = HistoryBuilder()
         for o, v in records:
             b.send(0, 1, v, o)
