@@ -59,6 +59,7 @@ FIELDS: dict[str, str] = {
     "commit": "consumer.commit", "auto_commit_interval_ms": "consumer.auto_commit_interval_ms",
     "group_session_timeout_ms": "consumer.session_timeout_ms", "assignor": "consumer.assignor",
     "client": "extra.client", "kafka_client_version": "extra.kafka_client_version",
+    "kafka_version": "extra.kafka_version", "kafka_metadata": "extra.kafka_metadata",
 }
 TABLES = ("broker", "producer", "consumer", "extra")
 
@@ -247,14 +248,20 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
                    "without closing (default: none).")
 @click.option("--extra", multiple=True, metavar="KEY=VALUE",
               help="A system's or scenario's own knob (spec.extra), repeatable, joining the "
-                   "scenario's: kafka_version=4.0.2, "
-                   "kafka_features=eligible.leader.replicas.version=1, controller_voters=1.")
+                   "scenario's: kafka_features=eligible.leader.replicas.version=1, "
+                   "controller_voters=1.")
 @click.option("--client", type=click.Choice(["librdkafka", "java"]),
               help="--system kafka: the client that drives Kafka, librdkafka (confluent-kafka, "
                    "the default) or Kafka's own Java client (kafka-clients, through JPype).")
 @click.option("--kafka-client-version", metavar="V",
               help="--client java: the kafka-clients release (default: the broker's when it "
                    "is 4.x, else the newest 4.x); resolved from Maven Central once.")
+@click.option("--kafka-version", metavar="V",
+              help="--system kafka: the Apache Kafka release, 0.10.2.0 to 4.x (default: the "
+                   "newest 4.x cached); resolved from Maven Central once.")
+@click.option("--kafka-metadata", type=click.Choice(["zookeeper", "kraft"]),
+              help="--system kafka: ZooKeeper or KRaft (default: the release's own; "
+                   "ZooKeeper before 3.9, KRaft from 3.9).")
 @click.option("--seed", type=int, help="Seed of every random choice (default: random, printed).")
 @click.option("--scenario", help="A named scenario (`undertow scenarios` lists them).")
 @click.option("--config", type=click.Path(dir_okay=False), help="A TOML experiment file.")

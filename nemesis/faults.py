@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -52,6 +53,9 @@ def target_nodes(run: Run, value: Any, rng: random.Random) -> tuple[str, ...]:
         if "leader_as" in value:  # remember the key's leader as it was at this moment
             leader = view.leader_of(key)
             roles[str(value["leader_as"])] = (leader,) if leader in nodes else ()
+        if "leader_not" in value:  # a new leader: wait (at most wait_s) for the election
+            _await_leader_change(view, key, set(roles.get(str(value["leader_not"]), ())),
+                                 float(value.get("wait_s", 10.0)))
         given = resolve(target, nodes, rng, view, key)
     if "as" in value:
         roles[str(value["as"])] = given
@@ -59,6 +63,17 @@ def target_nodes(run: Run, value: Any, rng: random.Random) -> tuple[str, ...]:
         i = int(value["index"])
         given = given[i:i + 1]
     return given
+
+
+def _await_leader_change(view: LiveView, key: int, old: set[str], wait_s: float) -> None:
+    """Until the key is led by a node outside `old` (a ZooKeeper-era election takes a
+    session timeout and the controller's turn, seconds on a loaded machine)."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        leader = view.leader_of(key)
+        if leader is not None and leader not in old:
+            return
+        time.sleep(0.2)
 
 
 def live_keys(run: Run) -> list[int]:

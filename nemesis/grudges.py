@@ -14,7 +14,7 @@ from harness.protocols import Grudge as Grudge  # the one definition; nemesis bu
 
 KINDS = ("one", "halves", "random-halves", "majorities-ring", "bridge", "leader",
          "followers", "controller", "coordinator", "minority", "majority",
-         "leader-answers")
+         "leader-answers", "followers-apart")
 
 
 class GrudgeError(ValueError):

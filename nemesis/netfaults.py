@@ -29,6 +29,9 @@ def grudge_for(kind: str, run: Run, rng: random.Random, value: dict[str, Any]) -
     with `"cut_clients": true` clients lose the leader too (nobody reads its tail).
     `leader-answers` drops a key's leader's answers to clients, one way: requests
     still reach it and are served, so producers time out on writes that happened.
+    `followers-apart` cuts a key's first follower off from its other followers only
+    (all still reach the leader): once the leader dies and one follower is elected,
+    the other cannot fetch from it.
     """
     nodes = list(run.nodes)
     if kind == "one":
@@ -56,7 +59,7 @@ def grudge_for(kind: str, run: Run, rng: random.Random, value: dict[str, Any]) -
         if "as" in value:
             roles[str(value["as"])] = isolated
         return {g.CLIENT: frozenset(isolated)}
-    if kind == "followers":
+    if kind in ("followers", "followers-apart"):
         leader = view.leader_of(key)
         if leader not in nodes:
             leader = rng.choice(nodes)
@@ -65,6 +68,8 @@ def grudge_for(kind: str, run: Run, rng: random.Random, value: dict[str, Any]) -
             roles[str(value["as"])] = followers
         if "leader_as" in value:
             roles[str(value["leader_as"])] = (leader,)
+        if kind == "followers-apart":
+            return g.cut_between(followers[:1], followers[1:])
         grudge = g.cut_between([leader], followers)
         if value.get("cut_clients"):  # clients neither write to nor read from the leader
             return {**grudge, g.CLIENT: frozenset({leader})}

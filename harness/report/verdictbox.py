@@ -53,7 +53,10 @@ def system_words(test: Mapping[str, Any] | None) -> tuple[str, str]:
     test = test or {}
     info = _info(test)
     name = str(info.get("name") or test.get("system") or "not recorded")
-    return name, str(info.get("version") or "version not recorded")
+    version = str(info.get("version") or "version not recorded")
+    if isinstance(info.get("metadata"), str):  # a Kafka release's metadata mode
+        version += f" ({info['metadata']})"
+    return name, version
 
 
 def client_words(test: Mapping[str, Any] | None) -> str:

@@ -22,7 +22,7 @@ from harness import netns
 from harness.spec import SpecError, TestSpec
 from nemesis.kinds import KILL, LOSE_UNFLUSHED, PARTITION, PAUSE
 from nemesis.packages import fault_kinds
-from systems.kafka import config, features, jars
+from systems.kafka import config, features, jars, releases
 from systems.kafka.admin import TXN_STATE_TOPIC, KafkaAdmin, active_controller
 from systems.kafka.client import warm_up
 from systems.kafka.jars import KafkaJars
@@ -35,7 +35,8 @@ FAULTS = (KILL, PAUSE, PARTITION, LOSE_UNFLUSHED)
 BACKENDS = ("local", "docker", "ssh")
 WORKLOADS = ("queue", "txn")
 VERSION_ENV_KEY = "kafka_version"  # spec.extra key: the release to run (default: newest 4.x)
-_VERSION_LINE = re.compile(r"Kafka version: (\S+)")
+METADATA_KEY = "kafka_metadata"  # spec.extra key: zookeeper or kraft (default: the release's)
+_VERSION_LINE = re.compile(r"Kafka version ?: (\S+)")  # 0.10 to 2.x print "version : V"
 # JVMs restarted together (a final heal after a majority was killed) take tens of seconds
 # to register and fill the ISRs again on a loaded machine: never wait less for readiness.
 MIN_READY_S = 90.0
@@ -44,6 +45,22 @@ MIN_READY_S = 90.0
 def controller_voters(spec: TestSpec) -> int:
     """spec.extra's controller_voters: that many dedicated controllers (0: combined nodes)."""
     return int(spec.extra.get("controller_voters", 0))
+
+
+def release_of(spec: TestSpec) -> tuple[releases.Release, str]:
+    """The release asked for (--kafka-version; default the newest 4.x cached, else 4.x) and
+    its metadata mode (--kafka-metadata; default the release's own)."""
+    asked = spec.extra.get(VERSION_ENV_KEY)
+    try:
+        if asked is None:
+            newest = jars.newest_cached()
+            rel = releases.release(newest.version if newest is not None else "4.0.0")
+        else:
+            rel = releases.release(str(asked))
+        mode = spec.extra.get(METADATA_KEY)
+        return rel, rel.metadata_mode(None if mode is None else str(mode))
+    except releases.ReleaseError as e:
+        raise SpecError(str(e)) from None
 
 
 def needs_namespaces(spec: TestSpec) -> bool:
@@ -74,8 +91,27 @@ def check_spec(spec: TestSpec) -> None:
                             "(a transactional producer is idempotent)")
         if spec.crash_client_interval_s is not None:
             raise SpecError("--crash-client-interval: only the queue workload has it, not txn")
-    version = spec.extra.get(VERSION_ENV_KEY)
-    features.check(spec, None if version is None else jars.parse_version(str(version)))
+    rel, mode = release_of(spec)
+    if mode == releases.ZOOKEEPER:
+        if controller_voters(spec):
+            raise SpecError("controller_voters: KRaft controllers; in ZooKeeper mode the "
+                            "controller is a broker elected through ZooKeeper")
+        if spec.backend != "local":
+            raise SpecError(f"--kafka-metadata zookeeper: runs on the local backend only "
+                            f"(not {spec.backend} yet)")
+    try:
+        if spec.workload == "txn":
+            rel.require("transactions")
+        if spec.producer.enable_idempotence:
+            rel.require("idempotence")
+    except releases.ReleaseError as e:
+        raise SpecError(str(e)) from None
+    if spec.extra.get(VERSION_ENV_KEY) is not None:
+        try:  # an unresolvable release is said now, not once the nodes are up
+            jars.resolve(rel.version)
+        except jars.KafkaJarsError as e:
+            raise SpecError(str(e).splitlines()[0]) from None
+    features.check(spec, jars.parse_version(rel.version))
     k = controller_voters(spec)
     config.make_nodes(spec.nodes, "127.0.0.1", lambda: 0, controller_voters=k)
     if spec.broker.replication_factor > len(spec.nodes) - k:
@@ -96,6 +132,7 @@ class KafkaViews:
     jars: KafkaJars
     admin: KafkaAdmin | None = None
     asked_features: dict[str, int] = {}  # set per instance by the system
+    metadata_mode = releases.KRAFT
     _warm = False
 
     @property
@@ -126,16 +163,20 @@ class KafkaViews:
         took = admin.wait_ready(len(self.brokers), spec.partitions,
                                 spec.broker.replication_factor,
                                 spec.broker.min_insync_replicas, timeout_s=timeout_s)
+        rel = releases.release(self.jars.version)
         if not self._warm:  # once: the producer-id machinery, before the workload's first send
-            warm_up(self.bootstrap, admin)
+            if rel.era.idempotence:
+                warm_up(self.bootstrap, admin)
             if client_of(spec) == "java":  # and the Java client's classes, compiled
                 java_warm_up(self.bootstrap)
             self._warm = True
         version = self.version() or self.jars.version
+        mode = self.metadata_mode
         feats = features.describe(self.asked_features, jars.parse_version(self.jars.version))
         _add_to_test_json(run.paths.test_json, {"system_info": {
-            "name": "kafka", "version": version, "features": feats}}, merge=True)
-        run.log.info("Kafka %s ready in %.1f s: %s", version, took, self.bootstrap)
+            "name": "kafka", "version": version, "metadata": mode, "features": feats}},
+            merge=True)
+        run.log.info("Kafka %s (%s) ready in %.1f s: %s", version, mode, took, self.bootstrap)
 
     def names(self) -> dict[int, str]:
         return {n.node_id: n.name for n in self.nodes.values()}

@@ -26,6 +26,10 @@ _TOOLS = ("org.apache.kafka.tools.DumpLogSegments", "kafka.tools.DumpLogSegments
 _BATCH = re.compile(r"baseOffset: (\d+) lastOffset: (\d+) .*?partitionLeaderEpoch: (-?\d+) "
                     r".*?isControl: (true|false)")
 _RECORD = re.compile(r"\| offset: (\d+) .*payload: (.*)$")
+# before 2.x: one line per record (message), no batch line and no leader epoch
+_MESSAGE = re.compile(r"offset: (\d+) position: \d+ .*payload: (.*)$")
+FORMATS = ("batch", "record-lines")  # systems/kafka/releases.py says which a release prints
+_FLAGS = {"batch": (), "record-lines": ("--deep-iteration",)}  # 0.11 prints batches without
 _DUMPING = re.compile(r"Dumping (.+)$")
 
 
@@ -92,8 +96,14 @@ class _Replica:
     leo: int = 0
 
 
-def parse_dump(text: str, node: str) -> dict[int, _Replica]:
-    """DumpLogSegments output -> partition -> records and LEO."""
+def parse_dump(text: str, node: str, fmt: str = "batch") -> dict[int, _Replica]:
+    """DumpLogSegments output -> partition -> records and LEO. `fmt` "batch" (0.11 and
+    later: a batch line with the partition leader epoch, then `| offset:` record lines) or
+    "record-lines" (before 2.x: `offset: N position: P ... payload: V`, epoch 0; a
+    transaction marker, `isTransactional: true` with no integer payload, is skipped)."""
+    if fmt not in FORMATS:
+        raise DumpError(f"{node}: no DumpLogSegments parser for format {fmt!r}")
+    record = _RECORD if fmt == "batch" else _MESSAGE
     out: dict[int, _Replica] = {}
     rep: _Replica | None = None
     epoch = 0
@@ -104,12 +114,12 @@ def parse_dump(text: str, node: str) -> dict[int, _Replica]:
             key = int(seg.parent.name.rsplit("-", 1)[1])
             rep = out.setdefault(key, _Replica())
             rep.leo = max(rep.leo, int(seg.stem))
-        elif m := _BATCH.search(line):
+        elif fmt == "batch" and (m := _BATCH.search(line)):
             if rep is None:
                 raise DumpError(f"{node}: dump line {i}: a batch before any 'Dumping' line")
             epoch, control = int(m[3]), m[4] == "true"
             rep.leo = max(rep.leo, int(m[2]) + 1)
-        elif m := _RECORD.match(line):
+        elif m := record.match(line):
             if rep is None:
                 raise DumpError(f"{node}: dump line {i}: a record before any 'Dumping' line")
             if control:
@@ -117,16 +127,19 @@ def parse_dump(text: str, node: str) -> dict[int, _Replica]:
             try:
                 value = int(m[2].strip())
             except ValueError:
+                if fmt == "record-lines" and "isTransactional: true" in line:
+                    continue  # a commit or abort marker
                 raise DumpError(f"{node}: dump line {i}: payload {m[2][:40]!r} is not an "
                                 "integer (something other than the workload wrote here)") from None
             rep.records.append((int(m[1]), value, epoch))
+            rep.leo = max(rep.leo, int(m[1]) + 1)
     return out
 
 
 def replica_rows(node: str, data_dir: Path, dump_text: str,
-                 topic: str = TOPIC) -> list[dict[str, Any]]:
+                 topic: str = TOPIC, fmt: str = "batch") -> list[dict[str, Any]]:
     """replicas.jsonl rows for one node: a summary per replica, then its records."""
-    parsed = parse_dump(dump_text, node)
+    parsed = parse_dump(dump_text, node, fmt)
     hws = high_watermarks(data_dir, topic)
     rows: list[dict[str, Any]] = []
     for key, pdir in sorted(partition_dirs(data_dir, topic).items()):
@@ -140,23 +153,28 @@ def replica_rows(node: str, data_dir: Path, dump_text: str,
     return rows
 
 
-def dump_command(java_cmd: Sequence[str], libs: Path, segments: Sequence[Path]) -> list[str]:
+def dump_command(java_cmd: Sequence[str], libs: Path, segments: Sequence[Path],
+                 flags: Sequence[str] = ()) -> list[str]:
     """`java_cmd` is java and its options up to the classpath: the main class follows."""
     return [*java_cmd, "-cp", f"{libs}/*", dump_class(libs),
-            "--files", ",".join(str(s) for s in segments), "--print-data-log"]
+            "--files", ",".join(str(s) for s in segments), "--print-data-log", *flags]
 
 
 def dump_node(node: str, data_dir: Path, libs: Path, *, java: str = "java",
-              topic: str = TOPIC) -> list[dict[str, Any]]:
+              topic: str = TOPIC, fmt: str = "batch") -> list[dict[str, Any]]:
     """Every replica of `topic` under `data_dir`, as replicas.jsonl rows."""
     segments = sorted(p for d in partition_dirs(data_dir, topic).values() for p in d.glob("*.log"))
     text = ""
     if segments:
-        cmd = dump_command([java, *TOOL_OPTS], libs, segments)
+        cmd = dump_command([java, *TOOL_OPTS], libs, segments, _FLAGS.get(fmt, ()))
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=DUMP_TIMEOUT_S,
                               check=False)
         if done.returncode != 0:
             raise DumpError(f"{node}: DumpLogSegments exited {done.returncode}: "
                             f"{(done.stderr or done.stdout).strip()[-1000:]}")
         text = done.stdout
-    return replica_rows(node, data_dir, text, topic)
+        if "payload: " in text and not any(r.records for r in parse_dump(text, node,
+                                                                           fmt).values()):
+            raise DumpError(f"{node}: DumpLogSegments printed records that the {fmt!r} parser "
+                            "does not read: the release table's dump format is wrong")
+    return replica_rows(node, data_dir, text, topic, fmt)

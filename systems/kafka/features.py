@@ -17,7 +17,7 @@ from typing import Any
 from harness.spec import SpecError, TestSpec
 
 EXTRA_KEY = "kafka_features"
-Release = tuple[int, int, int]
+Release = tuple[int, ...]  # as jars.parse_version gives it (0.10.2.2 has four parts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,9 +4,12 @@
 (copied into a scratch folder, so the source tree stays clean) and the jars go
 to <cache>/<version>/libs. A folder is complete once its `.complete` marker is
 written, so a resolution cut short is redone, never half used; the marker holds
-the pom's digest, so a changed pom resolves again. With no version
-asked for, the newest complete 4.x in the cache is used, else Maven resolves
-the newest 4.x release it can reach.
+the digest of the pom it was resolved with, so a changed pom resolves again. The
+pom is this folder's, adapted to the release by systems/kafka/releases.py (its
+Scala build, the jars newer JDKs dropped): unchanged for 3.9 and later. Two
+processes may resolve one release at once: each works in a scratch folder and the
+first rename wins. With no version asked for, the newest complete 4.x in the cache
+is used, else Maven resolves the newest 4.x release it can reach.
 """
 
 from __future__ import annotations
@@ -23,13 +26,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from systems.kafka import releases
+from systems.kafka.releases import ReleaseError
+
 POM = Path(__file__).with_name("pom.xml")
 CACHE_ENV = "UNDERTOW_KAFKA_CACHE"
 DEFAULT_RANGE = "[4.0.0,5.0.0)"  # the newest 4.x release
-OLDEST = (3, 9)
 MVN_TIMEOUT_S = 900.0
 _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
-_CORE_JAR = re.compile(r"kafka_2\.13-(\d+\.\d+\.\d+)\.jar")
+_CORE_JAR = re.compile(r"kafka_2\.1[123]-(\d+(?:\.\d+){2,3})\.jar")
 _MARK = ".complete"
 
 
@@ -59,25 +64,43 @@ def cache_root() -> Path:
     return Path(base) / "undertow" / "kafka"
 
 
-def parse_version(version: str) -> tuple[int, int, int]:
-    """'4.1.1' -> (4, 1, 1); a clear error for anything else or anything before 3.9."""
-    m = _VERSION.fullmatch(version.strip())
-    if m is None:
-        raise KafkaJarsError(f"--kafka-version: {version!r} is not a release number like 4.1.1")
-    parts = (int(m[1]), int(m[2]), int(m[3]))
-    if parts[:2] < OLDEST:
-        raise KafkaJarsError(f"--kafka-version {version}: the harness runs 3.9 and later "
-                             "(KRaft, combined broker and controller nodes)")
-    return parts
+def parse_version(version: str) -> tuple[int, ...]:
+    """'4.1.1' -> (4, 1, 1); a clear error for anything else or anything before 0.10.2."""
+    try:
+        return releases.release(version).parts
+    except ReleaseError as e:
+        raise KafkaJarsError(str(e)) from None
 
 
-def pom_digest() -> str:
-    return hashlib.sha256(POM.read_bytes()).hexdigest()[:16]
+def pom_text(version: str | None = None) -> str:
+    """The pom a release resolves with: this folder's, with the release's Scala build and
+    the jars newer JDKs dropped (log4j 1 releases bring their own slf4j binding)."""
+    text = POM.read_text()
+    if version is None or not releases.is_release(version):
+        return text  # the default range: the newest 4.x
+    try:
+        era = releases.release(version).era
+    except ReleaseError:
+        return text
+    text = text.replace("<artifactId>kafka_2.13</artifactId>",
+                        f"<artifactId>kafka_{era.scala}</artifactId>")
+    deps = "".join(
+        f"    <dependency><groupId>{g}</groupId><artifactId>{a}</artifactId>"
+        f"<version>{v}</version></dependency>\n"
+        for g, a, v in (j.split(":") for j in era.extra_jars))
+    if era.log4j1:  # the release's slf4j-log4j12 binds slf4j; a second binding would race it
+        start = text.index("    <!-- a logger behind slf4j-api")
+        text = text[:start] + text[text.index("</dependency>", start) + 14:]
+    return text.replace("  </dependencies>", deps + "  </dependencies>")
+
+
+def pom_digest(version: str | None = None) -> str:
+    return hashlib.sha256(pom_text(version).encode()).hexdigest()[:16]
 
 
 def _is_complete(libs: Path) -> bool:
     try:
-        return (libs / _MARK).read_text().split()[-1] == pom_digest()
+        return (libs / _MARK).read_text().split()[-1] == pom_digest(libs.parent.name)
     except (OSError, IndexError):
         return False
 
@@ -85,6 +108,14 @@ def _is_complete(libs: Path) -> bool:
 def _complete(root: Path, version: str) -> KafkaJars | None:
     libs = root / version / "libs"
     return KafkaJars(version, libs) if _is_complete(libs) else None
+
+
+def cached(root: Path | None = None) -> list[KafkaJars]:
+    """Every complete release in the cache, oldest first."""
+    root = root or cache_root()
+    found = [j for d in (root.iterdir() if root.is_dir() else ())
+             if releases.is_release(d.name) and (j := _complete(root, d.name)) is not None]
+    return sorted(found, key=lambda j: releases.parse(j.version))
 
 
 def newest_cached(root: Path | None = None, major: int = 4) -> KafkaJars | None:
@@ -111,7 +142,14 @@ def resolve(version: str | None = None, *, root: Path | None = None,
         hit = newest_cached(root)
     if hit is not None:
         return hit
-    return _mvn_resolve(version or DEFAULT_RANGE, root, progress)
+    try:
+        return _mvn_resolve(version or DEFAULT_RANGE, root, progress)
+    except KafkaJarsError as e:
+        if version is None:
+            raise
+        near = [v for v in releases.nearest(version, count=4) if v != version][:3]
+        raise KafkaJarsError(f"--kafka-version {version}: does not resolve from Maven Central "
+                             f"(nearest releases that do: {', '.join(near)})") from e
 
 
 def _mvn_resolve(wanted: str, root: Path, progress: Callable[[str], None] | None) -> KafkaJars:
@@ -120,12 +158,15 @@ def _mvn_resolve(wanted: str, root: Path, progress: Callable[[str], None] | None
         raise KafkaJarsError("mvn is not on PATH: install Maven (Debian: apt-get install maven) "
                              "to fetch Kafka's jars from Maven Central")
     root.mkdir(parents=True, exist_ok=True)
+    pom = pom_text(None if wanted == DEFAULT_RANGE else wanted)
+    artifact = re.search(r"<artifactId>(kafka_2\.1\d)</artifactId>", pom)
     if progress:
-        progress(f"resolving org.apache.kafka:kafka_2.13:{wanted} with Maven into {root}")
+        progress(f"resolving org.apache.kafka:{artifact[1] if artifact else 'kafka'}:{wanted} "
+                 f"with Maven into {root}")
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=".resolve-", dir=root) as tmp:
         work = Path(tmp)
-        shutil.copy2(POM, work / "pom.xml")
+        (work / "pom.xml").write_text(pom)
         out = work / "libs"
         cmd = [mvn, "-q", "-B", "-f", str(work / "pom.xml"), "dependency:copy-dependencies",
                "-DincludeScope=runtime", f"-DoutputDirectory={out}",
@@ -140,14 +181,17 @@ def _mvn_resolve(wanted: str, root: Path, progress: Callable[[str], None] | None
             raise KafkaJarsError(f"Kafka {wanted} did not resolve: {' '.join(cmd)} exited "
                                  f"{done.returncode}:\n{tail}")
         version = _core_version(out)
-        (out / _MARK).write_text(f"{version} {pom_digest()}\n")
+        (out / _MARK).write_text(f"{version} {pom_digest(version)}\n")
         dest = root / version / "libs"
         dest.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             if not _is_complete(dest):
                 shutil.rmtree(dest)  # a cut-short earlier try, or an older pom's
         if not dest.exists():
-            os.replace(out, dest)
+            with contextlib.suppress(OSError):  # another process renamed its copy first
+                os.replace(out, dest)
+        if not _is_complete(dest):
+            raise KafkaJarsError(f"Kafka {version}: {dest} is not complete after resolving")
     jars = KafkaJars(version, dest, seconds=time.monotonic() - t0, cached=False)
     if progress:
         progress(f"Kafka {version}: {len(list(dest.glob('*.jar')))} jars in {jars.seconds:.1f} s")
@@ -155,8 +199,8 @@ def _mvn_resolve(wanted: str, root: Path, progress: Callable[[str], None] | None
 
 
 def _core_version(libs: Path) -> str:
-    for p in libs.glob("kafka_2.13-*.jar"):
+    for p in libs.glob("kafka_2.1*-*.jar"):
         m = _CORE_JAR.fullmatch(p.name)
         if m:
             return m[1]
-    raise KafkaJarsError(f"Maven finished but {libs} holds no kafka_2.13 jar")
+    raise KafkaJarsError(f"Maven finished but {libs} holds no kafka_2.1x jar")

@@ -20,7 +20,7 @@ from typing import Any
 from harness.control.processes import NodeProcesses
 from harness.protocols import Launches, ProcState
 from harness.spec import BrokerSettings
-from systems.kafka import config, dump, unflushed
+from systems.kafka import config, dump, releases, unflushed
 from systems.kafka.jars import KafkaJars
 
 FORMAT_TIMEOUT_S = 120.0
@@ -174,7 +174,8 @@ class LocalKafka:
 
     def dump_node(self, run: Any, node: str) -> list[dict[str, Any]]:
         """The node's replicas, read from its data dir with Kafka's DumpLogSegments."""
-        return dump.dump_node(node, self.data_dir(node), self.jars.libs, java=self.java)
+        return dump.dump_node(node, self.data_dir(node), self.jars.libs, java=self.java,
+                              fmt=releases.release(self.jars.version).era.dump_format)
 
     def dump_replicas(self, run: Any) -> list[dict[str, Any]]:
         """Every node's replicas (after the final heal; HW is checkpointed every 500 ms)."""

@@ -19,6 +19,7 @@ from nemesis.kinds import KILL, LOSE_UNFLUSHED, PAUSE
 from nemesis.packages import Fault, register
 from nemesis.plan import Step
 from nemesis.sequences import cycles
+from systems.kafka import kip101
 
 
 def unclean_pauses(t: float, rng: random.Random) -> list[Step]:
@@ -159,4 +160,22 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
                   "enable_idempotence": False},
         fixed_by=("--idempotence",),
         nemesis=("lost-answers",), node_count=3, time_limit_s=60.0, nemesis_interval_s=8.0),
+    _scenario(
+        "kafka-kip101-loss",
+        "KIP-101 on the release that had it (releases: " + kip101.RELEASES + "): a key's "
+        "followers cut apart, its leader dies, the follower not elected truncates to its "
+        "high watermark and cannot fetch back; the new leader dies and the truncated "
+        "follower is elected cleanly without acknowledged writes.",
+        ("lost-write",), kip101.BROKER, fixed_by=("--kafka-version", "0.11.0.3"),
+        nemesis=("kafka-kip101-loss",), node_count=4, keys=2, nemesis_interval_s=40.0,
+        extra={"kafka_version": "0.10.2.2"}),
+    _scenario(
+        "kafka-kip101-divergence",
+        "KIP-101 divergence on the release that had it (releases: " + kip101.RELEASES + "): "
+        "as kafka-kip101-loss, then the truncated leader takes writes at the offsets it lost "
+        "before the old leader returns, truncates only to its own high watermark and keeps "
+        "the old records there: the replicas differ below the high watermark.",
+        ("replica-divergence",), kip101.BROKER, fixed_by=("--kafka-version", "0.11.0.3"),
+        nemesis=("kafka-kip101-divergence",), node_count=4, keys=2, nemesis_interval_s=44.0,
+        extra={"kafka_version": "0.10.2.2"}),
 )}

@@ -21,9 +21,15 @@ from harness.image import NodeImage
 from harness.protocols import DB, Client, LocalHost, NodeHost, ShellHost
 from harness.spec import SpecError, TestSpec
 from harness.test import Test
-from systems.kafka import config, features, jars, java
+from systems.kafka import config, features, jars, java, releases, zk
 from systems.kafka.client import KafkaQueueClient
-from systems.kafka.db import VERSION_ENV_KEY, KafkaLocalDB, check_spec, controller_voters
+from systems.kafka.db import (
+    VERSION_ENV_KEY,
+    KafkaLocalDB,
+    check_spec,
+    controller_voters,
+    release_of,
+)
 from systems.kafka.group_client import KafkaGroupClient
 from systems.kafka.hunts import SCENARIOS as HUNTS
 from systems.kafka.java.settings import client_of
@@ -68,14 +74,25 @@ class KafkaSystem:
         spec = test.spec
         version = spec.extra.get(VERSION_ENV_KEY)
         j = jars.resolve(None if version is None else str(version))
+        rel, mode = release_of(spec)
         asked = features.check(spec, jars.parse_version(j.version))
         fmt = tuple(features.format_args(asked))
         db: KafkaLocalDB | KafkaRemoteDB
         if isinstance(host, LocalHost):
             nodes = _nodes(spec, host.endpoints.listen, free_port)
             root = next(iter(host.dirs.values())).parent
-            db = KafkaLocalDB(j, nodes, root, spec.broker, partitions=spec.partitions,
-                              launcher=host.launcher, prefixes=host.prefixes, format_args=fmt)
+            if mode == releases.ZOOKEEPER:
+                from systems.kafka.zk_local import KafkaZkLocalDB
+
+                db = KafkaZkLocalDB(j, nodes, root, spec.broker, partitions=spec.partitions,
+                                    launcher=host.launcher, release=rel,
+                                    members=zk.make_members(nodes, free_port),
+                                    prefixes=host.prefixes)
+                db.metadata_mode = mode
+            else:
+                db = KafkaLocalDB(j, nodes, root, spec.broker, partitions=spec.partitions,
+                                  launcher=host.launcher, prefixes=host.prefixes,
+                                  format_args=fmt)
         elif isinstance(host, ShellHost):
             nodes = _nodes(spec, host.endpoints.listen, lambda: CONTROLLER_PORT)
             db = KafkaRemoteDB(host, j, nodes, spec.broker, partitions=spec.partitions,
@@ -100,7 +117,7 @@ class KafkaSystem:
                                  timeout_s=spec.producer.delivery_timeout_s,
                                  retries=spec.producer.retries,
                                  request_timeout_s=spec.producer.request_timeout_s,
-                                 idempotence=spec.producer.enable_idempotence,
+                                 idempotence=idempotence(spec),
                                  max_in_flight=spec.producer.max_in_flight,
                                  max_poll_records=spec.max_poll_records)
         if spec.workload == "txn":
@@ -120,6 +137,7 @@ class KafkaSystem:
     def describe(self, spec: TestSpec) -> Mapping[str, Any]:
         """Until the broker runs: the version asked for (the running broker's own version
         replaces it in test.json once the cluster is ready)."""
+        rel, mode = release_of(spec)
         if client_of(spec) == "java":
             client, safety = java.info(spec), java.safety(spec)
         else:
@@ -128,8 +146,11 @@ class KafkaSystem:
                       "consumer": _safety_of(config.consumer_config("", timeout_s=1),
                                              CONSUMER_SAFETY)}
         return {"name": self.name, "version": spec.extra.get(VERSION_ENV_KEY) or "newest 4.x",
+                "metadata": mode, "release": release_facts(rel, spec),
                 "client": client, "safety": safety,
-                "safety_files": {"server.properties": list(SERVER_SAFETY)}}
+                "safety_files": {"server.properties": [
+                    k.replace("broker.", "zookeeper.") if mode == releases.ZOOKEEPER else k
+                    for k in SERVER_SAFETY]}}
 
 
 # The settings that decide whether acknowledged writes survive, as Kafka names them: the
@@ -143,13 +164,34 @@ PRODUCER_SAFETY = ("acks", "enable.idempotence", "retries", "max.in.flight.reque
 CONSUMER_SAFETY = ("isolation.level", "auto.offset.reset", "enable.auto.commit")
 
 
+def idempotence(spec: TestSpec) -> bool | None:
+    """The spec's idempotence; None (on for acks=all) becomes off on releases without it."""
+    asked = spec.producer.enable_idempotence
+    if asked is None and not release_of(spec)[0].era.idempotence:
+        return False
+    return asked
+
+
+def release_facts(rel: releases.Release, spec: TestSpec) -> dict[str, Any]:
+    """What the release decides that the spec does not say (test.json's record of it)."""
+    era = rel.era
+    return {"artifact": f"org.apache.kafka:{rel.artifact}:{rel.version}",
+            "metadata_modes": list(era.modes),
+            "truncation": "leader epoch (KIP-101)" if era.leader_epochs
+            else "high watermark (before KIP-101, 0.11.0)",
+            "unclean.leader.election.enable": {
+                "set": spec.broker.unclean_leader_election, "release_default": era.unclean_default},
+            "idempotence": era.idempotence, "dump_format": era.dump_format,
+            "extra_jars": list(era.extra_jars)}
+
+
 def producer_settings(spec: TestSpec) -> dict[str, Any]:
     """The librdkafka producer config the queue client runs with (bootstrap left out)."""
     return config.producer_config("", spec.broker.acks,
                                   timeout_s=spec.producer.delivery_timeout_s,
                                   retries=spec.producer.retries,
                                   request_timeout_s=spec.producer.request_timeout_s,
-                                  idempotence=spec.producer.enable_idempotence,
+                                  idempotence=idempotence(spec),
                                   max_in_flight=spec.producer.max_in_flight)
 
 

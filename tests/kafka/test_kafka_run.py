@@ -29,12 +29,19 @@ def _spec(**over: Any) -> Any:
     ({"backend": "ssh", "hosts": ("h1", "h2", "h3"), "nemesis": ("kill", "lossy")},
      "--nemesis lossy: unsupported for Kafka on the ssh backend"),
     ({"extra": {"controller_voters": 1}}, "exceeds the 2 brokers"),
-    ({"extra": {"kafka_version": "3.7.0"}}, "3.9 and later"),
     ({"extra": {"kafka_version": "3.9.1",
                 "kafka_features": "eligible.leader.replicas.version=1"}},
      "Kafka 3.9.1 has no eligible.leader.replicas.version"),
     ({"extra": {"kafka_features": "no.such.version=1"}}, "not a feature the harness knows"),
     ({"extra": {"kafka_features": {"eligible.leader.replicas.version": 2}}}, "its levels are"),
+    ({"extra": {"kafka_version": "0.9.0.1"}}, r"0\.10\.2\.0 and later; nearest that resolve: "
+     r"0\.10\.2\.\d"),
+    ({"extra": {"kafka_version": "1.1.1", "kafka_metadata": "kraft"}}, "runs zookeeper only"),
+    ({"extra": {"kafka_version": "4.0.0", "kafka_metadata": "zookeeper"}}, "removed in 4.0.0"),
+    ({"extra": {"kafka_version": "0.10.2.2"}, "workload": "txn"},
+     r"transactions: Kafka 0.10.2.2 lacks it \(added in 0\.11\.0\.0\)"),
+    ({"extra": {"kafka_version": "0.10.2.2"}, "producer": {"enable_idempotence": True}},
+     r"idempotence: Kafka 0.10.2.2 lacks it \(added in 0\.11\.0\.0\)"),
 ])
 def test_refused_before_anything_starts(over: dict[str, Any], says: str) -> None:
     with pytest.raises((SpecError, jars.KafkaJarsError), match=says):

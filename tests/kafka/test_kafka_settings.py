@@ -11,11 +11,11 @@ from systems.kafka import config, jars
 from systems.kafka.client import ERRORS, Sent, outcome
 
 
-def test_versions_before_3_9_and_nonsense_are_refused() -> None:
+def test_versions_before_0_10_2_and_nonsense_are_refused() -> None:
     assert jars.parse_version("4.1.1") == (4, 1, 1)
-    assert jars.parse_version("3.9.0") == (3, 9, 0)
-    with pytest.raises(jars.KafkaJarsError, match=r"3\.9 and later"):
-        jars.parse_version("3.8.1")
+    assert jars.parse_version("0.10.2.2") == (0, 10, 2, 2)
+    with pytest.raises(jars.KafkaJarsError, match=r"0\.10\.2\.0 and later"):
+        jars.parse_version("0.10.1.1")
     with pytest.raises(jars.KafkaJarsError, match="not a release number"):
         jars.parse_version("latest")
 

@@ -78,7 +78,9 @@ def test_scenarios_are_exactly_the_known_bugs_and_build() -> None:
                               "zombie-producer",
                               "kafka-safe", "kafka-unclean-election", "kafka-acks-1",
                               "kafka-read-uncommitted", "kafka-retries-without-idempotence",
-                              "kafka-last-replica-standing"}
+                              "kafka-last-replica-standing",
+                              "kafka-kip101-loss", "kafka-kip101-divergence",
+                              "kafka-txn-late-marker"}
     known = known_faults()
     for name, s in SCENARIOS.items():
         spec = build_spec(s.settings)
@@ -113,8 +115,11 @@ def test_known_bug_scenarios_keep_one_controller_voter_and_safe_a_quorum() -> No
 
     # no sequence (any faults), or one that stops no node (clients lose a leader's answers)
     ordinary_faults = {"read-uncommitted", "zombie-producer", "kafka-read-uncommitted",
-                       "kafka-retries-without-idempotence"}
+                       "kafka-retries-without-idempotence",
+                       "kafka-txn-late-marker"}  # pauses only: every node comes back
     for name, sc in SCENARIOS.items():
+        if "kafka_version" in sc.settings.get("extra", {}):
+            continue  # a ZooKeeper-era release: its controller is a broker ZooKeeper elects
         voters = controller_voters(build_spec(sc.settings))
         quorum = sc.safe or name in ordinary_faults
         assert voters == (["n1", "n2", "n3"] if quorum else ["n1"]), name
@@ -203,6 +208,15 @@ def test_each_known_bug_names_the_options_that_fix_it_and_they_build_a_fixed_spe
             assert fixed.broker == unsafe.broker
             assert fixed.extra == {**unsafe.extra, "kafka_features":
                                    "eligible.leader.replicas.version=1"}
+            continue
+        if name == "kafka-txn-late-marker":  # a hunt: the client that speaks KIP-890 part 2
+            assert fixed.extra == {**unsafe.extra, "client": "java"}
+            assert fixed.broker == unsafe.broker
+            continue
+        if name in ("kafka-kip101-loss", "kafka-kip101-divergence"):  # the release that fixed it
+            assert (unsafe.extra["kafka_version"], fixed.extra["kafka_version"]) == \
+                ("0.10.2.2", "0.11.0.3")
+            assert fixed.broker == unsafe.broker
             continue
         if name == "zombie-producer":  # the coordinator's fencing, shared ids either way
             assert fixed.broker.txn_epoch_fencing and not unsafe.broker.txn_epoch_fencing

@@ -1,0 +1,86 @@
+"""KIP-101 on the Apache Kafka release that had it (0.10.2.x) and the one that fixed it (0.11.0).
+
+Our broker's `kip101-loss` / `kip101-divergence` restart a follower that truncates to its
+high-watermark checkpoint. A ZooKeeper-era broker restarted before its old ZooKeeper
+session expires fails to register, and once that session expires the controller takes it
+out of the ISR, so a restart cannot make a truncated replica electable. What does: before
+KIP-101 a replica that *becomes a follower* (any leader change) truncates to its own
+high watermark, which trails the leader's by a fetch. So, on a key
+being written now (2 keys; 4 brokers, RF 3, min ISR 2, acks all, unclean election off;
+the controller may be among them and then moves too, as it would):
+
+1. its two followers are cut off from each other (both still reach the leader A);
+   a follower's high watermark trails A's by the records acknowledged since its last
+   fetch answer (up to replica.fetch.wait.max.ms, 500 ms), so the key must be written;
+2. A dies; once its ZooKeeper session expires the controller elects one follower, L2;
+   the other, F, becomes L2's follower, truncates to its high watermark, and cannot
+   fetch back what it dropped (it cannot reach L2; it stays in the ISR for
+   replica.lag.time.max.ms, the era's 10 s);
+3. L2 dies; its session expires; F, the last live ISR member, is elected cleanly with
+   the acknowledged records it truncated missing;
+4. loss: A and L2 come back and truncate to F's log (`lost-write`);
+   divergence: L2 comes back first, so F takes writes again at the offsets it lost;
+   A, back later, truncates only to its own high watermark, keeps the old records
+   there and fetches the rest above them (`replica-divergence`).
+
+With KIP-101 (0.11.0) F asks L2 for its leader epoch's end instead of truncating to
+its high watermark; cut off from L2 it keeps its log, and the same faults are valid.
+"""
+
+from __future__ import annotations
+
+import random
+
+from nemesis.faults import Kill
+from nemesis.kinds import KILL, PARTITION
+from nemesis.netfaults import Partition
+from nemesis.packages import Fault, register
+from nemesis.plan import Step
+from nemesis.sequences import cycles
+
+SESSION_MS = 3000  # zookeeper.session.timeout.ms: a dead broker is noticed after this
+LAG_MS = 10_000  # replica.lag.time.max.ms, 0.10's default: F stays in the ISR this long
+ELECTED_S = 4.0  # after A's kill: its session (3 s) expired, L2 about to be elected
+ELECTION_WAIT_S = 6.0  # then L2 is killed as soon as it leads (well within F's 10 s in ISR)
+RELEASES = "0.10.2.x (the bug); control 0.11.0.x (KIP-101)"
+
+
+def _apart_then_two_leaders(t: float) -> list[Step]:
+    return [
+        Step(t, PARTITION.start, {"kind": "followers-apart", "key": "live", "as": "F",
+                                  "leader_as": "A"}),
+        Step(t + 0.2, KILL.start, {"role": "A"}),
+        Step(t + ELECTED_S, KILL.start, {"target": "leader", "key_of": "F", "as": "L2",
+                                         "leader_not": "A", "wait_s": ELECTION_WAIT_S}),
+        Step(t + ELECTED_S + 0.1, PARTITION.heal, {}),
+    ]
+
+
+def kafka_kip101_loss(t: float, rng: random.Random) -> list[Step]:
+    """Steps 1-3, then A and L2 back together once F leads."""
+    back = t + ELECTED_S + SESSION_MS / 1000 + 4.0
+    return [*_apart_then_two_leaders(t),
+            Step(back, KILL.heal, {"role": "A"}),
+            Step(back + 0.05, KILL.heal, {"role": "L2"})]
+
+
+def kafka_kip101_divergence(t: float, rng: random.Random) -> list[Step]:
+    """Steps 1-3, then L2 back (F takes writes again), A back 8 s later."""
+    back = t + ELECTED_S + SESSION_MS / 1000 + 4.0
+    return [*_apart_then_two_leaders(t),
+            Step(back, KILL.heal, {"role": "L2"}),
+            Step(back + 8.0, KILL.heal, {"role": "A"})]
+
+
+SEQUENCES = {
+    "kafka-kip101-loss": Fault("kafka-kip101-loss", (Kill, Partition),
+                               cycles(40.0, kafka_kip101_loss)),
+    "kafka-kip101-divergence": Fault("kafka-kip101-divergence", (Kill, Partition),
+                                     cycles(44.0, kafka_kip101_divergence)),
+}
+for _fault in SEQUENCES.values():
+    register(_fault)
+
+BROKER = {"replication_factor": 3, "acks": "all", "min_insync_replicas": 2,
+          "unclean_leader_election": False, "session_timeout_ms": SESSION_MS,
+          "replica_lag_time_max_ms": LAG_MS}
