@@ -66,8 +66,8 @@ def test_pip_install_then_check_the_examples(tmp_path: Path) -> None:
     uv = Path(sys.executable).with_name("uv")
     if uv.exists():
         made = _run(uv, "venv", "-q", "--python", sys.executable, venv, cwd=tmp_path)
-        install = [uv, "pip", "install", "-q", "--no-deps", "--python", venv / "bin" / "python",
-                   src]
+        install: list[str | Path] = [uv, "pip", "install", "-q", "--no-deps", "--python",
+                                     venv / "bin" / "python", src]
     else:
         made = _run(sys.executable, "-m", "venv", venv, cwd=tmp_path)
         install = [venv / "bin" / "python", "-m", "pip", "install", "-q", "--no-deps", src]
