@@ -22,9 +22,10 @@ from typing import Any
 
 from harness import core
 from harness.control.local import LocalBackend
-from harness.protocols import Run, RunPaths
+from harness.protocols import Run
 from harness.proxy import LinkProxy
 from harness.proxy_process import ProxyProcess
+from harness.runfiles import RunPaths
 from harness.spec import build_spec
 
 OUT = Path(__file__).parent / "out"

@@ -22,7 +22,15 @@ from typing import Any
 
 import numpy as np
 
-from harness.runfiles import F_CODES, FINAL, ErrorLine, Notes, read_json, read_notes
+from harness.runfiles import (
+    F_CODES,
+    FINAL,
+    TEST_JSON,
+    ErrorLine,
+    Notes,
+    read_notes,
+    read_test_json,
+)
 
 CATS = ("send", "poll", "txn", "assign", "subscribe")
 SERVICE = ("send", "poll", "txn")  # what a recovery means: one of these succeeded again
@@ -317,7 +325,7 @@ def availability(t: Any, run_dir: Path, notes: Notes | None = None) -> dict[str,
     if notes is None:
         notes = read_notes(Path(run_dir) / "history.jsonl", workers=parse_workers())
     try:
-        test = read_json(Path(run_dir) / "test.json")
+        test = read_test_json(Path(run_dir) / TEST_JSON)
     except ValueError:
         test = None
     return compute(t.op_f, t.op_status, t.op_inv_time, t.op_cmp_time, (rows, keys), notes,

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from harness.spec import READERS, SPARK_CHOICES
+
+if TYPE_CHECKING:
+    from harness.protocols import Checker
+    from harness.spec import TestSpec
 
 
 def summary_line(run_dir: Path, results: dict[str, Any]) -> str:
@@ -41,6 +47,9 @@ def check(run_dirs: tuple[Path, ...], choice: str, spark_master: str | None,
           spark_remote: str | None, reader: str) -> None:
     """Check run folders (history.jsonl, and replicas.jsonl when present); write results.json.
 
+    A run folder is judged by the checkers its run had (from test.json: liveness, the
+    workload's own); a folder without test.json by the run-file checks of HISTORY.md.
+
     Exit 0 valid, 1 invalid, 3 unknown, 2 bad usage or unreadable input (worst of all).
     """
     from checkers.spark import SessionStarter
@@ -63,12 +72,18 @@ def check(run_dirs: tuple[Path, ...], choice: str, spark_master: str | None,
         from checkers.api import check_read_by_spark, check_tables, parse_workers
         from checkers.sparkread import classic, wants_spark_read
         from checkers.tables import load_tables
+        from harness.checking import run_checkers
 
         for d in run_dirs:
             if not (d / "history.jsonl").is_file():
                 codes.append(_error(starter, f"{d}: error: no history.jsonl in this folder"))
                 continue
             assert starter is not None
+            try:
+                planned = run_checkers(d)
+            except ValueError as e:  # SpecError, HistoryError: test.json names the problem
+                codes.append(_error(starter, f"{d}: error: {e}"))
+                continue
             t0 = time.monotonic()
             try:
                 if wants_spark_read(d, reader) and classic(spark := starter.get()):
@@ -85,6 +100,8 @@ def check(run_dirs: tuple[Path, ...], choice: str, spark_master: str | None,
             except HistoryError as e:
                 codes.append(_error(starter, f"{d}: error: {e}"))
                 continue
+            if planned is not None:
+                results = as_the_run(results, d, *planned)
             results["stats"]["spark_wait_s"] = round(waited_s, 3)  # start not hidden by reading
             results["stats"]["spark"] = target.label
             results["stats"]["since_start_s"] = round(time.monotonic() - t_start, 3)
@@ -95,6 +112,22 @@ def check(run_dirs: tuple[Path, ...], choice: str, spark_master: str | None,
         if starter is not None:
             starter.close()
     raise SystemExit(worst_exit_code(codes))
+
+
+def as_the_run(results: dict[str, Any], run_dir: Path, spec: TestSpec,
+               checkers: Sequence[Checker]) -> dict[str, Any]:
+    """The run-file checks' results (made on this command's one Spark session) combined
+    with the run's other checkers (liveness, a workload's own), in the run's order, as the
+    run itself combined them."""
+    from checkers.suite import RunFileChecker
+    from harness.checking import answer, combine
+
+    log = logging.getLogger("undertow.check")
+    answers = [results if isinstance(c, RunFileChecker) else answer(c, run_dir, spec, log)
+               for c in checkers]
+    if not any(isinstance(c, RunFileChecker) for c in checkers):
+        answers.insert(0, results)  # the contract's checks always run here
+    return combine(answers)
 
 
 def _error(starter: Any, message: str) -> int:

@@ -3,6 +3,7 @@
 Combining ranks false over "unknown" over true; anomaly types, counts and
 examples are merged, and so are the stats (each checker names its own). The
 combined answer is written to results.json once, through the run-file writer.
+`undertow check DIR` judges a folder by the same checkers, assembled from its test.json.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.protocols import Checker
-from harness.runfiles import write_results
+from harness.runfiles import RunPaths, write_results
 from harness.spec import TestSpec
 
 _RANK = {False: 0, "unknown": 1, True: 2}
@@ -49,18 +50,37 @@ def combine(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def answer(checker: Checker, run_dir: Path, spec: TestSpec | None,
+           log: logging.Logger) -> Mapping[str, Any]:
+    """One checker's answer over run_dir; a checker that raises answers unknown."""
+    t0 = time.monotonic()
+    try:
+        return checker.check(run_dir, spec)
+    except Exception as e:  # a checker that cannot decide answers unknown
+        log.exception("checker %s failed", checker.name)
+        return {"valid": "unknown", "error": f"{checker.name}: {e!r}"}
+    finally:
+        log.info("checker %s: %.2f s", checker.name, time.monotonic() - t0)
+
+
 def check(checkers: Sequence[Checker], run_dir: Path, spec: TestSpec | None,
           log: logging.Logger) -> dict[str, Any]:
     """Every checker over run_dir, combined and written to results.json; never raises."""
-    answers: list[Mapping[str, Any]] = []
-    for checker in checkers:
-        t0 = time.monotonic()
-        try:
-            answers.append(checker.check(run_dir, spec))
-        except Exception as e:  # a checker that cannot decide answers unknown
-            log.exception("checker %s failed", checker.name)
-            answers.append({"valid": "unknown", "error": f"{checker.name}: {e!r}"})
-        log.info("checker %s: %.2f s", checker.name, time.monotonic() - t0)
-    results = combine(answers)
+    results = combine([answer(c, run_dir, spec, log) for c in checkers])
     write_results(run_dir, results)
     return results
+
+
+def run_checkers(run_dir: Path) -> tuple[TestSpec, Sequence[Checker]] | None:
+    """The checkers a run folder was judged by, assembled from its test.json as the run
+    assembled them (the workload's, then the nemesis package's: liveness); None for a
+    folder without test.json. ValueError (SpecError, HistoryError) naming what is wrong
+    when test.json cannot be read or names a part this installation lacks."""
+    from harness.spec import load_test_json
+    from harness.test import assemble
+
+    path = RunPaths(Path(run_dir)).test_json
+    if not path.is_file():
+        return None
+    spec = load_test_json(path)
+    return spec, assemble(spec).checkers()

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from harness.runfiles import Op
+from harness.runfiles import Op, RunPaths
 
 if TYPE_CHECKING:
     import subprocess
@@ -52,40 +52,6 @@ class Remote(Protocol):
     def exec(self, node: str, cmd: Sequence[str], *, timeout_s: float | None = None) -> Exec: ...
     def upload(self, node: str, local: Path, remote: str) -> None: ...
     def download(self, node: str, remote: str, local: Path) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class RunPaths:
-    """Where one run's files go: results/<test>/<timestamp>/."""
-
-    root: Path
-
-    @property
-    def history(self) -> Path:
-        return self.root / "history.jsonl"
-
-    @property
-    def replicas(self) -> Path:
-        return self.root / "replicas.jsonl"
-
-    @property
-    def results(self) -> Path:
-        return self.root / "results.json"
-
-    @property
-    def test_json(self) -> Path:
-        return self.root / "test.json"
-
-    @property
-    def report(self) -> Path:
-        return self.root / "report.html"
-
-    @property
-    def harness_log(self) -> Path:
-        return self.root / "harness.log"
-
-    def node_dir(self, node: str) -> Path:
-        return self.root / "nodes" / node
 
 
 @dataclass(slots=True)

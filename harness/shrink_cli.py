@@ -20,7 +20,7 @@ from types import FrameType
 import click
 
 from harness.run_cli import BadUsage
-from harness.spec import SpecError, TestSpec
+from harness.spec import TestSpec
 
 EXIT_INTERRUPTED = 130
 
@@ -36,9 +36,10 @@ class Failing:
 
 def load_failing(run_dir: Path) -> Failing:
     """The failing run in run_dir, or BadUsage saying why it cannot be shrunk."""
+    from harness.runfiles import RESULTS_JSON, TEST_JSON, read_json, read_test_json
     from harness.spec import load_test_json
 
-    test, results = run_dir / "test.json", run_dir / "results.json"
+    test, results = run_dir / TEST_JSON, run_dir / RESULTS_JSON
     if not run_dir.is_dir():
         raise BadUsage(f"{run_dir}: no such run folder")
     if not test.is_file():
@@ -47,10 +48,10 @@ def load_failing(run_dir: Path) -> Failing:
         raise BadUsage(f"{run_dir}: no results.json; the run was never checked "
                        f"(`undertow check {run_dir}` checks it)")
     try:
-        res = json.loads(results.read_text())
-        plan = json.loads(test.read_text()).get("nemesis_plan")
+        res = read_json(results) or {}
+        plan = (read_test_json(test) or {}).get("nemesis_plan")
         spec = load_test_json(test)
-    except (json.JSONDecodeError, SpecError) as e:
+    except ValueError as e:  # HistoryError (unreadable JSON) and SpecError
         raise BadUsage(f"{run_dir}: cannot read the run: {e}") from e
     if not plan:
         raise BadUsage(f"{test}: no nemesis_plan (the run had no faults, or was made before "

@@ -7,7 +7,6 @@ repeated exactly (`--seed` included).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import tomllib
 from collections.abc import Mapping
@@ -268,7 +267,10 @@ class TestSpec:
         return dataclasses.asdict(self)
 
     def save(self, path: Path, **more: Any) -> None:
-        path.write_text(json.dumps({**self.to_json(), **more}, indent=1, default=str) + "\n")
+        """test.json at path: the spec, and `more` beside it (harness.runfiles writes it)."""
+        from harness.runfiles import save_test_json
+
+        save_test_json(path, {**self.to_json(), **more})
 
 
 def _coerce(cls: type[Any], data: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -322,7 +324,12 @@ def load_toml(path: Path) -> dict[str, Any]:
 
 
 def load_test_json(path: Path) -> TestSpec:
-    """The spec a run was made with, from its test.json (extra keys are ignored)."""
-    data = json.loads(path.read_text())
+    """The spec a run was made with, from its test.json (extra keys are ignored); SpecError
+    when there is none, HistoryError (a ValueError) when it cannot be read."""
+    from harness.runfiles import read_test_json
+
+    data = read_test_json(path)
+    if data is None:
+        raise SpecError(f"{path}: no such file")
     keep = {f.name for f in fields(TestSpec)}
     return build_spec({k: v for k, v in data.items() if k in keep}, where=(str(path),))

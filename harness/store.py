@@ -19,7 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from harness.protocols import RunPaths
+from harness.runfiles import RunPaths
 from harness.spec import TestSpec
 
 LOG_FORMAT = "%(asctime)s.%(msecs)03d %(levelname)-5s %(name)s %(threadName)s: %(message)s"

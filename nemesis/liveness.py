@@ -23,9 +23,7 @@ from itertools import accumulate, pairwise
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from harness.runfiles import FINAL, NEMESIS, Op
+from harness.runfiles import FINAL, NEMESIS, Op, iter_history
 from harness.spec import TestSpec
 from nemesis.kinds import KINDS, recovery_verbs
 
@@ -168,8 +166,7 @@ class LivenessChecker:
         if self._watched is not None and self._watched[0].exists() \
                 and os.path.samefile(self._watched[0], path):
             return self._watched[1]
-        with open(path, "rb") as fh:
-            return tally(orjson.loads(line) for line in fh if line.strip())
+        return tally(iter_history(path))
 
     def check(self, run_dir: Path, spec: TestSpec | None) -> dict[str, Any]:
         try:

@@ -38,12 +38,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from checkers.suite import RunFileChecker
 from harness import generator as g
 from harness.protocols import Checker
-from harness.runfiles import Op, Process
+from harness.runfiles import Op, Process, iter_history
 from harness.spec import TestSpec
 from harness.test import Test
 from workloads.keys import KeyRing
@@ -265,24 +263,17 @@ def read_targets(history: Path) -> dict[int, int]:
     """Every key a send went to -> the highest offset of an ok send to it (-1: none known),
     from history.jsonl as written so far: the keys the final reads must read."""
     out: dict[int, int] = {}
-    with open(history, "rb") as fh:
-        for line in fh:
-            if b'"send"' not in line:
+    for row in iter_history(history, having=b'"send"', skip_torn=True):  # a torn last line
+        ok = row.get("type") == "ok"
+        for micro in row.get("value") or ():
+            if not (isinstance(micro, list) and len(micro) == 3 and micro[0] == "send"):
                 continue
-            try:
-                row = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                continue  # a torn last line
-            ok = row.get("type") == "ok"
-            for micro in row.get("value") or ():
-                if not (isinstance(micro, list) and len(micro) == 3 and micro[0] == "send"):
-                    continue
-                k = int(micro[1])
-                top = out.get(k, -1)
-                v = micro[2]
-                if ok and isinstance(v, list) and v[0] is not None:
-                    top = max(top, int(v[0]))
-                out[k] = top
+            k = int(micro[1])
+            top = out.get(k, -1)
+            v = micro[2]
+            if ok and isinstance(v, list) and v[0] is not None:
+                top = max(top, int(v[0]))
+            out[k] = top
     return out
 
 

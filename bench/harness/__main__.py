@@ -28,8 +28,8 @@ from bench.harness import cpu
 from harness import core
 from harness import generator as g
 from harness.interpreter import Interpreter, client_node
-from harness.protocols import Run, RunPaths
-from harness.runfiles import HistoryWriter, Op, Process, read_history
+from harness.protocols import Run
+from harness.runfiles import HistoryWriter, Op, Process, RunPaths, read_history
 from harness.spec import TestSpec, build_spec
 
 OUT = Path(__file__).resolve().parents[1] / "out"

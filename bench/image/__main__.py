@@ -25,7 +25,8 @@ from harness import core
 from harness.control.docker import DockerBackend
 from harness.control.ssh import SshBackend
 from harness.image import ensure_images
-from harness.protocols import Run, RunPaths
+from harness.protocols import Run
+from harness.runfiles import RunPaths
 from harness.spec import build_spec
 from systems.undertow.system import system as undertow
 

@@ -96,7 +96,8 @@ def _docker(args: argparse.Namespace) -> dict[str, Any]:
     from harness import core
     from harness.control.docker import DockerBackend
     from harness.image import ensure_images
-    from harness.protocols import Run, RunPaths
+    from harness.protocols import Run
+    from harness.runfiles import RunPaths
     from harness.spec import build_spec
     from systems.kafka.remote import KafkaRemoteDB
     from systems.kafka.system import system

@@ -17,7 +17,8 @@ from typing import Any
 
 from harness.control.docker import DockerBackend
 from harness.image import IMAGE_DIR, SSHD_REPO, NodeImage, ensure_images, packages_slug
-from harness.protocols import Run, RunPaths
+from harness.protocols import Run
+from harness.runfiles import RunPaths
 from harness.spec import build_spec
 
 SSHD_DOCKERFILE = IMAGE_DIR / "base" / "sshd" / "Dockerfile"

@@ -13,7 +13,7 @@ from typing import Any
 
 from harness.report.sections import verdict
 from harness.report.verdictbox import headline
-from harness.runfiles import HistoryError, read_json
+from harness.runfiles import RESULTS_JSON, TEST_JSON, HistoryError, read_json
 
 _STAMP = re.compile(r"^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$")
 
@@ -67,8 +67,8 @@ def _when(run_dir: Path) -> str:
 def index_rows(results_dir: Path) -> list[IndexRow]:
     rows = []
     for d in run_dirs(results_dir):
-        test = _json(d / "test.json") or {}
-        results = _json(d / "results.json")
+        test = _json(d / TEST_JSON) or {}
+        results = _json(d / RESULTS_JSON)
         v = verdict(results)
         bad = set((results or {}).get("bad_anomaly_types") or [])
         counts = [(str(k), int(n), k in bad)

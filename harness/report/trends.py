@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from harness.report.index import IndexRow, index_rows
-from harness.runfiles import HistoryError, line_times, read_json
+from harness.runfiles import RESULTS_JSON, TEST_JSON, HistoryError, line_times, read_json
 
 # test.json keys that are not settings: the seed and what it draws, where the run was
 # written, and what the machine and the running system reported
@@ -118,7 +118,7 @@ def trends(results_dir: Path) -> tuple[list[str], list[Row]]:
     runs: list[tuple[IndexRow, dict[str, Any], dict[str, Any]]] = []
     for r in index_rows(results_dir):
         d = results_dir / r.path
-        runs.append((r, _json(d / "test.json"), _json(d / "results.json")))
+        runs.append((r, _json(d / TEST_JSON), _json(d / RESULTS_JSON)))
     columns = sorted({r.time for r, _, _ in runs})
     col = {t: i for i, t in enumerate(columns)}
     rows: dict[tuple[str, str, str, str], Row] = {}

@@ -1,14 +1,19 @@
 """The run-file contract (shared/HISTORY.md), read and written in this one package.
 
+- `paths`: the folder's file names and `RunPaths`;
+- `testjson`: test.json read, written and amended (the only code that does);
 - `ops`: the `Op` record (one history line) and `HistoryError`, the one input error;
 - `writer`: history.jsonl appended as it happens, replicas.jsonl and results.json
   written whole (the one results.json writer);
-- `strict`: the strict reader of history.jsonl (checked columns, for the checkers);
+- `vocab`: the words of a history line (types, operations) and their column codes;
+- `strict`: the strict reader of history.jsonl (checked columns, for the checkers),
+  `crosslines` its checks across lines (also run on the DuckDB reader's columns);
   `commits` its grammar of committed offsets (`commit`, `committed`, `"group"`),
   `lineerror` the line error and integer check its parsers share;
 - `replicas`: the strict reader of replicas.jsonl;
 - `notes`: the nemesis lines and error strings that the columns leave out (availability);
-- `tolerant`: the forgiving reader of a run folder (report, index, nightly, liveness);
+- `tolerant`: the forgiving reader of a run folder (report, index, nightly, liveness),
+  and `iter_history`, the one streamed pass over history lines;
 - `walk`: the tolerant pass over the history's lines that the report draws from
   (imported as `harness.runfiles.walk`: it needs numpy, the rest does not);
 - `verdict`: the exit codes of `undertow run` and `undertow check`.
@@ -27,6 +32,13 @@ from harness.runfiles.commits import (
 )
 from harness.runfiles.notes import FINAL, ErrorLine, Notes, line_times, read_notes
 from harness.runfiles.ops import NEMESIS, HistoryError, Op, OpType, Process
+from harness.runfiles.paths import (
+    HISTORY_JSONL,
+    REPLICAS_JSONL,
+    RESULTS_JSON,
+    TEST_JSON,
+    RunPaths,
+)
 from harness.runfiles.replicas import Replicas, ReplicaSummary, read_replicas
 from harness.runfiles.strict import (
     CLIENT_FS,
@@ -43,8 +55,10 @@ from harness.runfiles.strict import (
     read_history,
     scan_history,
 )
+from harness.runfiles.testjson import amend_test_json, read_test_json, save_test_json
 from harness.runfiles.tolerant import (
     RunFiles,
+    iter_history,
     load_run,
     no_gc,
     read_json,
@@ -62,7 +76,7 @@ from harness.runfiles.verdict import (
     exit_code,
     worst_exit_code,
 )
-from harness.runfiles.writer import RESULTS_JSON, HistoryWriter, write_jsonl, write_results
+from harness.runfiles.writer import HistoryWriter, write_jsonl, write_results
 
 __all__ = [
     "CLIENT_FS",
@@ -80,10 +94,13 @@ __all__ = [
     "FINAL",
     "F_CODES",
     "F_NEMESIS",
+    "HISTORY_JSONL",
     "NEMESIS",
     "NEMESIS_CODE",
     "NO_OFFSET",
+    "REPLICAS_JSONL",
     "RESULTS_JSON",
+    "TEST_JSON",
     "TYPE_CODES",
     "TYPE_NAMES",
     "ErrorLine",
@@ -97,9 +114,12 @@ __all__ = [
     "ReplicaSummary",
     "Replicas",
     "RunFiles",
+    "RunPaths",
+    "amend_test_json",
     "check_lines",
     "check_sends",
     "exit_code",
+    "iter_history",
     "line_times",
     "load_run",
     "merge_commits",
@@ -111,7 +131,9 @@ __all__ = [
     "read_notes",
     "read_replicas",
     "read_results",
+    "read_test_json",
     "recent_send_keys",
+    "save_test_json",
     "scan_history",
     "worst_exit_code",
     "write_jsonl",

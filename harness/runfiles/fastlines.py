@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from harness.runfiles.strict import CLIENT_FS, NO_OFFSET, TYPE_NAMES
+from harness.runfiles.lineerror import NO_OFFSET
+from harness.runfiles.vocab import CLIENT_FS, TYPE_NAMES
 
 # Field names and string values, as bytes (numba freezes global arrays as constants);
 # the type and f codes are their positions in the strict reader's own lists.

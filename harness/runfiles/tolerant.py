@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from harness.runfiles.ops import HistoryError
-from harness.runfiles.writer import RESULTS_JSON
+from harness.runfiles.paths import HISTORY_JSONL, REPLICAS_JSONL, RESULTS_JSON, TEST_JSON
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,27 +46,41 @@ def no_gc() -> Iterator[None]:
             gc.enable()
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Every line of a JSONL file as a dict; blank lines are skipped; errors name the line."""
-    rows: list[dict[str, Any]] = []
+def iter_history(path: Path, *, having: bytes | None = None,
+                 skip_torn: bool = False) -> Iterator[dict[str, Any]]:
+    """Each line of a JSONL file (history.jsonl, replicas.jsonl) as a dict, streamed: the
+    one pass over operations for whoever needs a few fields of each (liveness, the final
+    reads' targets). Blank lines are skipped; a line that is not a JSON object raises
+    HistoryError naming it, or with skip_torn is skipped (a history still being written
+    may end in a torn line). With `having`, only lines containing those bytes are parsed
+    (a cheap filter before the JSON parser)."""
     loads = orjson.loads
     try:
-        data = path.read_bytes()
+        fh = open(path, "rb")  # noqa: SIM115 (closed below; a generator)
     except OSError as e:
         raise HistoryError(path, None, f"cannot read: {e.strerror or e}") from e
-    with no_gc():
-        for lineno, raw in enumerate(data.split(b"\n"), start=1):
-            if not raw or raw.isspace():
+    with fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if (having is not None and having not in raw) or raw.isspace():
                 continue
             try:
                 row = loads(raw)
             except orjson.JSONDecodeError as e:
+                if skip_torn:
+                    continue
                 raise HistoryError(path, lineno, f"not valid JSON: {e}") from None
             if type(row) is not dict:
+                if skip_torn:
+                    continue
                 raise HistoryError(path, lineno,
                                    f"expected a JSON object, got {type(row).__name__}")
-            rows.append(row)
-    return rows
+            yield row
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Every line of a JSONL file as a dict; blank lines are skipped; errors name the line."""
+    with no_gc():
+        return list(iter_history(path))
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
@@ -95,14 +109,14 @@ def read_results(run_dir: Path) -> dict[str, Any] | None:
 
 def load_run(run_dir: Path) -> RunFiles:
     """Load the run folder; history.jsonl must exist, the rest is optional."""
-    history = run_dir / "history.jsonl"
+    history = run_dir / HISTORY_JSONL
     if not history.is_file():
         raise HistoryError(history, None, "no such file: a run folder needs history.jsonl")
-    replicas_path = run_dir / "replicas.jsonl"
+    replicas_path = run_dir / REPLICAS_JSONL
     return RunFiles(
         run_dir=run_dir,
         ops=read_jsonl(history),
-        test=read_json(run_dir / "test.json"),
+        test=read_json(run_dir / TEST_JSON),
         replicas=read_jsonl(replicas_path) if replicas_path.is_file() else None,
         results=read_json(run_dir / RESULTS_JSON),
     )

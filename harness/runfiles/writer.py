@@ -17,8 +17,7 @@ from typing import IO, Any
 import orjson
 
 from harness.runfiles.ops import Op
-
-RESULTS_JSON = "results.json"
+from harness.runfiles.paths import RESULTS_JSON
 
 
 class HistoryWriter:
@@ -87,7 +86,8 @@ def write_jsonl(path: Path, rows: Iterator[Mapping[str, Any]] | list[Mapping[str
     return n
 
 
-def _replace_durably(path: Path, data: bytes) -> None:
+def replace_durably(path: Path, data: bytes) -> None:
+    """path holds data or its old content, never half: a temporary file, forced to disk, renamed."""
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as fh:
         fh.write(data)
@@ -99,5 +99,5 @@ def _replace_durably(path: Path, data: bytes) -> None:
 def write_results(run_dir: Path, results: Mapping[str, Any]) -> Path:
     """Write run_dir/results.json (indented, keys in the order given); return its path."""
     path = Path(run_dir) / RESULTS_JSON
-    _replace_durably(path, orjson.dumps(results, option=orjson.OPT_INDENT_2) + b"\n")
+    replace_durably(path, orjson.dumps(results, option=orjson.OPT_INDENT_2) + b"\n")
     return path

@@ -13,12 +13,11 @@ recovery points (systems.kafka.unflushed).
 from __future__ import annotations
 
 import contextlib
-import json
 import re
-from pathlib import Path
 from typing import Any
 
 from harness import netns
+from harness.runfiles import amend_test_json
 from harness.spec import SpecError, TestSpec
 from nemesis.kinds import KILL, LOSE_UNFLUSHED, PARTITION, PAUSE
 from nemesis.packages import fault_kinds
@@ -173,7 +172,7 @@ class KafkaViews:
         version = self.version() or self.jars.version
         mode = self.metadata_mode
         feats = features.describe(self.asked_features, jars.parse_version(self.jars.version))
-        _add_to_test_json(run.paths.test_json, {"system_info": {
+        amend_test_json(run.paths.test_json, {"system_info": {
             "name": "kafka", "version": version, "metadata": mode, "features": feats}},
             merge=True)
         run.log.info("Kafka %s (%s) ready in %.1f s: %s", version, mode, took, self.bootstrap)
@@ -236,16 +235,3 @@ class KafkaLocalDB(LocalKafka, KafkaViews):
 
     def log_text(self, node: str) -> str:
         return self.log_path(node).read_text(errors="replace")
-
-
-def _add_to_test_json(path: Path, more: dict[str, Any], *, merge: bool = False) -> None:
-    """Set keys of test.json; with merge, a table's keys join those already there (the
-    running version joins what describe() recorded, the client's among them)."""
-    with contextlib.suppress(OSError, ValueError):
-        data = json.loads(path.read_text())
-        if merge:
-            more = {k: {**data[k], **v} if isinstance(data.get(k), dict)
-                    and isinstance(v, dict) else v for k, v in more.items()}
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps({**data, **more}, indent=1, default=str) + "\n")
-        tmp.replace(path)

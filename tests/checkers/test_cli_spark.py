@@ -61,9 +61,14 @@ def test_unreadable_input_exits_2_without_spark(tmp_path: Path) -> None:
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "history.jsonl").write_text('{"index": 0, "time": 1, "type": "invoke"\n')
-    r = undertow(str(broken), str(tmp_path / "nowhere"))
+    bad_test = tmp_path / "bad-test"
+    bad_test.mkdir()
+    shutil.copy(broken / "history.jsonl", bad_test)
+    (bad_test / "test.json").write_text('{"seed": ')
+    r = undertow(str(broken), str(tmp_path / "nowhere"), str(bad_test))
     assert r.returncode == 2
     assert f"{broken / 'history.jsonl'}:1: invalid JSON" in r.stderr
+    assert f"{bad_test}: error: {bad_test / 'test.json'}: not valid JSON" in r.stderr
     assert "nowhere: error: no history.jsonl" in r.stderr
 
 

@@ -146,6 +146,17 @@ def test_short_run_end_to_end(tmp_path: Path) -> None:
     assert fault_s and all(t >= 2.0 for t in fault_s), fault_s
     html = (run / "report.html").read_text()
     assert 'id="liveness-table"' in html and "steady 0\u20132 s, faults 2\u20137 s" in html
+    # `undertow check` judges the folder by the run's own checkers (from test.json):
+    # liveness too, with the same figures as the run's
+    (run / "results.json").unlink()
+    c = subprocess.run([sys.executable, "-m", "harness.cli", "check", "--spark", "cold",
+                        "--spark-master", "local[2]", str(run)],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert c.returncode == 0, c.stdout + c.stderr[-3000:]
+    again = json.loads((run / "results.json").read_text())
+    assert again["valid"] is True and again["stats"]["liveness"] == live
+    for field in ("anomaly_types", "counts"):
+        assert again[field] == results[field]
 
 
 def test_the_verdict_line_shows_the_longest_outages_beside_safety(tmp_path: Path) -> None:

@@ -17,7 +17,8 @@ import pytest
 
 from harness import core, leftovers
 from harness.iptables import IptablesNet
-from harness.protocols import Run, RunPaths
+from harness.protocols import Run
+from harness.runfiles import RunPaths
 from harness.spec import build_spec
 from systems.undertow.remote_db import RemoteBroker
 
@@ -231,7 +232,8 @@ def test_heal_removes_what_a_dead_harness_left(tmp_path: Path, state: Path) -> N
         import logging, os
         from pathlib import Path
         from harness.control.docker import DockerBackend
-        from harness.protocols import Run, RunPaths
+        from harness.protocols import Run
+        from harness.runfiles import RunPaths
         from harness.spec import build_spec
         s = build_spec({{"backend": "docker", "node_count": 2,
                         "broker": {{"replication_factor": 2}}}})

@@ -13,8 +13,8 @@ from typing import Any
 
 from harness import generator as g
 from harness.interpreter import Interpreter
-from harness.protocols import FaultKind, Run, RunPaths
-from harness.runfiles import NEMESIS, HistoryWriter, Op
+from harness.protocols import FaultKind, Run
+from harness.runfiles import NEMESIS, HistoryWriter, Op, RunPaths
 from harness.spec import TestSpec as Spec
 
 HOLD_S = 60.0  # a 'hold' op returns by itself after this long: a test never hangs on it

@@ -30,8 +30,8 @@ from harness.protocols import (
     LosesUnflushed,
     Pausable,
     Run,
-    RunPaths,
 )
+from harness.runfiles import RunPaths
 from harness.spec import build_spec
 from systems.undertow.local_db import LocalBrokerDB
 
@@ -234,7 +234,8 @@ HARNESS = textwrap.dedent("""
     import logging, sys, time
     from pathlib import Path
     from harness.spec import build_spec
-    from harness.protocols import Run, RunPaths
+    from harness.protocols import Run
+    from harness.runfiles import RunPaths
     from harness import core
     from harness.control.local import LocalBackend
     spec = build_spec({"keys": 2})

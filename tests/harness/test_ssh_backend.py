@@ -14,7 +14,8 @@ import pytest
 
 from harness import core, leftovers
 from harness.control.ssh import SshNode, load_cluster_file, parse_host, ssh_nodes
-from harness.protocols import Run, RunPaths
+from harness.protocols import Run
+from harness.runfiles import RunPaths
 from harness.spec import SpecError, build_spec
 
 # -- parsing (fast) ---------------------------------------------------------------------

@@ -15,7 +15,8 @@ import pytest
 from confluent_kafka import KafkaException
 
 from harness import core
-from harness.protocols import Run, RunPaths
+from harness.protocols import Run
+from harness.runfiles import RunPaths
 from harness.spec import build_spec
 from systems.kafka import jars
 from systems.kafka.remote import KafkaRemoteDB

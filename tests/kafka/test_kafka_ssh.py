@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from harness import core, leftovers
-from harness.protocols import Run, RunPaths
+from harness.protocols import Run
+from harness.runfiles import RunPaths
 from harness.spec import build_spec
 from systems.kafka import jars
 from systems.kafka.system import JRE_PACKAGES

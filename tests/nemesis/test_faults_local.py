@@ -23,8 +23,8 @@ import pytest
 from harness import core, leftovers
 from harness.control.local import LocalBackend
 from harness.net import ProxyNet
-from harness.protocols import Run, RunPaths
-from harness.runfiles import NEMESIS, Op
+from harness.protocols import Run
+from harness.runfiles import NEMESIS, Op, RunPaths
 from harness.spec import build_spec
 from nemesis.compose import Composed, compose
 from nemesis.faults import Clock, Kill, LoseUnflushed, Pause

@@ -21,11 +21,11 @@ import pytest
 
 from harness import generator as g
 from harness.interpreter import Interpreter, Stats
-from harness.protocols import Client, Grudge, Run, RunPaths
+from harness.protocols import Client, Grudge, Run
 from harness.report.faults import UNKNOWN_COLOUR, fault_windows, run_kinds
 from harness.report.render import render_run
 from harness.report.scan import scan
-from harness.runfiles import NEMESIS, HistoryWriter, Op
+from harness.runfiles import NEMESIS, HistoryWriter, Op, RunPaths
 from harness.spec import build_spec
 from nemesis.kinds import KINDS, PARTITION, FaultKind, kinds_json, verbs
 from nemesis.packages import nemesis_package

@@ -10,8 +10,8 @@ import pytest
 
 from harness import core
 from harness import generator as g
-from harness.protocols import Run, RunPaths
-from harness.runfiles import HistoryWriter, Op, OpType
+from harness.protocols import Run
+from harness.runfiles import HistoryWriter, Op, OpType, RunPaths
 from harness.spec import build_spec
 from workloads import queue
 

@@ -12,8 +12,8 @@ import pytest
 
 from harness import core
 from harness import generator as g
-from harness.protocols import Run, RunPaths
-from harness.runfiles import Op
+from harness.protocols import Run
+from harness.runfiles import Op, RunPaths
 from harness.spec import build_spec
 from workloads import txn
 
