@@ -47,10 +47,24 @@ def observe_after(run: Run, verb: Verb, nodes: Sequence[str], before: States | N
     deadline = time.monotonic() + settle_s
     while True:
         after = observe(run, nodes)
-        if after is None or time.monotonic() >= deadline or all(
-                judge(verb, before[n], after[n])[0] for n in nodes if n in before):
+        if after is None or time.monotonic() >= deadline or not any(
+                _settling(verb, before[n], after[n]) for n in nodes if n in before):
             return after
         time.sleep(0.05)
+
+
+def _settling(verb: Verb, before: ProcState, after: ProcState) -> bool:
+    """Whether a node may still show the fault soon: a live process whose threads are not
+    all stopped (pause) or not all running (resume) yet, or one dying of its SIGKILL. A miss
+    that cannot change (nothing to kill, already running) is not waited for: the nemesis
+    must keep its plan's times."""
+    if after.pid is None:
+        return False
+    if verb == "pause":
+        return not after.stopped
+    if verb == "resume":
+        return after.stopped
+    return verb == "kill" and before.pid is not None
 
 
 def judge(verb: Verb, before: ProcState, after: ProcState) -> tuple[bool, str]:

@@ -112,7 +112,7 @@ def test_the_index_shows_each_runs_first_line(tmp_path: Path) -> None:
     lost = counts["counts"]["replica-lost-write"]
     sends = counts["stats"]["sends_ok"]
     html = _text(render_index(results).read_text())
-    assert f"kafka 4.4.0 · invalid · {lost:,} of {sends:,} acknowledged writes on no " \
+    assert f"kafka 4.4.0 (kraft) · invalid · {lost:,} of {sends:,} acknowledged writes on no " \
            "replica" in html
     assert "undertow 0.1.0 · valid · no acknowledged write lost" in html
     assert lost == recount(kafka).lost  # the checker's count is the one recounted here
