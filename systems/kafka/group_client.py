@@ -30,7 +30,6 @@ reads.
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from typing import Any
 
@@ -47,6 +46,7 @@ from harness.runfiles import Op
 from harness.spec import GROUP_ID, ConsumerSettings
 from systems.kafka import config
 from systems.kafka.client import POLL_WAIT_S, KafkaQueueClient, _rdkafka_logger
+from workloads.spares import Spares
 
 # Members learn of a rebalance at their next heartbeat, so a rebalance takes about one
 # interval plus a join and sync round: at librdkafka's usual third of the session
@@ -98,27 +98,10 @@ def group_config(bootstrap: str, settings: ConsumerSettings, *, timeout_s: float
     }
 
 
-class Spares:
-    """Consumers whose process ended `info`, waiting for the worker's next process."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.consumers: list[GroupConsumer] = []
-
-    def put(self, c: GroupConsumer) -> None:
-        with self.lock:
-            self.consumers.append(c)
-
-    def take(self) -> GroupConsumer | None:
-        with self.lock:
-            return self.consumers.pop() if self.consumers else None
-
-    def close_all(self) -> None:
-        with self.lock:
-            consumers, self.consumers = self.consumers, []
-        for c in consumers:
-            with contextlib.suppress(KafkaException, RuntimeError):
-                c.close()
+def close_spare(c: GroupConsumer) -> None:
+    """A parked consumer at the run's end: closed, whatever the cluster answers."""
+    with contextlib.suppress(KafkaException, RuntimeError):
+        c.close()
 
 
 class KafkaGroupClient:
@@ -127,10 +110,11 @@ class KafkaGroupClient:
 
     def __init__(self, inner: KafkaQueueClient, *, partitions: int,
                  settings: ConsumerSettings, logger: Any = None,
-                 spares: Spares | None = None, isolation: str = "read_committed") -> None:
+                 spares: Spares[GroupConsumer] | None = None,
+                 isolation: str = "read_committed") -> None:
         self.inner = inner
         self.isolation = isolation
-        self.spares = spares if spares is not None else Spares()
+        self.spares = spares if spares is not None else Spares(close_spare)
         self.partitions = partitions
         self.settings = settings
         self.logger = logger

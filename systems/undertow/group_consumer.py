@@ -39,6 +39,7 @@ from systems.undertow.admin import TOPIC
 from systems.undertow.client import BrokerClient, ClientError
 from systems.undertow.group_member import GroupError, GroupMember
 from systems.undertow.queue_client import QueueClient
+from workloads.spares import Spares
 
 log = logging.getLogger("undertow.group")
 HEARTBEAT_S = 0.1
@@ -216,26 +217,9 @@ def committed_offsets(addrs: Mapping[str, str], partitions: int,
     return {str(p): o for (t, p), o in sorted(got.items()) if t == TOPIC}
 
 
-class Spares:
-    """Memberships whose process ended `info`, waiting for the worker's next process."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.sessions: list[GroupSession] = []
-
-    def put(self, s: GroupSession) -> None:
-        with self.lock:
-            self.sessions.append(s)
-
-    def take(self) -> GroupSession | None:
-        with self.lock:
-            return self.sessions.pop() if self.sessions else None
-
-    def leave_all(self, wait_s: float) -> None:
-        with self.lock:
-            sessions, self.sessions = self.sessions, []
-        for s in sessions:
-            s.close(leave=True, wait_s=wait_s)
+def _leave(s: GroupSession) -> None:
+    """A parked membership at the run's end: leave the group (bounded)."""
+    s.close(leave=True, wait_s=LEAVE_WAIT_S)
 
 
 class GroupQueueClient:
@@ -244,13 +228,13 @@ class GroupQueueClient:
 
     def __init__(self, inner: QueueClient, *, partitions: int, settings: ConsumerSettings,
                  addrs: Mapping[str, str] | None = None, name: str = "",
-                 spares: Spares | None = None) -> None:
+                 spares: Spares[GroupSession] | None = None) -> None:
         self.inner = inner
         self.partitions = partitions
         self.settings = settings
         self.addrs = dict(addrs or {})
         self.name = name
-        self.spares = spares if spares is not None else Spares()
+        self.spares = spares if spares is not None else Spares(_leave)
         self.session: GroupSession | None = None
         self._next_key = 0  # where a group poll starts among its keys (each gets its turn)
 
@@ -281,7 +265,7 @@ class GroupQueueClient:
             final = bool(op.extra.get("fetch_committed") or not op.value)
             self._end_session(wait_s=LEAVE_WAIT_S if final else 0.0)
             if final:
-                self.spares.leave_all(LEAVE_WAIT_S)
+                self.spares.close_all()
             extra: dict[str, Any] = {}
             if op.extra.get("fetch_committed"):
                 try:

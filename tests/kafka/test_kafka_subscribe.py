@@ -16,7 +16,8 @@ from harness.spec import ConsumerSettings, SpecError, build_spec
 from harness.test import assemble
 from systems.kafka import jars
 from systems.kafka.client import KafkaQueueClient
-from systems.kafka.group_client import KafkaGroupClient, Spares
+from systems.kafka.group_client import GroupConsumer, KafkaGroupClient, close_spare
+from workloads.spares import Spares
 
 
 def test_an_assignor_librdkafka_lacks_is_refused() -> None:
@@ -55,7 +56,7 @@ def test_a_rejoin_as_first_op_leaves_the_predecessors_waiting_membership() -> No
     one (librdkafka rejoins only once polled, so a forgotten member holds up every
     rebalance). Real librdkafka consumers, pointed at a port nothing listens on."""
     inner = KafkaQueueClient(keys=2, bootstrap=f"127.0.0.1:{free_port()}")
-    spares = Spares()
+    spares: Spares[GroupConsumer] = Spares(close_spare)
     client = KafkaGroupClient(inner, partitions=2, settings=ConsumerSettings(), spares=spares)
     plain = Op("invoke", 0, "subscribe", [0, 1])
     assert client.invoke(None, plain).type == "ok"

@@ -12,7 +12,6 @@ there.
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
@@ -20,6 +19,7 @@ from harness.runfiles import Op
 from harness.spec import GROUP_ID, ConsumerSettings
 from systems.kafka.java import jvm, outcomes, settings
 from systems.kafka.java.client import POLL_WAIT_MS, JavaQueueClient
+from workloads.spares import Spares
 
 CRASH_FETCH_S = 2.0
 COMMITTED_WAIT_MS = 20_000
@@ -62,39 +62,18 @@ class Member:
             pass
 
 
-class Spares:
-    """Members whose process ended `info`, waiting for the worker's next process."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.members: list[Member] = []
-
-    def put(self, m: Member) -> None:
-        with self.lock:
-            self.members.append(m)
-
-    def take(self) -> Member | None:
-        with self.lock:
-            return self.members.pop() if self.members else None
-
-    def close_all(self) -> None:
-        with self.lock:
-            members, self.members = self.members, []
-        for m in members:
-            m.close()
-
-
 class JavaGroupClient:
     """harness.protocols.Client: the queue workload's ops with `subscribe` and `crash`;
     sends, assigns and assigned polls go to a JavaQueueClient."""
 
     def __init__(self, inner: JavaQueueClient, *, partitions: int, settings: ConsumerSettings,
-                 spares: Spares | None = None, isolation: str = "read_committed") -> None:
+                 spares: Spares[Member] | None = None,
+                 isolation: str = "read_committed") -> None:
         self.inner = inner
         self.partitions = partitions
         self.settings = settings
         self.isolation = isolation
-        self.spares = spares if spares is not None else Spares()
+        self.spares = spares if spares is not None else Spares(Member.close)
         self.member: Member | None = None
         self.in_txn = False  # under a JavaTxnClient, whose producer sends
 
