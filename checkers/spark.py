@@ -32,6 +32,9 @@ IN_SCHEMA = ", ".join(["key long", "part long", *(f"b_{c} binary" for c in ENTRY
 OUT_SCHEMA = "tag string, type string, n long, detail string, src binary, dst binary"
 
 
+CONNECT_MARK = "SPARK_CONNECT_MODE_ENABLED"
+
+
 @contextmanager
 def spark_session(master: str = "local[*]", remote: str | None = None,
                   driver_memory: str = "3g", *, hush: bool = True,
@@ -48,6 +51,10 @@ def spark_session(master: str = "local[*]", remote: str | None = None,
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    # pyspark marks a process that opened a Spark Connect session with this variable and
+    # never unmarks it: a later in-process session (and every child process) would then
+    # refuse a classic start (CONNECT_URL_NOT_SET). It is put back as it was on exit.
+    connect_mark = os.environ.get(CONNECT_MARK)
     conf_dir = tempfile.mkdtemp(prefix="undertow-spark-")
     log4j = Path(conf_dir) / "log4j2.properties"
     log4j.write_text(LOG4J2)
@@ -81,6 +88,7 @@ def spark_session(master: str = "local[*]", remote: str | None = None,
         spark = SparkSession.builder.config(map=dict(opts)).getOrCreate()
     except BaseException:
         shutil.rmtree(conf_dir, ignore_errors=True)
+        _restore(CONNECT_MARK, connect_mark)
         raise
     finally:
         if hush:
@@ -97,6 +105,14 @@ def spark_session(master: str = "local[*]", remote: str | None = None,
     finally:
         spark.stop()
         shutil.rmtree(conf_dir, ignore_errors=True)
+        _restore(CONNECT_MARK, connect_mark)
+
+
+def _restore(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
 
 
 def _launch_jvm(opts: dict[str, Any], log: Path) -> None:

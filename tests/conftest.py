@@ -50,8 +50,36 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(autouse=True, scope="session")
 def _no_warm_spark(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Tests never check on a developer's warm Spark (`undertow spark start`): the warm
-    server's folder is one of the session's own, empty unless a test starts one there."""
+    server's folder is one of the session's own, empty until `session_spark` starts one."""
     os.environ["UNDERTOW_SPARK_DIR"] = str(tmp_path_factory.mktemp("warm-spark"))
+
+
+@pytest.fixture(scope="session")
+def session_spark(_no_warm_spark: None) -> Iterator[dict[str, object]]:
+    """One warm Spark server (`undertow spark start`) for the session, in its own folder:
+    every run and check of a slow test (in-process or an `undertow` subprocess, which
+    inherits UNDERTOW_SPARK_DIR) then attaches to it, as `--spark auto` does on a
+    developer's machine, instead of starting a JVM and its Python workers of its own:
+    seconds of CPU per check. Stopped, with all it forked, at the session's end."""
+    from checkers.spark_server import start_server, stop_server
+
+    state = start_server(port=0, master="local[2]", driver_memory="2g")
+    try:
+        yield state
+    finally:
+        stop_server()
+
+
+@pytest.fixture(autouse=True)
+def _slow_tests_check_on_the_session_spark(request: pytest.FixtureRequest) -> None:
+    """A slow test (clusters, runs, Spark) checks on `session_spark`; one marked
+    `cold_spark` sees no warm server at all (a folder of its own, empty)."""
+    node = request.node
+    if node.get_closest_marker("cold_spark") is not None:
+        mp = request.getfixturevalue("monkeypatch")
+        mp.setenv("UNDERTOW_SPARK_DIR", str(request.getfixturevalue("tmp_path") / "no-spark"))
+    elif node.get_closest_marker("slow") is not None:
+        request.getfixturevalue("session_spark")
 
 
 @pytest.fixture

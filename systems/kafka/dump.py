@@ -14,7 +14,7 @@ import functools
 import re
 import subprocess
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -163,18 +163,51 @@ def dump_command(java_cmd: Sequence[str], libs: Path, segments: Sequence[Path],
 def dump_node(node: str, data_dir: Path, libs: Path, *, java: str = "java",
               topic: str = TOPIC, fmt: str = "batch") -> list[dict[str, Any]]:
     """Every replica of `topic` under `data_dir`, as replicas.jsonl rows."""
-    segments = sorted(p for d in partition_dirs(data_dir, topic).values() for p in d.glob("*.log"))
-    text = ""
-    if segments:
-        cmd = dump_command([java, *TOOL_OPTS], libs, segments, _FLAGS.get(fmt, ()))
+    return dump_nodes({node: data_dir}, libs, java=java, topic=topic, fmt=fmt)
+
+
+def dump_nodes(data_dirs: Mapping[str, Path], libs: Path, *, java: str = "java",
+               topic: str = TOPIC, fmt: str = "batch") -> list[dict[str, Any]]:
+    """Every replica of `topic` on each node (node -> its data dir on this machine), as
+    replicas.jsonl rows in the nodes' order: one DumpLogSegments JVM reads every node's
+    segments (a JVM's start is most of a dump's time), its output split by the `Dumping`
+    line of each file, which names the file and so the node."""
+    segments = {node: sorted(p for d in partition_dirs(data_dir, topic).values()
+                             for p in d.glob("*.log"))
+                for node, data_dir in data_dirs.items()}
+    texts = dict.fromkeys(data_dirs, "")
+    every = [seg for segs in segments.values() for seg in segs]
+    if every:
+        cmd = dump_command([java, *TOOL_OPTS], libs, every, _FLAGS.get(fmt, ()))
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=DUMP_TIMEOUT_S,
                               check=False)
         if done.returncode != 0:
-            raise DumpError(f"{node}: DumpLogSegments exited {done.returncode}: "
-                            f"{(done.stderr or done.stdout).strip()[-1000:]}")
-        text = done.stdout
+            raise DumpError(f"{', '.join(data_dirs)}: DumpLogSegments exited "
+                            f"{done.returncode}: {(done.stderr or done.stdout).strip()[-1000:]}")
+        texts = split_by_node(done.stdout, segments)
+    rows: list[dict[str, Any]] = []
+    for node, data_dir in data_dirs.items():
+        text = texts[node]
         if "payload: " in text and not any(r.records for r in parse_dump(text, node,
                                                                            fmt).values()):
             raise DumpError(f"{node}: DumpLogSegments printed records that the {fmt!r} parser "
                             "does not read: the release table's dump format is wrong")
-    return replica_rows(node, data_dir, text, topic, fmt)
+        rows.extend(replica_rows(node, data_dir, text, topic, fmt))
+    return rows
+
+
+def split_by_node(text: str, segments: Mapping[str, Sequence[Path]]) -> dict[str, str]:
+    """One dump of several nodes' files -> node -> its part (each file's part starts at the
+    `Dumping <file>` line that names it); DumpError for a file no node owns."""
+    owner = {str(seg): node for node, segs in segments.items() for seg in segs}
+    parts: dict[str, list[str]] = {node: [] for node in segments}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if m := _DUMPING.match(line):
+            node = owner.get(m[1].strip())
+            if node is None:
+                raise DumpError(f"DumpLogSegments dumped {m[1].strip()!r}, a file of no node")
+            current = parts[node]
+        if current is not None:
+            current.append(line)
+    return {node: "\n".join(lines) for node, lines in parts.items()}

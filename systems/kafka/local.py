@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import threading
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -78,22 +79,32 @@ class LocalKafka:
         return ",".join(self.nodes[n].bootstrap for n in self.brokers)
 
     def prepare(self) -> None:
-        """Write each node's server.properties and format its storage (once, before start)."""
+        """Write each node's server.properties and format its storage (once, before start):
+        the nodes' StorageTool JVMs at once (each is mostly a JVM's start)."""
+        todo = []
         for name, node in self.nodes.items():
             d = self.node_dir(name)
             d.mkdir(parents=True, exist_ok=True)
             props = config.server_properties(node, self.nodes, self.data_dir(name),
                                              self.settings, partitions=self.partitions)
             self.props_path(name).write_text(config.render_properties(props))
-            if (self.data_dir(name) / "meta.properties").exists():
-                continue
-            cmd = config.format_command(self.java, self.jars.classpath,
-                                        str(self.props_path(name)), self.format_args)
-            done = subprocess.run(cmd, cwd=d, capture_output=True, text=True,
-                                  timeout=FORMAT_TIMEOUT_S, check=False)
-            if done.returncode != 0:
-                raise KafkaError(f"{name}: StorageTool format exited {done.returncode}: "
-                                 f"{(done.stdout + done.stderr).strip()[-1500:]}")
+            if not (self.data_dir(name) / "meta.properties").exists():
+                todo.append(name)
+        with ThreadPoolExecutor(max_workers=max(1, len(todo))) as pool:
+            for problem in pool.map(self._format, todo):
+                if problem:
+                    raise KafkaError(problem)
+
+    def _format(self, name: str) -> str:
+        """Format one node's storage; the problem in words, or "" when it is formatted."""
+        cmd = config.format_command(self.java, self.jars.classpath,
+                                    str(self.props_path(name)), self.format_args)
+        done = subprocess.run(cmd, cwd=self.node_dir(name), capture_output=True, text=True,
+                              timeout=FORMAT_TIMEOUT_S, check=False)
+        if done.returncode != 0:
+            return (f"{name}: StorageTool format exited {done.returncode}: "
+                    f"{(done.stdout + done.stderr).strip()[-1500:]}")
+        return ""
 
     # -- DB --------------------------------------------------------------------
 
@@ -178,11 +189,11 @@ class LocalKafka:
                               fmt=releases.release(self.jars.version).era.dump_format)
 
     def dump_replicas(self, run: Any) -> list[dict[str, Any]]:
-        """Every node's replicas (after the final heal; HW is checkpointed every 500 ms)."""
-        rows: list[dict[str, Any]] = []
-        for node in self.brokers:
-            rows.extend(self.dump_node(run, node))
-        return rows
+        """Every node's replicas (after the final heal; HW is checkpointed every 500 ms), in
+        one DumpLogSegments JVM."""
+        return dump.dump_nodes({node: self.data_dir(node) for node in self.brokers},
+                               self.jars.libs, java=self.java,
+                               fmt=releases.release(self.jars.version).era.dump_format)
 
     # -- teardown --------------------------------------------------------------
 

@@ -201,15 +201,18 @@ class KafkaRemoteDB(KafkaViews):
 
     def dump_node(self, run: Any, node: str) -> list[dict[str, Any]]:
         """The node's replicas: its partition folders copied here, read by DumpLogSegments."""
-        with tempfile.TemporaryDirectory(prefix=f"undertow-kafka-{node}-") as tmp:
-            local = Path(tmp)
-            self.proc.fetch(node, self.data_dir(node),
-                            ["replication-offset-checkpoint", f"{config.TOPIC}-*/*.log",
-                             f"{config.TOPIC}-*/leader-epoch-checkpoint"], local)
-            return dump.dump_node(node, local, self.jars.libs)
+        return self._dump([node])
 
     def dump_replicas(self, run: Any) -> list[dict[str, Any]]:
-        rows: list[dict[str, Any]] = []
-        for node in self.brokers:
-            rows.extend(self.dump_node(run, node))
-        return rows
+        """Every node's replicas: all partition folders copied here, one DumpLogSegments."""
+        return self._dump(list(self.brokers))
+
+    def _dump(self, nodes: list[str]) -> list[dict[str, Any]]:
+        with tempfile.TemporaryDirectory(prefix="undertow-kafka-dump-") as tmp:
+            local = {node: Path(tmp) / node for node in nodes}
+            for node, folder in local.items():
+                folder.mkdir()
+                self.proc.fetch(node, self.data_dir(node),
+                                ["replication-offset-checkpoint", f"{config.TOPIC}-*/*.log",
+                                 f"{config.TOPIC}-*/leader-epoch-checkpoint"], folder)
+            return dump.dump_nodes(local, self.jars.libs)

@@ -30,6 +30,7 @@ from checkers.spark_server import (
     listening,
     parse_remote,
     resolve,
+    shared_session,
     spark_dir,
     tagged,
 )
@@ -268,3 +269,18 @@ def test_a_standalone_cluster_of_two_workers_checks_alike_and_stops_clean(
         for i in (1, 2):
             assert list((work / f"worker-{i}").glob("app-*/*/stderr")), f"worker-{i}"
     assert tagged(cluster.tag) == [] and jvms_under(tmp_path) == []
+
+
+@pytest.mark.slow
+@needs_spark
+def test_a_session_on_the_warm_server_leaves_no_connect_mark_behind(
+        session_spark: dict[str, object]) -> None:
+    """pyspark marks a process that opened a Connect session and never unmarks it: a cold
+    check after a warm one (in this process or a child) then failed (CONNECT_URL_NOT_SET)."""
+    from checkers.spark import CONNECT_MARK, spark_session
+
+    assert CONNECT_MARK not in os.environ
+    with spark_session(remote=shared_session(session_spark)) as spark:
+        assert spark.range(3).count() == 3
+        assert CONNECT_MARK in os.environ  # pyspark's own, while the session is open
+    assert CONNECT_MARK not in os.environ

@@ -12,6 +12,7 @@ import pytest
 
 from checkers.api import check_local
 from harness.runfiles import Op
+from systems.kafka import dump
 from systems.kafka.client import KafkaQueueClient
 from systems.kafka.dump import parse_dump
 from tests.kafka.cluster import PARTITIONS, Cluster
@@ -100,3 +101,15 @@ def test_parse_dump_reads_batches_records_and_epochs() -> None:
     )
     rep = parse_dump(text, "n1")[3]
     assert rep.records == [(0, 17, 4), (1, 18, 4)] and rep.leo == 2
+
+
+def test_one_dump_of_several_nodes_is_split_by_the_file_each_part_names() -> None:
+    a, b = Path("/d/n1/undertow-0/0.log"), Path("/d/n2/undertow-0/0.log")
+    text = (f"Dumping {a}\nLog starting offset: 0\n| offset: 0 payload: 1\n"
+            f"Dumping {b}\nLog starting offset: 0\n| offset: 0 payload: 2\n")
+    parts = dump.split_by_node(text, {"n1": [a], "n2": [b], "n3": []})
+    assert parts == {"n1": f"Dumping {a}\nLog starting offset: 0\n| offset: 0 payload: 1",
+                     "n2": f"Dumping {b}\nLog starting offset: 0\n| offset: 0 payload: 2",
+                     "n3": ""}
+    with pytest.raises(dump.DumpError, match="a file of no node"):
+        dump.split_by_node(text, {"n1": [a]})

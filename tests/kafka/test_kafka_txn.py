@@ -67,10 +67,13 @@ def test_a_short_consume_transform_produce_run_reads_each_offset_once(
         tmp_path: Path, kafka_jars: jars.KafkaJars, client: str) -> None:
     """--sub-via subscribe: each transaction sends the group consumer's positions into itself
     (send_offsets_to_transaction); with kills and pauses the run is valid and every offset
-    below the group's final committed positions was read by exactly one committed txn."""
+    below the group's final committed positions was read by exactly one committed txn.
+    Phases: the group forms before the first fault and commits again after the last (a
+    run whose faults began before the group had formed once committed nothing at all)."""
     from checkers.groups import exactly_once
 
-    outcome = core.run(_spec(time_limit_s=20.0, nemesis_interval_s=6.0, seed=3, keys=4,
+    outcome = core.run(_spec(time_limit_s=30.0, nemesis_interval_s=6.0, seed=3, keys=4,
+                             nemesis_schedule="phases",
                              sub_via="subscribe", results_dir=str(tmp_path),
                              extra={"client": client}))
     assert outcome.valid is True, outcome.summary()
