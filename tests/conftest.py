@@ -72,13 +72,9 @@ def session_spark(_no_warm_spark: None) -> Iterator[dict[str, object]]:
 
 @pytest.fixture(autouse=True)
 def _slow_tests_check_on_the_session_spark(request: pytest.FixtureRequest) -> None:
-    """A slow test (clusters, runs, Spark) checks on `session_spark`; one marked
-    `cold_spark` sees no warm server at all (a folder of its own, empty)."""
-    node = request.node
-    if node.get_closest_marker("cold_spark") is not None:
-        mp = request.getfixturevalue("monkeypatch")
-        mp.setenv("UNDERTOW_SPARK_DIR", str(request.getfixturevalue("tmp_path") / "no-spark"))
-    elif node.get_closest_marker("slow") is not None:
+    """A slow test (clusters, runs, Spark) checks on `session_spark`; a test that must
+    check cold says so (`--spark cold`, TestSpec(spark="cold")), as a user would."""
+    if request.node.get_closest_marker("slow") is not None:
         request.getfixturevalue("session_spark")
 
 
