@@ -96,6 +96,8 @@ class UndertowSystem:
                   "replica_lag_time_max_ms": b.replica_lag_time_max_ms}
         if spec.workload == "txn":
             broker["txn_epoch_fencing"] = b.txn_epoch_fencing
+        if spec.sub_via == "subscribe":
+            broker["offsets_commit_acks"] = b.offsets_commit_acks
         return {"name": self.name, "version": _version(),
                 "topic": admin.TOPIC, "controller_voters": admin.controller_voters(spec),
                 "client": {"library": "undertow's Python client", "version": _version()},
