@@ -99,6 +99,20 @@ def test_seen_ignores_everything_but_a_group_polls_records() -> None:
     assert once.handed == {1: (3, {2: 7})} and once.moved == {1}
     later = once.seen(poll.with_(value=[["poll", {"0": [[1, 1]]}]], extra={"generation": 4}))
     assert later.handed == {1: (4, {0: 2})}  # a new generation starts afresh
+    # a client that names no generation (librdkafka): its assignment is the stretch
+    plain = poll.with_(extra={"assignment": [2, 0]})
+    held = ops.seen(plain).seen(plain.with_(value=[["poll", {"0": [[3, 3]]}]]))
+    assert held.handed == {1: ((0, 2), {2: 7, 0: 4})}
+    commit: Op | None = None
+    for seed in range(50):  # the coin decides when, never what
+        got = held.pick(random.Random(seed), 1, 5)
+        if got is not None and got[0].f == "commit":
+            commit = got[0]
+            break
+    assert commit is not None and commit.extra == {"held": [0, 2]}
+    assert commit.value == [["commit", {"0": 4, "2": 7}]]
+    moved = held.seen(plain.with_(extra={"assignment": [1]}, value=[["poll", {"1": [[0, 5]]}]]))
+    assert moved.handed == {1: ((1,), {1: 1})}  # a new assignment starts afresh
 
 
 def history(run_dir: Path) -> list[dict[str, Any]]:
