@@ -112,7 +112,7 @@ class KafkaSystem:
     def client(self, test: Test) -> Client:
         spec = test.spec
         if client_of(spec) == "java":
-            out: Client = java.make_client(spec)
+            out: Client = java.make_client(spec, offset_ops=offsets.enabled(spec, self))
             return out
         inner = KafkaQueueClient(keys=spec.keys, acks=spec.broker.acks,
                                  timeout_s=spec.producer.delivery_timeout_s,
@@ -137,9 +137,9 @@ class KafkaSystem:
         return inner
 
     def speaks_offsets(self, spec: TestSpec) -> bool:
-        """harness.protocols.SpeaksOffsets: librdkafka's group client commits and reads the
-        group's offsets as operations in the queue workload (the Java client does not yet)."""
-        return spec.workload == "queue" and client_of(spec) != "java"
+        """harness.protocols.SpeaksOffsets: both group clients (librdkafka's, the Java
+        client's) commit and read the group's offsets as operations in the queue workload."""
+        return spec.workload == "queue"
 
     def describe(self, spec: TestSpec) -> Mapping[str, Any]:
         """Until the broker runs: the version asked for (the running broker's own version

@@ -20,13 +20,14 @@ from systems.kafka.group_client import GroupConsumer, KafkaGroupClient, close_sp
 from workloads.spares import Spares
 
 
-def test_offset_operations_are_librdkafka_s_not_yet_the_java_client_s() -> None:
+def test_offset_operations_are_both_kafka_clients_on_the_queue_workload() -> None:
     from workloads import offsets
 
     base = {"system": "kafka", "sub_via": "subscribe", "consumer": {"commit": "processed"}}
     system = assemble(build_spec(base)).system
     assert offsets.enabled(build_spec(base), system)
-    assert not offsets.enabled(build_spec({**base, "extra": {"client": "java"}}), system)
+    assert offsets.enabled(build_spec({**base, "extra": {"client": "java"}}), system)
+    assert not offsets.enabled(build_spec({**base, "workload": "txn"}), system)
 
 
 def test_an_assignor_librdkafka_lacks_is_refused() -> None:
@@ -41,7 +42,8 @@ def test_an_assignor_librdkafka_lacks_is_refused() -> None:
 @pytest.mark.parametrize("client", ["librdkafka", "java"])
 def test_a_short_subscribe_run_is_valid(tmp_path: Path, kafka_jars: jars.KafkaJars,
                                         client: str) -> None:
-    """The Java client commits inside poll() only: its run commits `processed`."""
+    """The Java client commits inside poll() only: its run commits `processed`, which makes
+    its commits operations (and its processes read the committed offsets)."""
     spec = build_spec({"name": "kafka-subscribe", "system": "kafka", "sub_via": "subscribe",
                        "nemesis": ("kill",), "nemesis_interval_s": 6.0, "time_limit_s": 20.0,
                        "seed": 11, "keys": 4, "key_pool": 12, "concurrency": 6,
@@ -57,6 +59,10 @@ def test_a_short_subscribe_run_is_valid(tmp_path: Path, kafka_jars: jars.KafkaJa
     assert len(readers) >= 2  # the group spread the keys over more than one member
     final = [o for o in ops if o["type"] == "ok" and o.get("fetch_committed")]
     assert len(final) == 1 and final[0]["committed"]
+    if client == "java":
+        assert fs["commit", "ok"] >= 3 and fs["committed", "ok"] >= 1, fs
+    else:
+        assert not fs["commit", "invoke"] and not fs["committed", "invoke"]
 
 
 @pytest.mark.kafka
