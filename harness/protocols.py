@@ -261,6 +261,14 @@ class DirectLinks(Protocol):
 
 
 @runtime_checkable
+class SpeaksOffsets(Protocol):
+    """A system whose client performs the `commit` and `committed` operations (HISTORY.md)
+    for that spec: the workload may then emit them (workloads/offsets.py)."""
+
+    def speaks_offsets(self, spec: TestSpec) -> bool: ...
+
+
+@runtime_checkable
 class HasNodeImage(Protocol):
     """A system that runs in containers: the image its nodes start from (docker backend)."""
 

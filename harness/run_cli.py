@@ -51,6 +51,7 @@ FIELDS: dict[str, str] = {
     "unclean_leader_election": "broker.unclean_leader_election",
     "truncation": "broker.truncation", "flush": "broker.flush",
     "txn_fencing": "broker.txn_epoch_fencing",
+    "offsets_commit_acks": "broker.offsets_commit_acks",
     "spark": "spark", "spark_master": "spark_master", "spark_remote": "spark_remote",
     "retries": "producer.retries", "delivery_timeout_ms": "producer.delivery_timeout_ms",
     "request_timeout_ms": "producer.request_timeout_ms",
@@ -212,6 +213,9 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
 @click.option("--txn-fencing/--no-txn-fencing", default=True, show_default=True,
               help="Transaction coordinators refuse a producer's older epochs (our broker; "
                    "off only to show zombie producers).")
+@click.option("--offsets-commit-acks", type=click.IntRange(-1, 1), default=-1, show_default=True,
+              help="When a group coordinator answers a commit: -1 once replicated, 1 once in "
+                   "its own log (Kafka's old offsets.commit.required.acks; our broker).")
 @click.option("--spark", type=click.Choice(SPARK_CHOICES), default="auto", show_default=True,
               help="Which Spark checks the run: auto (the warm one of `undertow spark start` "
                    "when it is up, else cold), cold, or warm (exit 2 if none is up).")

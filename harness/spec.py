@@ -57,6 +57,9 @@ class BrokerSettings:
     session_timeout_ms: int = 2000
     # a transaction coordinator refuses a producer's older epochs (off: zombie producers)
     txn_epoch_fencing: bool = True
+    # when a group coordinator answers a commit: -1 once replicated, 1 once in its own log
+    # (Kafka's old offsets.commit.required.acks; our broker only)
+    offsets_commit_acks: int = -1
 
     def to_kafka(self) -> dict[str, Any]:
         """The broker's config keys, as Kafka names them."""
@@ -69,6 +72,7 @@ class BrokerSettings:
             "replica.lag.time.max.ms": self.replica_lag_time_max_ms,
             "broker.session.timeout.ms": self.session_timeout_ms,
             "transaction.epoch.fencing.enable": self.txn_epoch_fencing,
+            "offsets.commit.required.acks": self.offsets_commit_acks,
         }
 
 
@@ -223,6 +227,10 @@ class TestSpec:
                             f"the {len(self.nodes)} nodes")
         if not 1 <= self.broker.min_insync_replicas <= self.broker.replication_factor:
             raise SpecError("--min-insync-replicas must be between 1 and the replication factor")
+        if self.broker.offsets_commit_acks not in (-1, 1) or \
+                isinstance(self.broker.offsets_commit_acks, bool):
+            raise SpecError("--offsets-commit-acks (broker.offsets_commit_acks): expected -1 "
+                            f"or 1, got {self.broker.offsets_commit_acks!r}")
         if self.backend == "ssh" and not self.hosts and not self.cluster_file:
             raise SpecError("--backend ssh needs --node HOST[:PORT] (repeated) or --cluster-file")
         counts = {"--keys": self.keys, "--max-writes-per-key": self.max_writes_per_key,

@@ -134,6 +134,21 @@ def lost_answers(t: float, rng: random.Random) -> list[Step]:
     ]
 
 
+def coordinator_cut(t: float, rng: random.Random) -> list[Step]:
+    """The group's coordinator C is cut off from the other brokers and the controller while
+    its clients still reach it; it dies 3.5 s later, before the controller can have
+    moved its offsets partition (the scenario's broker session timeout is longer), so it
+    never answers a read once a successor takes commits; it comes back after the heal.
+    What C acknowledged alone never reached its successor. A cycle every 25 s leaves the
+    group time to fail over and settle before the next one."""
+    return [
+        Step(t, PARTITION.start, {"kind": "coordinator", "as": "C"}),
+        Step(t + 3.5, KILL.start, {"role": "C"}),
+        Step(t + 5.0, PARTITION.heal, {}),
+        Step(t + 7.0, KILL.heal, {"role": "C"}),
+    ]
+
+
 SEQUENCES: dict[str, Fault] = {
     "kip101-loss": Fault("kip101-loss", (Kill,), cycles(12.0, kip101_loss)),
     "kip101-divergence": Fault("kip101-divergence", (Kill,), cycles(22.0, kip101_divergence)),
@@ -142,6 +157,7 @@ SEQUENCES: dict[str, Fault] = {
     "last-replica": Fault("last-replica", (Kill, Partition, LoseUnflushed),
                           cycles(15.0, last_replica)),
     "lost-answers": Fault("lost-answers", (Partition,), cycles(8.0, lost_answers)),
+    "coordinator-cut": Fault("coordinator-cut", (Kill, Partition), cycles(25.0, coordinator_cut)),
 }
 
 for _fault in SEQUENCES.values():

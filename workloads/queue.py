@@ -44,7 +44,9 @@ from harness.protocols import Checker
 from harness.runfiles import Op, Process, iter_history
 from harness.spec import TestSpec
 from harness.test import Test
+from workloads import offsets
 from workloads.keys import KeyRing
+from workloads.offsets import OffsetOps
 
 SEND_WEIGHT, POLL_WEIGHT, ASSIGN_WEIGHT = 5.0, 4.0, 1.0
 # Seeks to offset 0 outside the final reads: rare, and cheap since logs stay short.
@@ -102,6 +104,7 @@ class SubscribeOps(g.Gen):
     ring: KeyRing
     next_value: int = 0
     subscribed: frozenset[Process] = frozenset()
+    offsets: OffsetOps | None = None  # commits and committed reads as operations
 
     def op(self, ctx: g.Context) -> g.Result:
         free = ctx.free_threads()
@@ -113,6 +116,10 @@ class SubscribeOps(g.Gen):
         if proc not in self.subscribed:
             return subscribe(ctx, proc, self.ring), replace(self,
                                                             subscribed=self.subscribed | {proc})
+        if self.offsets is not None:
+            got = self.offsets.pick(ctx.rng, proc, ctx.time_ns)
+            if got is not None:
+                return got[0], replace(self, offsets=got[1])
         if ctx.rng.random() < SEND_WEIGHT / (SEND_WEIGHT + POLL_WEIGHT):
             key, ring = self.ring.send_key(ctx.rng)
             o = Op(type="invoke", process=proc, f="send", value=[["send", key, self.next_value]],
@@ -121,6 +128,12 @@ class SubscribeOps(g.Gen):
         else:
             o = Op(type="invoke", process=proc, f="poll", value=[["poll"]], time=ctx.time_ns)
         return o, nxt
+
+    def update(self, ctx: g.Context, event: Op) -> g.Gen:
+        if self.offsets is None or event.type == "invoke":
+            return self
+        seen = self.offsets.seen(event)
+        return self if seen is self.offsets else replace(self, offsets=seen)
 
 
 def subscribe(ctx: g.Context, proc: Process, ring: KeyRing) -> Op:
@@ -136,9 +149,10 @@ def rejoins(ring: KeyRing) -> g.Gen:
                      g.repeat(g.op("subscribe", list(range(ring.pool)), rejoin=True)))
 
 
-def generator(spec: TestSpec) -> g.Gen:
+def generator(spec: TestSpec, *, offset_ops: bool = False) -> g.Gen:
     """The main phase's client ops: sends, polls and assigns (or subscribes, with --sub-via
-    subscribe) over `spec.keys` rotating keys; crashes with --crash-client-interval."""
+    subscribe) over `spec.keys` rotating keys; crashes with --crash-client-interval;
+    `offset_ops`: commits and committed reads as operations (workloads/offsets.py)."""
     ring = KeyRing.start(spec.keys, spec.partitions, spec.max_writes_per_key)
     # the timed ops come first: a tie in time goes to the first generator, and the
     # main mix always has an op for now
@@ -146,7 +160,9 @@ def generator(spec: TestSpec) -> g.Gen:
     if spec.crash_client_interval_s is not None:
         gens.append(g.stagger(spec.crash_client_interval_s, g.repeat(g.op("crash"))))
     if spec.sub_via == "subscribe":
-        gens += [rejoins(ring), SubscribeOps(ring)]
+        offsets = OffsetOps(spec.consumer.commit == "processed", ring.pool) if offset_ops \
+            else None
+        gens += [rejoins(ring), SubscribeOps(ring, offsets=offsets)]
     else:
         gens.append(QueueOps(ring))
     return gens[0] if len(gens) == 1 else g.any_of(*gens)
@@ -283,7 +299,7 @@ class QueueWorkload:
     name = "queue"
 
     def generator(self, test: Test) -> g.Gen:
-        return generator(test.spec)
+        return generator(test.spec, offset_ops=offsets.enabled(test.spec, test.system))
 
     def final_generator(self, test: Test, history: Path) -> g.Gen | None:
         return final_generator(test.spec, read_targets(history))

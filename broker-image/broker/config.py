@@ -42,6 +42,10 @@ DEFAULTS: dict[str, Any] = {
     "offsets.topic.num.partitions": 0,
     "group.min.session.timeout.ms": 100,
     "group.max.session.timeout.ms": 300000,
+    # when the group coordinator answers a commit: -1 once the offsets record is committed
+    # (replicated); 1 once it is in the coordinator's own log (Kafka's old
+    # offsets.commit.required.acks=1: a coordinator that fails before it replicates loses it)
+    "offsets.commit.required.acks": -1,
     # transactions: coordinator state lives in this many partitions of an internal
     # transaction-state topic (0: no transactions); the longest timeout a producer may ask
     # for; whether a producer's older epochs are refused (off only to show zombie producers)
@@ -81,6 +85,7 @@ class Settings:
     offsets_partitions: int = 0
     group_min_session_timeout_ms: int = 100
     group_max_session_timeout_ms: int = 300000
+    offsets_commit_acks: int = -1
     txn_partitions: int = 0
     txn_max_timeout_ms: int = 900000
     txn_epoch_fencing: bool = True
@@ -162,6 +167,10 @@ def parse_settings(raw: Mapping[str, Any]) -> Settings:
     s = {**DEFAULTS, **raw}
     if s["truncation"] not in TRUNCATIONS:
         raise ConfigError(f"settings.truncation: {s['truncation']!r} is not one of {TRUNCATIONS}")
+    if s["offsets.commit.required.acks"] not in (-1, 1) or \
+            isinstance(s["offsets.commit.required.acks"], bool):
+        raise ConfigError("settings.offsets.commit.required.acks: expected -1 or 1, got "
+                          f"{s['offsets.commit.required.acks']!r}")
     for key in ("unclean.leader.election.enable", "test.controls.enable",
                 "test.fetcher.start.paused", "transaction.epoch.fencing.enable"):
         if not isinstance(s[key], bool):
@@ -191,6 +200,7 @@ def parse_settings(raw: Mapping[str, Any]) -> Settings:
         offsets_partitions=_int(s, "offsets.topic.num.partitions", 0),
         group_min_session_timeout_ms=_int(s, "group.min.session.timeout.ms", 1),
         group_max_session_timeout_ms=_int(s, "group.max.session.timeout.ms", 1),
+        offsets_commit_acks=s["offsets.commit.required.acks"],
         txn_partitions=_int(s, "transaction.state.log.num.partitions", 0),
         txn_max_timeout_ms=_int(s, "transaction.max.timeout.ms", 1),
         txn_epoch_fencing=s["transaction.epoch.fencing.enable"],

@@ -8,7 +8,10 @@ its leader replays the partition's log at the first request or tick after, and
 carries on from there (members keep their generation; their sessions restart).
 A reply that a record holds back is sent once the record is committed (the HW
 passed it); if it cannot be, the member is told NOT_COORDINATOR and looks again.
-Offsets committed inside a transaction stay pending until the transaction
+With `offsets.commit.required.acks` 1 (Kafka's old setting) a
+member's commit counts and is answered once in the coordinator's own log, before
+it replicates: a coordinator that fails then takes it along, and its successor
+serves the older offset. Offsets committed inside a transaction stay pending until the transaction
 coordinator's marker is committed in the group's partition (`txn_marker`, called
 by the broker that leads the partition and wrote it); a replay applies the
 markers the log holds, in order.
@@ -102,8 +105,9 @@ class Coordinator(InternalPartitions):
             else:
                 self.append(group_id, e)
 
-    def append(self, group_id: str, app: Append) -> asyncio.Future[bool]:
-        """Append the record with acks=all; once committed, what it releases goes out."""
+    def append(self, group_id: str, app: Append, *, local: bool = False) -> asyncio.Future[bool]:
+        """Append the record with acks=all (`local`: acks=1); once committed (in this log),
+        what it releases goes out."""
         done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         pid = self.pid_of(group_id)
         p = self.b.partitions.get(pid)
@@ -133,7 +137,7 @@ class Coordinator(InternalPartitions):
             failed("no longer the leader of the offsets partition")
             return done
         try:
-            self.append_committed(p, app.record, committed)
+            self.append_committed(p, app.record, committed, local=local)
         except ProtocolError as e:
             failed(f"{e.code}: {e}")
         return done
@@ -213,10 +217,11 @@ class Coordinator(InternalPartitions):
             producer = (req["producer_id"], req["producer_epoch"])
         effects = self.group(gid).commit(req["member_id"], req["generation"], offsets,
                                          self.b.clock.now_ms(), producer)
+        local = producer is None and self.cfg.settings.offsets_commit_acks == 1
         for e in effects:
             if isinstance(e, Reply):
                 return e.body
-            ok = await self.append(gid, Append(e.record))
+            ok = await self.append(gid, Append(e.record), local=local)
             if not ok:
                 return {"error": NOT_COORDINATOR, "message": "commit not replicated"}
         return {"error": None}

@@ -4,7 +4,8 @@ partition of an internal topic, owned by that partition's leader.
 A coordinator serves an id only while this broker leads the id's partition; it
 loads (replays) a partition when it leads it at a new leader epoch and drops
 what it loaded once it no longer does, so it moves with the partition's leader.
-Its writes are appended with acks=all and count once committed.
+Its writes are appended with acks=all and count once committed (or, where a setting
+says so, acks=1: once in this broker's own log).
 """
 
 from __future__ import annotations
@@ -76,9 +77,11 @@ class InternalPartitions:
                 for rec in [loads(r.value.encode())] if isinstance(rec, dict)]
 
     def append_committed(self, p: Partition, record: dict[str, Any],
-                         done: Callable[[ProtocolError | None], None]) -> None:
+                         done: Callable[[ProtocolError | None], None], *,
+                         local: bool = False) -> None:
         """Append with acks=all; `done(None)` once committed, `done(error)` if it cannot be.
-        Raises ProtocolError at once when the partition refuses writes (e.g. min ISR)."""
+        `local`: acks=1, `done(None)` once in this broker's own log. Raises ProtocolError at
+        once when the partition refuses writes (e.g. min ISR, for acks=all)."""
         loop = asyncio.get_running_loop()
 
         def committed(_offset: int | None, err: ProtocolError | None) -> None:
@@ -87,10 +90,12 @@ class InternalPartitions:
         def appended(offset: int | None, err: ProtocolError | None) -> None:
             if err is not None or offset is None:
                 done(err or ProtocolError(NOT_COORDINATOR, "record not appended"))
+            elif local:
+                done(None)
             else:
                 p.wait_committed(offset, loop.time() + APPEND_TIMEOUT_S, committed)
 
-        p.check_produce("all")
+        p.check_produce("1" if local else "all")
         p.pending.append((dumps(record).decode(), None, False, appended))
         self.b.schedule_append(p)
 

@@ -96,6 +96,10 @@ def check_settings(b: BrokerSettings) -> None:
     if not b.txn_epoch_fencing:
         raise SpecError("--no-txn-fencing: Kafka's transaction coordinator always fences "
                         "older producer epochs; only our broker can turn that off")
+    if b.offsets_commit_acks != -1:
+        raise SpecError(f"--offsets-commit-acks {b.offsets_commit_acks}: the kafka system "
+                        "leaves offsets.commit.required.acks alone (4.0 removed it); only our "
+                        "broker can answer a commit before it is replicated")
     if b.session_timeout_ms <= HEARTBEAT_MS:
         raise SpecError(f"session_timeout_ms {b.session_timeout_ms}: Kafka needs it above the "
                         f"broker heartbeat interval ({HEARTBEAT_MS} ms)")

@@ -19,6 +19,15 @@ keys again.
 A client closed after an `info` hands its consumer to the worker's next process
 (its first `subscribe` takes it over; a rejoin takes it and leaves), as on our broker.
 
+With offset operations (workloads/offsets.py: `processed` or `off`), the group's
+commits are the workload's `commit` operations instead: auto-commit is off, and
+each commit is a synchronous `commit()` of the offsets the operation names, sent
+only while the consumer still holds the keys its polls held (`"held"`); `ok`
+once acknowledged, `info` on any error the cluster gave (librdkafka retries a
+commit inside one call, so a refusal may follow an attempt that landed), `fail`
+when nothing was sent. `committed` operations read the group's offsets with the
+member's consumer (or a fresh one), at read_committed (stable offsets).
+
 A `crash` fetches a batch and dies before handing it on: with `auto`, after one
 commit interval, so the background commit covered the batch. librdkafka cannot
 be abandoned without closing it (its threads would keep the member alive), so
@@ -31,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from confluent_kafka import (
@@ -80,13 +90,15 @@ def _rebalanced(consumer: Consumer, _partitions: list[TopicPartition]) -> None:
 
 
 def group_config(bootstrap: str, settings: ConsumerSettings, *, timeout_s: float,
-                 isolation: str = "read_committed") -> dict[str, Any]:
+                 isolation: str = "read_committed", offset_ops: bool = False
+                 ) -> dict[str, Any]:
     """librdkafka settings of a member of the run's group (read_committed: its committed
-    offsets are fetched once stable, librdkafka's require_stable)."""
+    offsets are fetched once stable, librdkafka's require_stable); `offset_ops`: commits
+    are operations, never librdkafka's own."""
     return {
         **config.consumer_config(bootstrap, timeout_s=timeout_s, isolation=isolation),
         "group.id": GROUP_ID,
-        "enable.auto.commit": settings.commit != "off",
+        "enable.auto.commit": settings.commit != "off" and not offset_ops,
         "auto.commit.interval.ms": settings.auto_commit_interval_ms,
         "enable.auto.offset.store": settings.commit == "auto",
         "auto.offset.reset": "earliest",
@@ -111,8 +123,9 @@ class KafkaGroupClient:
     def __init__(self, inner: KafkaQueueClient, *, partitions: int,
                  settings: ConsumerSettings, logger: Any = None,
                  spares: Spares[GroupConsumer] | None = None,
-                 isolation: str = "read_committed") -> None:
+                 isolation: str = "read_committed", offset_ops: bool = False) -> None:
         self.inner = inner
+        self.offset_ops = offset_ops
         self.isolation = isolation
         self.spares = spares if spares is not None else Spares(close_spare)
         self.partitions = partitions
@@ -124,10 +137,15 @@ class KafkaGroupClient:
     def open(self, run: Any, node: str) -> KafkaGroupClient:
         return KafkaGroupClient(self.inner.open(run, node), partitions=self.partitions,
                                 settings=self.settings, logger=_rdkafka_logger(run),
-                                spares=self.spares, isolation=self.isolation)
+                                spares=self.spares, isolation=self.isolation,
+                                offset_ops=self.offset_ops)
 
     def invoke(self, run: Any, op: Op) -> Op:
         self._processed()
+        if op.f == "commit":
+            return self._commit(op)
+        if op.f == "committed":
+            return self._committed(op)
         if op.f == "subscribe":
             if self.consumer is None:  # a predecessor's membership, if one waits: kept,
                 # or left by a rejoin (else it would stay in the group, polled by no one,
@@ -138,7 +156,8 @@ class KafkaGroupClient:
             self._end()
             self.consumer = GroupConsumer({**group_config(self.inner.bootstrap, self.settings,
                                                           timeout_s=self.inner.timeout_s,
-                                                          isolation=self.isolation),
+                                                          isolation=self.isolation,
+                                                          offset_ops=self.offset_ops),
                                            "logger": self.logger})
             self.consumer.subscribe_counting([self.inner.topic])
             return op.complete("ok")
@@ -165,10 +184,45 @@ class KafkaGroupClient:
 
     def _processed(self) -> None:
         """The last poll's records were handed on: `processed` stores their offsets now."""
-        if self.handed and self.consumer is not None and self.settings.commit == "processed":
+        if self.handed and self.consumer is not None and self.settings.commit == "processed" \
+                and not self.offset_ops:
             with contextlib.suppress(KafkaException):  # a key revoked meanwhile
                 self.consumer.store_offsets(offsets=self.handed)
         self.handed = []
+
+    def _commit(self, op: Op) -> Op:
+        """A `commit` operation: the offsets it names, committed synchronously while the
+        consumer holds the keys its polls held."""
+        if self.consumer is None:
+            return op.complete("fail", error="not subscribed: no membership to commit for")
+        held = sorted(int(k) for k in op.extra.get("held") or ())
+        try:
+            now = sorted(tp.partition for tp in self.consumer.assignment())
+        except KafkaException as e:
+            return op.complete("fail", error=f"assignment: {e}: nothing sent")
+        if held != now:
+            return op.complete("fail", error=f"the group moved on from keys {held} (now "
+                               f"{now}): nothing sent")
+        offsets = [TopicPartition(self.inner.topic, int(k), int(o))
+                   for m in op.value if m[0] == "commit" for k, o in m[1].items()]
+        try:
+            out = self.consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as e:
+            return op.complete("info", error=str(e))
+        errors = [tp.error for tp in out or () if tp.error is not None]
+        if errors:
+            return op.complete("info", error=str(errors[0]))
+        return op.complete("ok")
+
+    def _committed(self, op: Op) -> Op:
+        """A `committed` operation: the group's committed offsets of its keys (a read: an
+        error is a `fail`)."""
+        keys = [int(k) for m in op.value if m[0] == "committed" for k in m[1]]
+        try:
+            got = self.committed_of(keys, self.inner.timeout_s)
+        except KafkaException as e:
+            return op.complete("fail", error=f"committed offsets: {e}")
+        return op.complete("ok", [["committed", {str(k): got.get(k) for k in keys}]])
 
     def fetch_batch(self) -> tuple[dict[str, list[list[int]]], str | None]:
         assert self.consumer is not None
@@ -240,18 +294,28 @@ class KafkaGroupClient:
         self.inner.close(None)
 
     def committed(self) -> dict[str, int]:
-        """The group's committed offset of every key that has one."""
-        c = Consumer({**config.consumer_config(self.inner.bootstrap,
-                                               timeout_s=self.inner.timeout_s),
-                      "group.id": GROUP_ID, "logger": self.logger})
-        try:  # read_committed: waits while a transaction a lost client left open holds
-            # offsets pending, until its abort at the transaction timeout
-            tps = c.committed([TopicPartition(self.inner.topic, k)
-                               for k in range(self.partitions)],
-                              timeout=max(COMMITTED_WAIT_S, self.inner.timeout_s * 3))
-        finally:
-            c.close()
-        return {str(tp.partition): int(tp.offset) for tp in tps if tp.offset >= 0}
+        """The group's committed offset of every key that has one (read_committed: waits
+        while a transaction a lost client left open holds offsets pending, until its abort
+        at the transaction timeout)."""
+        got = self.committed_of(range(self.partitions),
+                                max(COMMITTED_WAIT_S, self.inner.timeout_s * 3))
+        return {str(k): o for k, o in got.items()}
+
+    def committed_of(self, keys: Iterable[int], timeout_s: float) -> dict[int, int]:
+        """The group's committed offsets of those keys that have one, asked with the
+        member's consumer, or a fresh one outside the group."""
+        tps = [TopicPartition(self.inner.topic, k) for k in keys]
+        if self.consumer is not None:
+            got = self.consumer.committed(tps, timeout=timeout_s)
+        else:
+            c = Consumer({**config.consumer_config(self.inner.bootstrap,
+                                                   timeout_s=self.inner.timeout_s),
+                          "group.id": GROUP_ID, "logger": self.logger})
+            try:
+                got = c.committed(tps, timeout=timeout_s)
+            finally:
+                c.close()
+        return {int(tp.partition): int(tp.offset) for tp in got if tp.offset >= 0}
 
     def _end(self) -> None:
         """Leave the group: close commits what is stored (Kafka's own close)."""

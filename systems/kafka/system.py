@@ -36,6 +36,7 @@ from systems.kafka.java.settings import client_of
 from systems.kafka.remote import CONTROLLER_PORT, KafkaRemoteDB
 from systems.kafka.scenarios import SCENARIOS
 from systems.kafka.txn_client import KafkaTxnClient
+from workloads import offsets
 
 CLIENT_PORT = 9092
 JRE_PACKAGES = ("openjdk-17-jre-headless",)  # Debian's, debootstrapped into the node image
@@ -111,7 +112,7 @@ class KafkaSystem:
     def client(self, test: Test) -> Client:
         spec = test.spec
         if client_of(spec) == "java":
-            out: Client = java.make_client(spec)
+            out: Client = java.make_client(spec, offset_ops=offsets.enabled(spec, self))
             return out
         inner = KafkaQueueClient(keys=spec.keys, acks=spec.broker.acks,
                                  timeout_s=spec.producer.delivery_timeout_s,
@@ -131,8 +132,14 @@ class KafkaSystem:
             return KafkaTxnClient(inner, isolation=isolation, group=group,
                                   transaction_timeout_ms=None if timeout is None else int(timeout))
         if spec.sub_via == "subscribe" or spec.crash_client_interval_s is not None:
-            return KafkaGroupClient(inner, partitions=spec.partitions, settings=spec.consumer)
+            return KafkaGroupClient(inner, partitions=spec.partitions, settings=spec.consumer,
+                                    offset_ops=offsets.enabled(spec, self))
         return inner
+
+    def speaks_offsets(self, spec: TestSpec) -> bool:
+        """harness.protocols.SpeaksOffsets: both group clients (librdkafka's, the Java
+        client's) commit and read the group's offsets as operations in the queue workload."""
+        return spec.workload == "queue"
 
     def describe(self, spec: TestSpec) -> Mapping[str, Any]:
         """Until the broker runs: the version asked for (the running broker's own version

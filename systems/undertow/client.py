@@ -417,24 +417,33 @@ class BrokerClient:
             return str(reply["node"])
         raise _Unsent(f"no coordinator for group {group!r}: {last}")
 
-    def group_request(self, msg: Mapping[str, Any], *,
-                      timeout_s: float | None = None) -> dict[str, Any]:
+    def group_request(self, msg: Mapping[str, Any], *, timeout_s: float | None = None,
+                      delivered: list[str] | None = None) -> dict[str, Any]:
         """A request to the coordinator of msg["group"], found again while it moves (within
         timeout_s, default the client's). The group's own answers (rebalance, fencing) come
-        back as the reply's `error`; only a coordinator never reached raises ClientError."""
+        back as the reply's `error`; only a coordinator never reached raises ClientError.
+        `delivered` collects why each earlier attempt that a broker may have acted on was
+        tried again (a coordinator that moved after it took the request, an answer lost):
+        whoever needs a certain outcome (a commit) must not call a later refusal certain."""
         group = str(msg["group"])
         deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
         last = "no attempt"
         while True:
+            sent = False
             try:
                 node = self._coordinators.get(group) or self._find_coordinator(group, deadline)
                 self._coordinators[group] = node
+                sent = True
                 reply = self._call(node, dict(msg), deadline)
                 if reply.get("error") not in COORDINATOR_MOVED:
                     return reply
                 last = f"{reply['error']}: {reply.get('message')}"
+                if delivered is not None:
+                    delivered.append(last)
             except (_Unsent, ClientError) as e:
                 last = str(e)
+                if delivered is not None and sent and isinstance(e, ClientError):
+                    delivered.append(last)
             self._coordinators.pop(group, None)
             if time.monotonic() + BACKOFF_S >= deadline:
                 raise ClientError("COORDINATOR", f"group {group}: {last}", definite=False)

@@ -22,6 +22,13 @@ poll would and dies while processing it, before handing it on; with `auto` it
 dies only after an auto-commit covered that batch (processing outlasted the
 interval). It is abandoned: no commit, no leave; the coordinator removes it when
 its session times out.
+
+With offset operations (workloads/offsets.py: `processed` or `off` on the queue
+workload), the group's commits are the workload's `commit` operations, each a
+synchronous commit of the offsets it names in the generation it names (`ok` once
+acknowledged, `fail` when certainly refused, `info` when an attempt may have
+landed); the session then commits nothing by itself (neither before a rejoin nor
+at a leave). `committed` operations read the group's offsets from the coordinator.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ from harness.runfiles import Op
 from harness.spec import GROUP_ID, ConsumerSettings
 from systems.undertow.admin import TOPIC
 from systems.undertow.client import BrokerClient, ClientError
-from systems.undertow.group_member import GroupError, GroupMember
+from systems.undertow.group_member import GroupError, GroupMember, commit_sync, fetch_committed
 from systems.undertow.queue_client import QueueClient
 from workloads.spares import Spares
 
@@ -228,8 +235,12 @@ class GroupQueueClient:
 
     def __init__(self, inner: QueueClient, *, partitions: int, settings: ConsumerSettings,
                  addrs: Mapping[str, str] | None = None, name: str = "",
-                 spares: Spares[GroupSession] | None = None) -> None:
+                 spares: Spares[GroupSession] | None = None, offset_ops: bool = False) -> None:
+        """offset_ops: the group's commits are the workload's `commit` operations (the
+        session's `processed` commits are never marked, so it commits nothing by itself)
+        and `committed` operations read the group's offsets (workloads/offsets.py)."""
         self.inner = inner
+        self.offset_ops = offset_ops
         self.partitions = partitions
         self.settings = settings
         self.addrs = dict(addrs or {})
@@ -244,11 +255,15 @@ class GroupQueueClient:
         ordered.update(addrs)
         return GroupQueueClient(self.inner.open(run, node), partitions=self.partitions,
                                 settings=self.settings, addrs=ordered, name=f"{node}-{id(self)}",
-                                spares=self.spares)
+                                spares=self.spares, offset_ops=self.offset_ops)
 
     def invoke(self, run: Run, op: Op) -> Op:
-        if self.session is not None:
+        if self.session is not None and not self.offset_ops:
             self.session.mark_processed()  # the last op's completion was handed on
+        if op.f == "commit":
+            return self._commit(op)
+        if op.f == "committed":
+            return self._committed(op)
         if op.f == "subscribe":
             if self.session is None:  # a predecessor's membership, if one waits: kept,
                 # or left by a rejoin (else it would stay in the group, read by no one)
@@ -282,6 +297,32 @@ class GroupQueueClient:
             self._crash()
             return op.complete("info", error="crashed: the client was abandoned unclosed")
         return self.inner.invoke(run, op)
+
+    def _commit(self, op: Op) -> Op:
+        """A `commit` operation: the offsets its invoke names (what this process's polls of
+        that generation handed on), committed synchronously in that generation."""
+        offsets = {(TOPIC, int(k)): int(o) for m in op.value if m[0] == "commit"
+                   for k, o in m[1].items()}
+        want = op.extra.get("generation")
+        if self.session is None:
+            return op.complete("fail", error="not subscribed: no membership to commit for")
+        gen, member, _keys, _positions = self.session.holding()
+        if gen < 0 or gen != want:
+            return op.complete("fail", error=f"the group moved on from generation {want} "
+                               f"(now {gen}): nothing sent")
+        typ, why = commit_sync(self.inner.conn, GROUP_ID, member, gen, offsets,
+                               timeout_s=self.inner.timeout_s)
+        return op.complete(typ, error=why)
+
+    def _committed(self, op: Op) -> Op:
+        """A `committed` operation: the group's committed offsets of its keys, as the
+        coordinator answers them once stable (a read: an error is a `fail`)."""
+        keys = [int(k) for m in op.value if m[0] == "committed" for k in m[1]]
+        try:
+            got = fetch_committed(self.inner.conn, GROUP_ID, [(TOPIC, k) for k in keys])
+        except ClientError as e:
+            return op.complete("fail", error=f"{e.code}: {e}")
+        return op.complete("ok", [["committed", {str(k): got.get((TOPIC, k)) for k in keys}]])
 
     def fetch_batch(self, s: GroupSession) -> tuple[int, tuple[int, ...],
                                                dict[int, list[tuple[int, int]]],

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from systems.undertow.assignors import Member, TopicPartition, assignor
 from systems.undertow.client import BrokerClient, ClientError
@@ -127,6 +127,31 @@ class GroupMember:
         if self.member_id:
             self._request({"type": "leave_group", "member_id": self.member_id})
         self.member_id, self.generation, self.assignment, self.owned = "", -1, (), ()
+
+
+def commit_sync(client: BrokerClient, group: str, member_id: str, generation: int,
+                offsets: Mapping[TopicPartition, int], *, timeout_s: float | None = None
+                ) -> tuple[Literal["ok", "fail", "info"], str | None]:
+    """One synchronous commit of those offsets for (member id, generation), as a Kafka
+    consumer's commitSync: `ok` once acknowledged; `fail` when the group refused the only
+    attempt a broker received (fenced, a rebalance on); `info` when any attempt may have
+    landed (a coordinator that moved after it took one, an answer lost), and why."""
+    delivered: list[str] = []
+    try:
+        reply = client.group_request(
+            {"type": "offset_commit", "group": group, "member_id": member_id,
+             "generation": generation,
+             "offsets": [[t, p, o] for (t, p), o in sorted(offsets.items())]},
+            timeout_s=timeout_s, delivered=delivered)
+    except ClientError as e:
+        return "info", f"{e.code}: {e}"
+    err = reply.get("error")
+    if err is None:
+        return "ok", None
+    why = f"{err}: {reply.get('message')}"
+    if delivered:
+        return "info", f"{why} (after an earlier attempt that may have landed: {delivered[0]})"
+    return "fail", why
 
 
 def fetch_committed(client: BrokerClient, group: str, partitions: Sequence[TopicPartition], *,

@@ -121,6 +121,21 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         nemesis=("pause", "partition"), node_count=3, time_limit_s=60.0,
         nemesis_interval_s=10.0, fixed_by=("--txn-fencing",)),
     _scenario(
+        "offsets-commit-acks-1",
+        "Kafka's old offsets.commit.required.acks=1: the group coordinator answers a commit "
+        "once it is in its own log. Cut off from the other brokers while its consumers "
+        "still reach it, it acknowledges commits that never replicate, then dies before "
+        "the controller moves its offsets partition (broker session 6 s); its successor "
+        "serves the older committed offsets.",
+        ("stale-committed-offset",),
+        {"replication_factor": 3, "acks": "all", "min_insync_replicas": 2,
+         "unclean_leader_election": False, "truncation": "leader-epoch",
+         "offsets_commit_acks": 1, "session_timeout_ms": 6000},
+        sub_via="subscribe", consumer={"commit": "processed"}, extra={},
+        nemesis=("coordinator-cut",), node_count=3, time_limit_s=120.0,
+        nemesis_interval_s=25.0,
+        fixed_by=("--offsets-commit-acks", "-1")),
+    _scenario(
         "safe",
         "Safe settings (RF 3, acks all, min ISR 2, leader-epoch truncation, clean election) "
         "under kills, pauses and partitions mixed: nothing may be found.",

@@ -24,6 +24,7 @@ from systems.undertow.queue_client import QueueClient
 from systems.undertow.remote_db import BROKER_PORT, RemoteBroker
 from systems.undertow.scenarios import SCENARIOS
 from systems.undertow.txn_client import TxnClient
+from workloads import offsets
 
 IMAGE_DIR = Path(__file__).resolve().parents[2] / "broker-image"
 WORKLOADS = ("queue", "txn")
@@ -75,8 +76,14 @@ class UndertowSystem:
                                          settings=replace(spec.consumer, commit="off"))
             return TxnClient(queue, shared_ids=int(shared) if shared else None, group=group)
         if spec.sub_via == "subscribe" or spec.crash_client_interval_s is not None:
-            return GroupQueueClient(queue, partitions=spec.partitions, settings=spec.consumer)
+            return GroupQueueClient(queue, partitions=spec.partitions, settings=spec.consumer,
+                                    offset_ops=offsets.enabled(spec, self))
         return queue
+
+    def speaks_offsets(self, spec: TestSpec) -> bool:
+        """harness.protocols.SpeaksOffsets: the queue workload's group client commits and
+        reads the group's offsets as operations (systems/undertow/group_consumer.py)."""
+        return spec.workload == "queue"
 
     def describe(self, spec: TestSpec) -> Mapping[str, Any]:
         """For test.json: the broker's and client's versions, and the settings that decide
@@ -89,6 +96,8 @@ class UndertowSystem:
                   "replica_lag_time_max_ms": b.replica_lag_time_max_ms}
         if spec.workload == "txn":
             broker["txn_epoch_fencing"] = b.txn_epoch_fencing
+        if spec.sub_via == "subscribe":
+            broker["offsets_commit_acks"] = b.offsets_commit_acks
         return {"name": self.name, "version": _version(),
                 "topic": admin.TOPIC, "controller_voters": admin.controller_voters(spec),
                 "client": {"library": "undertow's Python client", "version": _version()},

@@ -57,6 +57,8 @@ def test_hw_truncation_is_refused() -> None:
         _props(BrokerSettings(truncation="hw"))
     with pytest.raises(SpecError, match="--no-txn-fencing"):
         _props(BrokerSettings(txn_epoch_fencing=False))
+    with pytest.raises(SpecError, match="--offsets-commit-acks 1"):
+        _props(BrokerSettings(offsets_commit_acks=1))
 
 
 def test_producer_idempotent_only_with_acks_all() -> None:

@@ -20,6 +20,16 @@ from systems.kafka.group_client import GroupConsumer, KafkaGroupClient, close_sp
 from workloads.spares import Spares
 
 
+def test_offset_operations_are_both_kafka_clients_on_the_queue_workload() -> None:
+    from workloads import offsets
+
+    base = {"system": "kafka", "sub_via": "subscribe", "consumer": {"commit": "processed"}}
+    system = assemble(build_spec(base)).system
+    assert offsets.enabled(build_spec(base), system)
+    assert offsets.enabled(build_spec({**base, "extra": {"client": "java"}}), system)
+    assert not offsets.enabled(build_spec({**base, "workload": "txn"}), system)
+
+
 def test_an_assignor_librdkafka_lacks_is_refused() -> None:
     spec = build_spec({"system": "kafka", "sub_via": "subscribe",
                        "consumer": {"assignor": "sticky"}})
@@ -32,7 +42,8 @@ def test_an_assignor_librdkafka_lacks_is_refused() -> None:
 @pytest.mark.parametrize("client", ["librdkafka", "java"])
 def test_a_short_subscribe_run_is_valid(tmp_path: Path, kafka_jars: jars.KafkaJars,
                                         client: str) -> None:
-    """The Java client commits inside poll() only: its run commits `processed`."""
+    """The Java client commits inside poll() only: its run commits `processed`, which makes
+    its commits operations (and its processes read the committed offsets)."""
     spec = build_spec({"name": "kafka-subscribe", "system": "kafka", "sub_via": "subscribe",
                        "nemesis": ("kill",), "nemesis_interval_s": 6.0, "time_limit_s": 20.0,
                        "seed": 11, "keys": 4, "key_pool": 12, "concurrency": 6,
@@ -48,6 +59,35 @@ def test_a_short_subscribe_run_is_valid(tmp_path: Path, kafka_jars: jars.KafkaJa
     assert len(readers) >= 2  # the group spread the keys over more than one member
     final = [o for o in ops if o["type"] == "ok" and o.get("fetch_committed")]
     assert len(final) == 1 and final[0]["committed"]
+    if client == "java":
+        assert fs["commit", "ok"] >= 3 and fs["committed", "ok"] >= 1, fs
+    else:
+        assert not fs["commit", "invoke"] and not fs["committed", "invoke"]
+
+
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_librdkafka_commits_and_reads_offsets_as_operations(tmp_path: Path,
+                                                            kafka_jars: jars.KafkaJars) -> None:
+    """--commit processed: each commit is an operation (auto-commit off), processes read
+    the committed offsets, the register checker judges them, kills of the coordinator
+    included."""
+    spec = build_spec({"name": "kafka-offset-ops", "system": "kafka", "sub_via": "subscribe",
+                       "nemesis": ("kill",), "nemesis_targets": ("coordinator",),
+                       "nemesis_interval_s": 6.0, "time_limit_s": 20.0, "seed": 12,
+                       "keys": 4, "key_pool": 4, "concurrency": 5,
+                       "results_dir": str(tmp_path), "consumer": {"commit": "processed"}})
+    outcome = core.run(spec)
+    assert outcome.valid is True, outcome.summary()
+    ops = [json.loads(x) for x in (outcome.run_dir / "history.jsonl").read_text().splitlines()]
+    fs = Counter((o["f"], o["type"]) for o in ops)
+    assert fs["commit", "ok"] >= 5 and fs["committed", "ok"] >= 3, fs
+    commits = [o for o in ops if o["f"] == "commit" and o["type"] == "invoke"]
+    assert all(o["held"] and "generation" not in o for o in commits)
+    answered = [o["value"][0][1] for o in ops if o["f"] == "committed" and o["type"] == "ok"]
+    assert any(v is not None for a in answered for v in a.values())
+    results = json.loads((outcome.run_dir / "results.json").read_text())
+    assert results["stats"]["offset_registers"] >= 1
 
 
 def test_a_rejoin_as_first_op_leaves_the_predecessors_waiting_membership() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from harness import generator as gen
@@ -75,7 +77,7 @@ def test_scenarios_are_exactly_the_known_bugs_and_build() -> None:
     assert set(SCENARIOS) == {"kip101-loss", "kip101-divergence", "isr-shrink-2013",
                               "unclean-election", "last-replica-standing", "safe",
                               "retries-without-idempotence", "read-uncommitted",
-                              "zombie-producer",
+                              "zombie-producer", "offsets-commit-acks-1",
                               "kafka-safe", "kafka-unclean-election", "kafka-acks-1",
                               "kafka-read-uncommitted", "kafka-retries-without-idempotence",
                               "kafka-last-replica-standing",
@@ -114,7 +116,9 @@ def test_known_bug_scenarios_keep_one_controller_voter_and_safe_a_quorum() -> No
     from systems.undertow.admin import controller_voters
 
     # no sequence (any faults), or one that stops no node (clients lose a leader's answers)
+    # offsets-commit-acks-1 stops only the coordinator: the other voters elect meanwhile
     ordinary_faults = {"read-uncommitted", "zombie-producer", "kafka-read-uncommitted",
+                       "offsets-commit-acks-1",
                        "kafka-retries-without-idempotence",
                        "kafka-txn-late-marker"}  # pauses only: every node comes back
     for name, sc in SCENARIOS.items():
@@ -217,6 +221,11 @@ def test_each_known_bug_names_the_options_that_fix_it_and_they_build_a_fixed_spe
             assert (unsafe.extra["kafka_version"], fixed.extra["kafka_version"]) == \
                 ("0.10.2.2", "0.11.0.3")
             assert fixed.broker == unsafe.broker
+            continue
+        if name == "offsets-commit-acks-1":  # the group coordinator's acks alone
+            assert (unsafe.broker.offsets_commit_acks, fixed.broker.offsets_commit_acks) == \
+                (1, -1)
+            assert fixed.broker == replace(unsafe.broker, offsets_commit_acks=-1)
             continue
         if name == "zombie-producer":  # the coordinator's fencing, shared ids either way
             assert fixed.broker.txn_epoch_fencing and not unsafe.broker.txn_epoch_fencing

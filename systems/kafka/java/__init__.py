@@ -37,8 +37,9 @@ def check(spec: TestSpec, broker_version: str | None) -> None:
         raise SpecError(str(e)) from e
 
 
-def make_client(spec: TestSpec) -> Any:
-    """The harness.protocols.Client of the spec's workload on the Java client."""
+def make_client(spec: TestSpec, *, offset_ops: bool = False) -> Any:
+    """The harness.protocols.Client of the spec's workload on the Java client (`offset_ops`:
+    commits and committed reads as operations, workloads/offsets.py)."""
     from systems.kafka.java.client import JavaQueueClient
     from systems.kafka.java.group import JavaGroupClient
     from systems.kafka.java.txn import JavaTxnClient
@@ -63,7 +64,8 @@ def make_client(spec: TestSpec) -> Any:
         return JavaTxnClient(inner, isolation=isolation, group=group,
                              transaction_timeout_ms=None if timeout is None else int(timeout))
     if spec.sub_via == "subscribe" or spec.crash_client_interval_s is not None:
-        return JavaGroupClient(inner, partitions=spec.partitions, settings=spec.consumer)
+        return JavaGroupClient(inner, partitions=spec.partitions, settings=spec.consumer,
+                               offset_ops=offset_ops)
     return inner
 
 

@@ -7,12 +7,17 @@ what earlier polls handed over (so `auto`, a background commit, is refused:
 settings.check), `off` commits nothing outside transactions. Rebalances are counted
 by a ConsumerRebalanceListener (called inside poll(), on the polling thread). A
 client closed after an `info` hands its consumer to the worker's next process, as
-there.
+there. With offset operations the commits are `commit` operations, as there:
+auto-commit off, a commitSync of what the operation names while the member holds
+the keys its polls held (`ok` once acknowledged, `info` on any exception: the
+client retries inside one call, `fail` when nothing was sent), and `committed`
+operations read the group's offsets.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from harness.runfiles import Op
@@ -68,8 +73,9 @@ class JavaGroupClient:
 
     def __init__(self, inner: JavaQueueClient, *, partitions: int, settings: ConsumerSettings,
                  spares: Spares[Member] | None = None,
-                 isolation: str = "read_committed") -> None:
+                 isolation: str = "read_committed", offset_ops: bool = False) -> None:
         self.inner = inner
+        self.offset_ops = offset_ops
         self.partitions = partitions
         self.settings = settings
         self.isolation = isolation
@@ -81,20 +87,26 @@ class JavaGroupClient:
         out = JavaGroupClient(self.inner.open(run, node, self.isolation,
                                               producer=not self.in_txn),
                               partitions=self.partitions, settings=self.settings,
-                              spares=self.spares, isolation=self.isolation)
+                              spares=self.spares, isolation=self.isolation,
+                              offset_ops=self.offset_ops)
         out.in_txn = self.in_txn
         return out
 
     def _new_member(self) -> Member:
         props = settings.group(self.inner.bootstrap, self.settings,
                                timeout_s=self.inner.timeout_s, isolation=self.isolation,
-                               max_poll_records=self.inner.max_poll_records)
+                               max_poll_records=self.inner.max_poll_records,
+                               offset_ops=self.offset_ops)
         m = Member(jvm.cls("org.apache.kafka.clients.consumer.KafkaConsumer")(
             jvm.properties(props)))
         m.subscribe(self.inner.topic)
         return m
 
     def invoke(self, run: Any, op: Op) -> Op:
+        if op.f == "commit":
+            return self._commit(op)
+        if op.f == "committed":
+            return self._committed(op)
         if op.f == "subscribe":
             if self.member is None:
                 self.member = self.spares.take()
@@ -123,6 +135,42 @@ class JavaGroupClient:
                                              "its last batch")
         out: Op = self.inner.invoke(run, op)
         return out
+
+    def _commit(self, op: Op) -> Op:
+        """A `commit` operation: commitSync of the offsets it names while the member holds
+        the keys its polls held."""
+        if self.member is None:
+            return op.complete("fail", error="not subscribed: no membership to commit for")
+        held = sorted(int(k) for k in op.extra.get("held") or ())
+        try:
+            now = self.member.assignment()
+        except jvm.exception_type() as e:
+            return op.complete("fail", error=f"assignment: {outcomes.text(e)}: nothing sent")
+        if held != now:
+            return op.complete("fail", error=f"the group moved on from keys {held} (now "
+                               f"{now}): nothing sent")
+        offsets = jvm.cls("java.util.HashMap")()
+        meta = jvm.cls("org.apache.kafka.clients.consumer.OffsetAndMetadata")
+        for m in op.value:
+            if m[0] == "commit":
+                for k, o in m[1].items():
+                    offsets.put(self.inner.partition(int(k)), meta(int(o)))
+        try:
+            self.member.consumer.commitSync(offsets, jvm.duration_ms(
+                int(self.inner.timeout_s * 1000)))
+        except jvm.exception_type() as e:
+            return op.complete("info", error=outcomes.text(e))
+        return op.complete("ok")
+
+    def _committed(self, op: Op) -> Op:
+        """A `committed` operation: the group's committed offsets of its keys (a read: an
+        exception is a `fail`)."""
+        keys = [int(k) for m in op.value if m[0] == "committed" for k in m[1]]
+        try:
+            got = self.committed_of(keys, int(self.inner.timeout_s * 1000))
+        except jvm.exception_type() as e:
+            return op.complete("fail", error=f"committed offsets: {outcomes.text(e)}")
+        return op.complete("ok", [["committed", {str(k): got.get(k) for k in keys}]])
 
     def fetch_batch(self) -> tuple[dict[str, list[list[int]]], str | None]:
         assert self.member is not None
@@ -163,17 +211,26 @@ class JavaGroupClient:
 
     def committed(self) -> dict[str, int]:
         """The group's committed offset of every key that has one."""
-        props = {**settings.consumer(self.inner.bootstrap, timeout_s=self.inner.timeout_s),
-                 "group.id": GROUP_ID}
-        c = jvm.cls("org.apache.kafka.clients.consumer.KafkaConsumer")(jvm.properties(props))
-        try:
-            tps = jvm.cls("java.util.HashSet")(jvm.jlist(
-                [self.inner.partition(k) for k in range(self.partitions)]))
-            got = c.committed(tps, jvm.duration_ms(max(COMMITTED_WAIT_MS,
-                                                       int(self.inner.timeout_s * 3000))))
-        finally:
-            c.close(jvm.duration_ms(0))
-        return {str(int(tp.partition())): int(m.offset()) for tp, m in got.items()
+        got = self.committed_of(range(self.partitions),
+                                max(COMMITTED_WAIT_MS, int(self.inner.timeout_s * 3000)))
+        return {str(k): o for k, o in got.items()}
+
+    def committed_of(self, keys: Iterable[int], timeout_ms: int) -> dict[int, int]:
+        """The group's committed offsets of those keys that have one, asked with the
+        member's consumer, or a fresh one outside the group."""
+        tps = jvm.cls("java.util.HashSet")(jvm.jlist([self.inner.partition(k) for k in keys]))
+        if self.member is not None:
+            got = self.member.consumer.committed(tps, jvm.duration_ms(timeout_ms))
+        else:
+            props = {**settings.consumer(self.inner.bootstrap, timeout_s=self.inner.timeout_s),
+                     "group.id": GROUP_ID}
+            c = jvm.cls("org.apache.kafka.clients.consumer.KafkaConsumer")(
+                jvm.properties(props))
+            try:
+                got = c.committed(tps, jvm.duration_ms(timeout_ms))
+            finally:
+                c.close(jvm.duration_ms(0))
+        return {int(tp.partition()): int(m.offset()) for tp, m in got.items()
                 if m is not None and int(m.offset()) >= 0}
 
     def _end(self) -> None:

@@ -92,14 +92,16 @@ def consumer(bootstrap: str, *, timeout_s: float, isolation: str = "read_committ
 
 
 def group(bootstrap: str, settings: ConsumerSettings, *, timeout_s: float,
-          isolation: str = "read_committed", max_poll_records: int = 500) -> dict[str, Any]:
+          isolation: str = "read_committed", max_poll_records: int = 500,
+          offset_ops: bool = False) -> dict[str, Any]:
     """A member of the run's group: `processed` is the Java client's auto-commit (inside
-    poll(), of what earlier polls handed over), `off` commits nothing outside transactions."""
+    poll(), of what earlier polls handed over), `off` commits nothing outside transactions;
+    `offset_ops`: the commits are operations (workloads/offsets.py), never its own."""
     return {
         **consumer(bootstrap, timeout_s=timeout_s, isolation=isolation,
                    max_poll_records=max_poll_records),
         "group.id": GROUP_ID,
-        "enable.auto.commit": settings.commit != "off",
+        "enable.auto.commit": settings.commit != "off" and not offset_ops,
         "auto.commit.interval.ms": settings.auto_commit_interval_ms,
         "auto.offset.reset": "earliest",
         "session.timeout.ms": settings.session_timeout_ms,

@@ -5,13 +5,14 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from unittest.mock import ANY
 
 import pytest
 from broker.localcluster import LocalCluster
 
 from systems.undertow.assignors import TopicPartition
 from systems.undertow.client import BrokerClient
-from systems.undertow.group_member import GroupMember, run_member
+from systems.undertow.group_member import GroupMember, commit_sync, run_member
 
 pytestmark = pytest.mark.slow
 KEYS = 8
@@ -79,6 +80,13 @@ def test_members_share_the_keys_and_a_leave_moves_only_the_leavers(tmp_path: Pat
         mine = {tp: 40 + tp[1] for tp in m.assignment}
         assert m.commit(mine)
         assert m.committed(EVERY) == mine
+        # commit_sync (a `commit` operation): refused for certain in a generation that
+        # ended, acknowledged in the member's own
+        later = {tp: o + 1 for tp, o in mine.items()}
+        assert commit_sync(m.client, "g", m.member_id, gen, later) == ("fail", ANY)
+        assert m.committed(EVERY) == mine
+        assert commit_sync(m.client, "g", m.member_id, m.generation, later) == ("ok", None)
+        assert m.committed(EVERY) == later
     finally:
         for r in runners:
             r.close(leave=False)
