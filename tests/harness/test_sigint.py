@@ -24,10 +24,13 @@ pytestmark = pytest.mark.slow
 
 def start(tmp_path: Path, time_limit_s: float = 60,
           env_extra: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """The run checks on a Spark of its own (`--spark cold`, not the session's warm one):
+    that JVM and its workers are among what an interrupt must leave nothing of."""
     env = {**os.environ, "UNDERTOW_STATE_DIR": str(tmp_path / "state"), **(env_extra or {})}
     return subprocess.Popen(
         [sys.executable, "-m", "harness.cli", "run", "--time-limit", str(time_limit_s),
-         "--nemesis-interval", "2", "--seed", "4", "--results-dir", str(tmp_path / "results")],
+         "--nemesis-interval", "2", "--seed", "4", "--spark", "cold",
+         "--results-dir", str(tmp_path / "results")],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
