@@ -274,8 +274,10 @@ def test_undertow_check_exits_1_on_a_stale_committed_offset(tmp_path: Path) -> N
         c.poll(9, {7: [(0, 10**9)]})
         runs.append(c.write(tmp_path / name))
     exe = Path(sys.executable).with_name("undertow")
-    r = subprocess.run([str(exe), "check", "--spark-master", "local[2]", "--reader", "spark",
-                        *map(str, runs)], capture_output=True, text=True, timeout=600)
+    # cold: Spark reads only on a classic session, never on the (Connect) warm server
+    r = subprocess.run([str(exe), "check", "--spark", "cold", "--spark-master", "local[2]",
+                        "--reader", "spark", *map(str, runs)],
+                       capture_output=True, text=True, timeout=600)
     assert r.returncode == 1, r.stdout + r.stderr
     stale_run = orjson.loads((runs[0] / "results.json").read_bytes())
     fine_run = orjson.loads((runs[1] / "results.json").read_bytes())

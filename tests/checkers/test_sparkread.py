@@ -137,7 +137,8 @@ def test_cli_spark_reader_verdict_and_input_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad"
     bad.mkdir()
     write(bad, BAD[0][1])
-    r = undertow("--reader", "spark", str(tmp_path / "truncated"), str(bad))
+    # cold: Spark reads only on a classic session, never on the (Connect) warm server
+    r = undertow("--spark", "cold", "--reader", "spark", str(tmp_path / "truncated"), str(bad))
     assert r.returncode == 2, r.stdout + r.stderr
     with pytest.raises(HistoryError) as strict:
         scan_history(bad / "history.jsonl")
