@@ -14,6 +14,11 @@ from typing import Any
 
 from harness.scenarios import Scenario
 
+# Kafka's safe broker settings, which each scenario below starts from or names apart
+SAFE_BROKER: Mapping[str, Any] = {"replication_factor": 3, "acks": "all",
+                                  "min_insync_replicas": 2, "unclean_leader_election": False,
+                                  "truncation": "leader-epoch"}
+
 
 def _scenario(name: str, description: str, expected: tuple[str, ...],
               broker: Mapping[str, Any], fixed_by: tuple[str, ...] = (),
@@ -78,9 +83,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "min ISR 2 is no help once the ISR has shrunk to the leader: it crashes losing its "
         "unflushed tail and, as the last ISR member, is elected again with the shorter log.",
         ("lost-write",),
-        {"replication_factor": 3, "acks": "all", "min_insync_replicas": 2,
-         "unclean_leader_election": False, "truncation": "leader-epoch", "flush": "page-cache",
-         "replica_lag_time_max_ms": 1000},
+        {**SAFE_BROKER, "flush": "page-cache", "replica_lag_time_max_ms": 1000},
         nemesis=("last-replica",), node_count=4, keys=16, time_limit_s=60.0,
         nemesis_interval_s=15.0, fixed_by=("--flush", "every-message")),
     _scenario(
@@ -89,8 +92,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "longer than an attempt's timeout while it still appends what they send; each "
         "resend is appended again, so acknowledged values sit at two or more offsets.",
         ("duplicate",),
-        {"replication_factor": 3, "acks": "all", "min_insync_replicas": 2,
-         "unclean_leader_election": False, "truncation": "leader-epoch"},
+        SAFE_BROKER,
         producer={"retries": 5, "request_timeout_ms": 1000, "delivery_timeout_ms": 8000,
                   "enable_idempotence": False},
         nemesis=("lost-answers",), node_count=3, time_limit_s=60.0, nemesis_interval_s=8.0,
@@ -101,8 +103,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "watermark, aborted transactions' too, so a poll returns values whose transaction "
         "failed (aborted reads); read_committed skips them.",
         ("G1a",),
-        {"replication_factor": 3, "acks": "all", "min_insync_replicas": 2,
-         "unclean_leader_election": False, "truncation": "leader-epoch"},
+        SAFE_BROKER,
         workload="txn", isolation="read-uncommitted", extra={},
         nemesis=("kill", "partition"), node_count=3, time_limit_s=60.0,
         nemesis_interval_s=10.0, fixed_by=("--isolation", "read-committed")),
@@ -113,9 +114,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "epoch fencing off at the coordinator the older instance is not refused: both write "
         "into one transaction, and one instance's commit or abort decides the other's sends.",
         ("G1a",),
-        {"replication_factor": 3, "acks": "all", "min_insync_replicas": 2,
-         "unclean_leader_election": False, "truncation": "leader-epoch",
-         "txn_epoch_fencing": False},
+        {**SAFE_BROKER, "txn_epoch_fencing": False},
         workload="txn", isolation="read-committed",
         extra={"shared_transactional_ids": 5},
         nemesis=("pause", "partition"), node_count=3, time_limit_s=60.0,
@@ -128,9 +127,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "the controller moves its offsets partition (broker session 6 s); its successor "
         "serves the older committed offsets.",
         ("stale-committed-offset",),
-        {"replication_factor": 3, "acks": "all", "min_insync_replicas": 2,
-         "unclean_leader_election": False, "truncation": "leader-epoch",
-         "offsets_commit_acks": 1, "session_timeout_ms": 6000},
+        {**SAFE_BROKER, "offsets_commit_acks": 1, "session_timeout_ms": 6000},
         sub_via="subscribe", consumer={"commit": "processed"}, extra={},
         nemesis=("coordinator-cut",), node_count=3, time_limit_s=120.0,
         nemesis_interval_s=25.0,
@@ -140,8 +137,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "Safe settings (RF 3, acks all, min ISR 2, leader-epoch truncation, clean election) "
         "under kills, pauses and partitions mixed: nothing may be found.",
         (),
-        {"replication_factor": 3, "acks": "all", "min_insync_replicas": 2,
-         "unclean_leader_election": False, "truncation": "leader-epoch"},
+        SAFE_BROKER,
         nemesis=("kill", "pause", "partition"), node_count=3, time_limit_s=120.0,
         nemesis_interval_s=8.0, nemesis_targets=("one", "minority", "majority", "leader")),
 )}
