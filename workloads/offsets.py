@@ -106,3 +106,28 @@ def _stretch(extra: Mapping[str, Any]) -> Stretch | None:
     if isinstance(keys, list) and keys:
         return tuple(sorted(int(k) for k in keys))
     return None
+
+
+# -- the clients' side: what a `commit` or `committed` operation asks, read in one place -----
+
+
+def commit_offsets(op: Op) -> dict[int, int]:
+    """key -> offset: what a `commit` operation's micro-ops ask to commit."""
+    return {int(k): int(o) for m in op.value if m[0] == "commit" for k, o in m[1].items()}
+
+
+def committed_keys(op: Op) -> list[int]:
+    """The keys a `committed` operation asks the group's committed offsets of."""
+    return [int(k) for m in op.value if m[0] == "committed" for k in m[1]]
+
+
+def committed_value(keys: list[int], got: Mapping[int, int]) -> list[list[Any]]:
+    """A `committed` operation's `ok` value: each key's committed offset, or None."""
+    return [["committed", {str(k): got.get(k) for k in keys}]]
+
+
+def moved_on(op: Op, now: list[int]) -> str | None:
+    """Why a `commit` named by the keys its process held (`"held"`: a client whose group
+    names no generation) is refused unsent: the consumer holds other keys `now`."""
+    held = sorted(int(k) for k in op.extra.get("held") or ())
+    return None if held == now else f"the group moved on from keys {held} (now {now}): nothing sent"

@@ -56,6 +56,7 @@ from harness.runfiles import Op
 from harness.spec import GROUP_ID, ConsumerSettings
 from systems.kafka import config
 from systems.kafka.client import POLL_WAIT_S, KafkaQueueClient, _rdkafka_logger
+from workloads.offsets import commit_offsets, committed_keys, committed_value, moved_on
 from workloads.spares import Spares
 
 # Members learn of a rebalance at their next heartbeat, so a rebalance takes about one
@@ -195,16 +196,13 @@ class KafkaGroupClient:
         consumer holds the keys its polls held."""
         if self.consumer is None:
             return op.complete("fail", error="not subscribed: no membership to commit for")
-        held = sorted(int(k) for k in op.extra.get("held") or ())
         try:
             now = sorted(tp.partition for tp in self.consumer.assignment())
         except KafkaException as e:
             return op.complete("fail", error=f"assignment: {e}: nothing sent")
-        if held != now:
-            return op.complete("fail", error=f"the group moved on from keys {held} (now "
-                               f"{now}): nothing sent")
-        offsets = [TopicPartition(self.inner.topic, int(k), int(o))
-                   for m in op.value if m[0] == "commit" for k, o in m[1].items()]
+        if (why := moved_on(op, now)) is not None:
+            return op.complete("fail", error=why)
+        offsets = [TopicPartition(self.inner.topic, k, o) for k, o in commit_offsets(op).items()]
         try:
             out = self.consumer.commit(offsets=offsets, asynchronous=False)
         except KafkaException as e:
@@ -217,12 +215,12 @@ class KafkaGroupClient:
     def _committed(self, op: Op) -> Op:
         """A `committed` operation: the group's committed offsets of its keys (a read: an
         error is a `fail`)."""
-        keys = [int(k) for m in op.value if m[0] == "committed" for k in m[1]]
+        keys = committed_keys(op)
         try:
             got = self.committed_of(keys, self.inner.timeout_s)
         except KafkaException as e:
             return op.complete("fail", error=f"committed offsets: {e}")
-        return op.complete("ok", [["committed", {str(k): got.get(k) for k in keys}]])
+        return op.complete("ok", committed_value(keys, got))
 
     def fetch_batch(self) -> tuple[dict[str, list[list[int]]], str | None]:
         assert self.consumer is not None

@@ -46,6 +46,7 @@ from systems.undertow.admin import TOPIC
 from systems.undertow.client import BrokerClient, ClientError
 from systems.undertow.group_member import GroupError, GroupMember, commit_sync, fetch_committed
 from systems.undertow.queue_client import QueueClient
+from workloads.offsets import commit_offsets, committed_keys, committed_value
 from workloads.spares import Spares
 
 log = logging.getLogger("undertow.group")
@@ -301,8 +302,7 @@ class GroupQueueClient:
     def _commit(self, op: Op) -> Op:
         """A `commit` operation: the offsets its invoke names (what this process's polls of
         that generation handed on), committed synchronously in that generation."""
-        offsets = {(TOPIC, int(k)): int(o) for m in op.value if m[0] == "commit"
-                   for k, o in m[1].items()}
+        offsets = {(TOPIC, k): o for k, o in commit_offsets(op).items()}
         want = op.extra.get("generation")
         if self.session is None:
             return op.complete("fail", error="not subscribed: no membership to commit for")
@@ -317,12 +317,12 @@ class GroupQueueClient:
     def _committed(self, op: Op) -> Op:
         """A `committed` operation: the group's committed offsets of its keys, as the
         coordinator answers them once stable (a read: an error is a `fail`)."""
-        keys = [int(k) for m in op.value if m[0] == "committed" for k in m[1]]
+        keys = committed_keys(op)
         try:
             got = fetch_committed(self.inner.conn, GROUP_ID, [(TOPIC, k) for k in keys])
         except ClientError as e:
             return op.complete("fail", error=f"{e.code}: {e}")
-        return op.complete("ok", [["committed", {str(k): got.get((TOPIC, k)) for k in keys}]])
+        return op.complete("ok", committed_value(keys, {p: o for (_t, p), o in got.items()}))
 
     def fetch_batch(self, s: GroupSession) -> tuple[int, tuple[int, ...],
                                                dict[int, list[tuple[int, int]]],

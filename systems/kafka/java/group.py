@@ -24,6 +24,7 @@ from harness.runfiles import Op
 from harness.spec import GROUP_ID, ConsumerSettings
 from systems.kafka.java import jvm, outcomes, settings
 from systems.kafka.java.client import POLL_WAIT_MS, JavaQueueClient
+from workloads.offsets import commit_offsets, committed_keys, committed_value, moved_on
 from workloads.spares import Spares
 
 CRASH_FETCH_S = 2.0
@@ -141,20 +142,16 @@ class JavaGroupClient:
         the keys its polls held."""
         if self.member is None:
             return op.complete("fail", error="not subscribed: no membership to commit for")
-        held = sorted(int(k) for k in op.extra.get("held") or ())
         try:
             now = self.member.assignment()
         except jvm.exception_type() as e:
             return op.complete("fail", error=f"assignment: {outcomes.text(e)}: nothing sent")
-        if held != now:
-            return op.complete("fail", error=f"the group moved on from keys {held} (now "
-                               f"{now}): nothing sent")
+        if (why := moved_on(op, now)) is not None:
+            return op.complete("fail", error=why)
         offsets = jvm.cls("java.util.HashMap")()
         meta = jvm.cls("org.apache.kafka.clients.consumer.OffsetAndMetadata")
-        for m in op.value:
-            if m[0] == "commit":
-                for k, o in m[1].items():
-                    offsets.put(self.inner.partition(int(k)), meta(int(o)))
+        for k, o in commit_offsets(op).items():
+            offsets.put(self.inner.partition(k), meta(o))
         try:
             self.member.consumer.commitSync(offsets, jvm.duration_ms(
                 int(self.inner.timeout_s * 1000)))
@@ -165,12 +162,12 @@ class JavaGroupClient:
     def _committed(self, op: Op) -> Op:
         """A `committed` operation: the group's committed offsets of its keys (a read: an
         exception is a `fail`)."""
-        keys = [int(k) for m in op.value if m[0] == "committed" for k in m[1]]
+        keys = committed_keys(op)
         try:
             got = self.committed_of(keys, int(self.inner.timeout_s * 1000))
         except jvm.exception_type() as e:
             return op.complete("fail", error=f"committed offsets: {outcomes.text(e)}")
-        return op.complete("ok", [["committed", {str(k): got.get(k) for k in keys}]])
+        return op.complete("ok", committed_value(keys, got))
 
     def fetch_batch(self) -> tuple[dict[str, list[list[int]]], str | None]:
         assert self.member is not None
