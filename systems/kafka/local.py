@@ -185,14 +185,16 @@ class LocalKafka:
 
     def dump_node(self, run: Any, node: str) -> list[dict[str, Any]]:
         """The node's replicas, read from its data dir with Kafka's DumpLogSegments."""
-        return dump.dump_node(node, self.data_dir(node), self.jars.libs, java=self.java,
-                              fmt=releases.release(self.jars.version).era.dump_format)
+        return self._dump([node])
 
     def dump_replicas(self, run: Any) -> list[dict[str, Any]]:
         """Every node's replicas (after the final heal; HW is checkpointed every 500 ms), in
         one DumpLogSegments JVM."""
-        return dump.dump_nodes({node: self.data_dir(node) for node in self.brokers},
-                               self.jars.libs, java=self.java,
+        return self._dump(list(self.brokers))
+
+    def _dump(self, nodes: list[str]) -> list[dict[str, Any]]:
+        return dump.dump_nodes({node: self.data_dir(node) for node in nodes}, self.jars.libs,
+                               java=self.java,
                                fmt=releases.release(self.jars.version).era.dump_format)
 
     # -- teardown --------------------------------------------------------------
