@@ -24,9 +24,10 @@ test *ARGS: lint docker-up browser
 test-fast *ARGS:
     {{py}} -m pytest -m "not slow and not docker and not ssh and not browser and not kafka" {{ARGS}}
 
-# the soak tests the default suite leaves out (exhaustive sweeps, minutes each); the nightly runs them
+# what the default suite leaves out (exhaustive sweeps, the other Kafka client of each
+# end-to-end pair); the nightly runs them
 test-soak *ARGS:
-    {{py}} -m pytest --soak -m soak {{ARGS}}
+    {{py}} -m pytest --soak -m "soak or nightly" {{ARGS}}
 
 # the whole suite N times beside a CPU hog on every core; lists each test that failed once
 flake-hunt *ARGS:

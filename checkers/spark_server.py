@@ -159,9 +159,11 @@ def alive(state: dict[str, Any]) -> bool:
 
 
 def start_server(port: int = DEFAULT_PORT, master: str = "local[*]",
-                 driver_memory: str = "3g") -> dict[str, Any]:
+                 driver_memory: str = "3g", *, warm: bool = True) -> dict[str, Any]:
     """Start the warm server (port 0: a free one) and wait until it answers; its state.
-    Already up: that one. Any failure or Ctrl-C on the way stops what was started."""
+    Already up: that one. Any failure or Ctrl-C on the way stops what was started.
+    `warm=False` leaves out the first job (`warm_workers`), which opens a Connect session
+    in this process: a caller starting the server beside other work runs it after."""
     state = read_state()
     if state is not None and alive(state):
         return state
@@ -195,7 +197,8 @@ def start_server(port: int = DEFAULT_PORT, master: str = "local[*]",
     try:
         (d / "state.json").write_text(json.dumps(state, indent=1) + "\n")
         wait_listening(proc, port, d / "server.log", "the warm Spark")
-        _warm_workers(shared_session(state))
+        if warm:
+            warm_workers(state)
     except BaseException:
         stop_group(proc.pid, tag)
         (d / "state.json").unlink(missing_ok=True)
@@ -203,11 +206,11 @@ def start_server(port: int = DEFAULT_PORT, master: str = "local[*]",
     return state
 
 
-def _warm_workers(address: str) -> None:
+def warm_workers(state: dict[str, Any]) -> None:
     """One tiny job of the real kind, so the server's JIT and first Python workers are up."""
     from checkers.spark import SessionStarter
 
-    starter = SessionStarter("local[*]", address)
+    starter = SessionStarter("local[*]", shared_session(state))
     try:
         starter.get()
     finally:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,12 +15,16 @@ from harness import leftovers, registry
 
 PLUGINS = Path(__file__).parent / "plugins"
 SOAK_ENV = "UNDERTOW_SOAK"
+# the markers of tests that start clusters, JVMs, Spark or containers (`just test-fast`
+# leaves them out); every other test is light
+HEAVY = ("slow", "docker", "ssh", "browser", "kafka")
+_WARM_SPARK = pytest.StashKey[Future[dict[str, Any]]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--soak", action="store_true", default=False,
-                     help="also run the soak tests (exhaustive sweeps the nightly runs; "
-                          f"or {SOAK_ENV}=1)")
+                     help="also run the soak tests and nightly variants (exhaustive "
+                          f"sweeps, the other client of a pair; or {SOAK_ENV}=1)")
 
 
 # Under pytest-xdist (`just test -n 2 --dist loadgroup`) the tests of one group run one
@@ -33,41 +40,70 @@ def _xdist_group(item: pytest.Item) -> str | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Soak tests (long sweeps: `just test-soak`, the nightly) are left out of the default
-    suite, deselected rather than skipped, so the suite's time is what its tests take; the
-    others get their xdist group."""
+    """Soak tests (long sweeps) and nightly variants (the other Kafka client of a pair:
+    tests/kafka/pairs.py) are left out of the default suite (`just test-soak`, the
+    nightly), deselected rather than skipped, so the suite's time is what its tests take;
+    the others get their xdist group. The light tests run first, while the session's warm Spark
+    starts beside them (`session_spark`): its JVM's start is then off the suite's path."""
     if not (config.getoption("--soak") or os.environ.get(SOAK_ENV) == "1"):
-        soak = [i for i in items if i.get_closest_marker("soak") is not None]
+        soak = [i for i in items if _nightly_only(i)]
         if soak:
             config.hook.pytest_deselected(items=soak)
-            items[:] = [i for i in items if i.get_closest_marker("soak") is None]
+            items[:] = [i for i in items if not _nightly_only(i)]
     for item in items:
         group = _xdist_group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=_heavy)  # stable: each kind keeps its files' order
+    # Tests never check on a developer's warm Spark (`undertow spark start`): the warm
+    # server's folder is one of the session's own, empty until the session starts one.
+    factory = getattr(config, "_tmp_path_factory", None)
+    os.environ["UNDERTOW_SPARK_DIR"] = str(
+        factory.mktemp("warm-spark") if factory is not None else tempfile.mkdtemp())
+    if not config.option.collectonly and any(i.get_closest_marker("slow") for i in items):
+        from checkers.spark_server import start_server
+
+        pool = ThreadPoolExecutor(1, thread_name_prefix="warm-spark")
+        config.stash[_WARM_SPARK] = pool.submit(
+            start_server, port=0, master="local[2]", driver_memory="2g", warm=False)
+        pool.shutdown(wait=False)
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _no_warm_spark(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Tests never check on a developer's warm Spark (`undertow spark start`): the warm
-    server's folder is one of the session's own, empty until `session_spark` starts one."""
-    os.environ["UNDERTOW_SPARK_DIR"] = str(tmp_path_factory.mktemp("warm-spark"))
+def _nightly_only(item: pytest.Item) -> bool:
+    return any(item.get_closest_marker(m) is not None for m in ("soak", "nightly"))
+
+
+def _heavy(item: pytest.Item) -> bool:
+    return any(item.get_closest_marker(m) is not None for m in HEAVY)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The session's warm Spark is stopped, with all it forked, however the session ended
+    (the last test, an error, Ctrl-C), once its start has ended."""
+    started = config.stash.get(_WARM_SPARK, None)
+    if started is not None:
+        from checkers.spark_server import stop_server
+
+        wait([started])  # a start that failed has stopped what it started; this is safe then
+        stop_server()
 
 
 @pytest.fixture(scope="session")
-def session_spark(_no_warm_spark: None) -> Iterator[dict[str, object]]:
+def session_spark(pytestconfig: pytest.Config) -> dict[str, Any]:
     """One warm Spark server (`undertow spark start`) for the session, in its own folder:
     every run and check of a slow test (in-process or an `undertow` subprocess, which
     inherits UNDERTOW_SPARK_DIR) then attaches to it, as `--spark auto` does on a
     developer's machine, instead of starting a JVM and its Python workers of its own:
-    seconds of CPU per check. Stopped, with all it forked, at the session's end."""
-    from checkers.spark_server import start_server, stop_server
+    seconds of CPU per check. Started at collection (above), stopped at unconfigure; its
+    first job runs here, in the test's thread, as it opens a Connect session."""
+    from checkers.spark_server import warm_workers
 
-    state = start_server(port=0, master="local[2]", driver_memory="2g")
-    try:
-        yield state
-    finally:
-        stop_server()
+    started = pytestconfig.stash.get(_WARM_SPARK, None)
+    if started is None:
+        pytest.fail("session_spark is for slow tests: mark the test `slow`")
+    state = started.result()
+    warm_workers(state)
+    return state
 
 
 @pytest.fixture(autouse=True)

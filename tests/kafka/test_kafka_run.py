@@ -14,6 +14,7 @@ from harness.spec import SpecError, build_spec
 from harness.test import assemble
 from systems.kafka import jars
 from systems.kafka.scenarios import SCENARIOS
+from tests.kafka.pairs import clients
 
 
 def _spec(**over: Any) -> Any:
@@ -55,7 +56,7 @@ def test_the_scenarios_are_runnable_specs() -> None:
 
 @pytest.mark.kafka
 @pytest.mark.slow
-@pytest.mark.parametrize("client", ["librdkafka", "java"])
+@pytest.mark.parametrize("client", clients("librdkafka"))
 def test_a_short_run_with_kills_and_pauses_is_valid(
         tmp_path: Path, kafka_jars: jars.KafkaJars, client: str) -> None:
     spec = _spec(time_limit_s=20.0, nemesis_interval_s=4.0, seed=7, keys=4,

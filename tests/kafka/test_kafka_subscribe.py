@@ -17,6 +17,7 @@ from harness.test import assemble
 from systems.kafka import jars
 from systems.kafka.client import KafkaQueueClient
 from systems.kafka.group_client import GroupConsumer, KafkaGroupClient, close_spare
+from tests.kafka.pairs import clients
 from workloads.spares import Spares
 
 
@@ -39,7 +40,7 @@ def test_an_assignor_librdkafka_lacks_is_refused() -> None:
 
 @pytest.mark.kafka
 @pytest.mark.slow
-@pytest.mark.parametrize("client", ["librdkafka", "java"])
+@pytest.mark.parametrize("client", clients("java"))
 def test_a_short_subscribe_run_is_valid(tmp_path: Path, kafka_jars: jars.KafkaJars,
                                         client: str) -> None:
     """The Java client commits inside poll() only: its run commits `processed`, which makes

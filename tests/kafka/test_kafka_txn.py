@@ -15,6 +15,7 @@ from harness.spec import SpecError, build_spec
 from harness.test import assemble
 from systems.kafka import jars
 from systems.kafka.txn_client import KafkaTxnClient
+from tests.kafka.pairs import clients
 
 
 def _spec(**over: Any) -> Any:
@@ -41,7 +42,7 @@ def _txns(run_dir: Path) -> Counter[str]:
 
 @pytest.mark.kafka
 @pytest.mark.slow
-@pytest.mark.parametrize("client", ["librdkafka", "java"])
+@pytest.mark.parametrize("client", clients("java"))
 def test_a_short_txn_run_is_valid_with_commits_and_aborts(
         tmp_path: Path, kafka_jars: jars.KafkaJars, client: str) -> None:
     outcome = core.run(_spec(time_limit_s=20.0, nemesis_interval_s=6.0, seed=3, keys=4,
@@ -62,7 +63,7 @@ def test_txn_with_subscribe_joins_the_group_without_committing_outside_transacti
 
 @pytest.mark.kafka
 @pytest.mark.slow
-@pytest.mark.parametrize("client", ["librdkafka", "java"])
+@pytest.mark.parametrize("client", clients("librdkafka"))
 def test_a_short_consume_transform_produce_run_reads_each_offset_once(
         tmp_path: Path, kafka_jars: jars.KafkaJars, client: str) -> None:
     """--sub-via subscribe: each transaction sends the group consumer's positions into itself
