@@ -39,6 +39,7 @@ def _xdist_group(item: pytest.Item) -> str | None:
     return None
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups given here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Soak tests (long sweeps) and nightly variants (the other Kafka client of a pair:
     tests/kafka/pairs.py) are left out of the default suite (`just test-soak`, the
