@@ -94,28 +94,29 @@ class RunCommand(click.Command):
     """`undertow run`: the harness's options, then each part's own, generated from the
     parts' declarations; --help shows each part's under its own heading."""
 
-    _parts: list[tuple[Declared, click.Option]] | None = None
-
-    def parts(self) -> list[tuple[Declared, click.Option]]:
-        if self._parts is None:
+    def parts(self, ctx: click.Context) -> list[tuple[Declared, click.Option]]:
+        """The parts' options, made once per invocation (a part registered since is seen)."""
+        key = f"undertow.parts.{id(self)}"
+        if key not in ctx.meta:
             try:
-                self._parts = [(d, _click_option(d)) for d in part_options() if d.flag]
+                ctx.meta[key] = [(d, _click_option(d)) for d in part_options() if d.flag]
             except SpecError as e:
                 raise BadUsage(str(e)) from e
-        return self._parts
+        parts: list[tuple[Declared, click.Option]] = ctx.meta[key]
+        return parts
 
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
         own = super().get_params(ctx)
-        return [*own[:-1], *(o for _, o in self.parts()), *own[-1:]]  # --help stays last
+        return [*own[:-1], *(o for _, o in self.parts(ctx)), *own[-1:]]  # --help stays last
 
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        part_params = {id(o) for _, o in self.parts()}
+        part_params = {id(o) for _, o in self.parts(ctx)}
         rows = [r for p in self.get_params(ctx) if id(p) not in part_params
                 and (r := p.get_help_record(ctx)) is not None]
         with formatter.section("Options"):
             formatter.write_dl(rows)
         groups: dict[tuple[str, str], list[tuple[str, str]]] = {}
-        for d, o in self.parts():
+        for d, o in self.parts(ctx):
             if (r := o.get_help_record(ctx)) is not None:
                 groups.setdefault((d.kind, d.part), []).append(r)
         for (kind, part), rows in groups.items():
