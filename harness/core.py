@@ -411,7 +411,8 @@ def _run_stored(test: Test, stored: store.StoredRun, stopper: Stopper,
 def _run_and_check(test: Test, stored: store.StoredRun, stopper: Stopper, watch: Watch,
                    checkers: Sequence[Checker]) -> Outcome:
     spec, log = test.spec, stored.log
-    run_ = Run(spec=spec, nodes=spec.nodes, paths=stored.paths, log=log)
+    run_ = Run(spec=spec, nodes=spec.nodes, paths=stored.paths, log=log,
+               fault_kinds=tuple(test.nemesis.kinds) if test.nemesis is not None else ())
     history = HistoryWriter(stored.paths.history,
                             observers=[c.watch(stored.paths.history) for c in checkers
                                        if isinstance(c, WatchesHistory)])

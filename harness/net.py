@@ -159,18 +159,5 @@ class ProxyNet:
         self.proxy.set_shapes(self.shapes())
 
 
-def complete_grudge(components: Iterable[Collection[str]]) -> dict[str, frozenset[str]]:
-    """Jepsen's complete-grudge: every node drops every node outside its component
-    (a node in two components is a ValueError; a node that drops nothing is left out)."""
-    comps = [frozenset(c) for c in components]
-    everyone: frozenset[str] = frozenset()
-    for comp in comps:
-        twice = everyone & comp
-        if twice:
-            raise ValueError(f"complete_grudge: {', '.join(sorted(twice))} in two components")
-        everyone |= comp
-    return {n: everyone - comp for comp in comps if everyone - comp for n in comp}
-
-
 def describe(grudge: Mapping[str, Collection[str]]) -> str:
     return "; ".join(f"{n} drops {','.join(sorted(p))}" for n, p in sorted(grudge.items()) if p)

@@ -15,7 +15,7 @@ workload `Workload`, a new checker `Checker`; `harness.registry` finds them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -31,6 +31,19 @@ if TYPE_CHECKING:
     from harness.test import Test
 
 Grudge = Mapping[str, Collection[str]]  # node -> peers whose traffic it drops
+
+
+def complete_grudge(components: Iterable[Collection[str]]) -> dict[str, frozenset[str]]:
+    """Jepsen's complete-grudge: every node drops every node outside its component
+    (a node in two components is a ValueError; a node that drops nothing is left out)."""
+    comps = [frozenset(c) for c in components]
+    everyone: frozenset[str] = frozenset()
+    for comp in comps:
+        twice = everyone & comp
+        if twice:
+            raise ValueError(f"complete_grudge: {', '.join(sorted(twice))} in two components")
+        everyone |= comp
+    return {n: everyone - comp for comp in comps if everyone - comp for n in comp}
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +82,14 @@ class Run:
     client_addrs: dict[str, str] = field(default_factory=dict)
     # Anything a backend wants to share with the nemesis/clients (e.g. its run id).
     extra: dict[str, Any] = field(default_factory=dict)
+    # The fault kinds the run's nemesis package can inject: assembly hands them over, so a
+    # backend knows, with no import of the nemesis, whether it must be able to cut links.
+    fault_kinds: tuple[FaultKind, ...] = ()
+
+    @property
+    def cuts_links(self) -> bool:
+        """Whether a fault of this run partitions nodes (a kind aimed at a grudge)."""
+        return any(k.aims == "grudge" for k in self.fault_kinds)
 
 
 # ------------------------------------------------------------------ what a backend hands a system
@@ -203,8 +224,16 @@ class HasClock(Protocol):
 
 
 @runtime_checkable
+class HasMetadata(Protocol):
+    """A DB that answers the admin `metadata` request (leaders, ISR, replicas) of some live
+    node, None when none answers: target resolution reads replicas and ISRs from it."""
+
+    def metadata(self) -> Mapping[str, Any] | None: ...
+
+
+@runtime_checkable
 class HasReleases(Protocol):
-    """A system that runs several releases (`undertow matrix` rows): spec.extra[release_key]
+    """A system that runs several releases (`undertow matrix` rows): its option release_key
     names the one to run."""
 
     release_key: str
@@ -363,6 +392,8 @@ class NemesisPackage(Protocol):
     def generator(self) -> gen.Gen: ...
     @property
     def final_generator(self) -> gen.Gen: ...
+    @property
+    def kinds(self) -> Sequence[FaultKind]: ...           # what it can inject
     def plan_json(self) -> list[dict[str, Any]]: ...      # test.json's nemesis_plan
     def kinds_json(self) -> list[dict[str, Any]]: ...     # test.json's fault_kinds
     def phases(self) -> list[dict[str, Any]] | None: ...  # the phases schedule, if any

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from harness.options import Declared, base_type, declared, registered
 from harness.runfiles import EXIT_USAGE
 from harness.spec import (
     ASSIGNORS,
@@ -59,10 +60,68 @@ FIELDS: dict[str, str] = {
     "sub_via": "sub_via", "crash_client_interval": "crash_client_interval_s",
     "commit": "consumer.commit", "auto_commit_interval_ms": "consumer.auto_commit_interval_ms",
     "group_session_timeout_ms": "consumer.session_timeout_ms", "assignor": "consumer.assignor",
-    "client": "extra.client", "kafka_client_version": "extra.kafka_client_version",
-    "kafka_version": "extra.kafka_version", "kafka_metadata": "extra.kafka_metadata",
 }
-TABLES = ("broker", "producer", "consumer", "extra")
+TABLES = ("broker", "producer", "consumer")
+
+
+def part_options() -> list[Declared]:
+    """Every registered system's and workload's own options (harness/options.py)."""
+    out = [d for kind, name, part in registered() for d in declared(kind, name, part)]
+    seen: dict[str, Declared] = {}
+    for d in out:
+        if d.flag and d.flag in seen:
+            other = seen[d.flag]
+            raise SpecError(f"{d.flag}: declared by {other.kind} {other.part} and by "
+                            f"{d.kind} {d.part}")
+        seen[d.flag] = d
+    return out
+
+
+def _click_option(d: Declared) -> click.Option:
+    """The command-line option of a part's option (no default: only what is typed counts)."""
+    base, _ = base_type(d.type)
+    help = f"{d.meta.help} [default: {d.default}]" if d.default is not None else d.meta.help
+    if base is bool:
+        name = d.flag[2:]
+        return click.Option([f"--{name}/--no-{name}", d.param], default=None, help=help)
+    kind: Any = click.Choice(d.meta.choices) if d.meta.choices else \
+        {int: click.INT, float: click.FLOAT}.get(base, click.STRING)
+    return click.Option([d.flag, d.param], type=kind, default=None, help=help,
+                        metavar=d.meta.metavar)
+
+
+class RunCommand(click.Command):
+    """`undertow run`: the harness's options, then each part's own, generated from the
+    parts' declarations; --help shows each part's under its own heading."""
+
+    def parts(self, ctx: click.Context) -> list[tuple[Declared, click.Option]]:
+        """The parts' options, made once per invocation (a part registered since is seen)."""
+        key = f"undertow.parts.{id(self)}"
+        if key not in ctx.meta:
+            try:
+                ctx.meta[key] = [(d, _click_option(d)) for d in part_options() if d.flag]
+            except SpecError as e:
+                raise BadUsage(str(e)) from e
+        parts: list[tuple[Declared, click.Option]] = ctx.meta[key]
+        return parts
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        own = super().get_params(ctx)
+        return [*own[:-1], *(o for _, o in self.parts(ctx)), *own[-1:]]  # --help stays last
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        part_params = {id(o) for _, o in self.parts(ctx)}
+        rows = [r for p in self.get_params(ctx) if id(p) not in part_params
+                and (r := p.get_help_record(ctx)) is not None]
+        with formatter.section("Options"):
+            formatter.write_dl(rows)
+        groups: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        for d, o in self.parts(ctx):
+            if (r := o.get_help_record(ctx)) is not None:
+                groups.setdefault((d.kind, d.part), []).append(r)
+        for (kind, part), rows in groups.items():
+            with formatter.section(f"Options of --{kind} {part}"):
+                formatter.write_dl(rows)
 
 
 def _default(name: str) -> Any:
@@ -100,6 +159,10 @@ def _cli_layer(ctx: click.Context, params: dict[str, Any]) -> dict[str, Any]:
         else:
             layer[target] = value
     layer.update({t: fields for t, fields in tables.items() if fields})
+    for d in part_options():  # the parts' own options, under the part's name
+        if ctx.get_parameter_source(d.param) == click.core.ParameterSource.COMMANDLINE:
+            layer.setdefault(d.part, {})[d.name] = d.from_text(params[d.param]) \
+                if isinstance(params[d.param], str) else params[d.param]
     return layer
 
 
@@ -144,8 +207,8 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
     if toml:
         layers.append(toml)
         where.append(f"--config {params['config']}")
-    if params.get("extra"):  # --extra KEY=VALUE beside --client's own extra knobs
-        cli["extra"] = {**dict(cli.get("extra") or {}), **parse_extra(params["extra"])}
+    if params.get("extra"):  # --extra KEY=VALUE
+        cli["extra"] = parse_extra(params["extra"])
     layers.append(cli)
     where.append("command line")
     extra = {k: v for layer in layers for k, v in dict(layer.get("extra") or {}).items()}
@@ -157,7 +220,7 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
     return build_spec(*layers, where=tuple(where))
 
 
-@click.command("run")
+@click.command("run", cls=RunCommand)
 @click.option("--system", default="undertow", show_default=True,
               help="The system under test (a registered name: undertow, ...).")
 @click.option("--backend", type=click.Choice(["local", "docker", "ssh"]), default="local",
@@ -251,21 +314,9 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
               help="Seconds between client crashes, on average: the process is abandoned "
                    "without closing (default: none).")
 @click.option("--extra", multiple=True, metavar="KEY=VALUE",
-              help="A system's or scenario's own knob (spec.extra), repeatable, joining the "
-                   "scenario's: kafka_features=eligible.leader.replicas.version=1, "
-                   "controller_voters=1.")
-@click.option("--client", type=click.Choice(["librdkafka", "java"]),
-              help="--system kafka: the client that drives Kafka, librdkafka (confluent-kafka, "
-                   "the default) or Kafka's own Java client (kafka-clients, through JPype).")
-@click.option("--kafka-client-version", metavar="V",
-              help="--client java: the kafka-clients release (default: the broker's when it "
-                   "is 4.x, else the newest 4.x); resolved from Maven Central once.")
-@click.option("--kafka-version", metavar="V",
-              help="--system kafka: the Apache Kafka release, 0.10.2.0 to 4.x (default: the "
-                   "newest 4.x cached); resolved from Maven Central once.")
-@click.option("--kafka-metadata", type=click.Choice(["zookeeper", "kraft"]),
-              help="--system kafka: ZooKeeper or KRaft (default: the release's own; "
-                   "ZooKeeper before 3.9, KRaft from 3.9).")
+              help="A system's or workload's option by its key (kafka_version=4.0.2), or "
+                   "a knob no part declares (ssh_user=...), repeatable, joining the "
+                   "scenario's.")
 @click.option("--seed", type=int, help="Seed of every random choice (default: random, printed).")
 @click.option("--scenario", help="A named scenario (`undertow scenarios` lists them).")
 @click.option("--config", type=click.Path(dir_okay=False), help="A TOML experiment file.")
@@ -291,10 +342,6 @@ def _run(ctx: click.Context, params: dict[str, Any], stopper: Stopper) -> int:
             raise SpecError("--test-count must be at least 1")
     except SpecError as e:
         raise BadUsage(str(e)) from e
-    if spec.system != "kafka" and ("client" in spec.extra
-                                   or "kafka_client_version" in spec.extra):
-        raise BadUsage(f"--client/--kafka-client-version: only --system kafka has them, "
-                       f"not {spec.system}")
     if params.get("print_spec"):
         import json
 

@@ -196,7 +196,11 @@ class TestSpec:
     spark_master: str = "local[2]"
     spark: str = "auto"  # which Spark checks the run: checkers.spark_server.resolve's rule
     spark_remote: str | None = None  # a Spark Connect server (sc://HOST:PORT) to check on
-    extra: Mapping[str, Any] = field(default_factory=dict)  # scenario-specific knobs
+    # knobs no part declares (ssh_user, ssh_key_file, broker_port); a key a part declares
+    # is moved from here to its options (harness/options.py)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    # the system's and the workload's own options, under the part's name (harness/options.py)
+    options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # a recorded fault plan to replay as it is (nemesis/replay.py), instead of one drawn
     # from the seed; test.json always records the plan a run used under this key
     nemesis_plan: tuple[Mapping[str, Any], ...] | None = None
@@ -272,7 +276,12 @@ class TestSpec:
         return self
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The spec as test.json holds it; `extra` also shows the parts' options that differ
+        from their defaults, as it did when they were extra knobs (readers of test.json
+        find them where they always were)."""
+        out = dataclasses.asdict(self)
+        out["extra"] = {**out["extra"], **_options_as_extra(self)}
+        return out
 
     def save(self, path: Path, **more: Any) -> None:
         """test.json at path: the spec, and `more` beside it (harness.runfiles writes it)."""
@@ -295,11 +304,17 @@ def _coerce(cls: type[Any], data: Mapping[str, Any], where: str) -> dict[str, An
 
 def build_spec(*layers: Mapping[str, Any], where: tuple[str, ...] = ()) -> TestSpec:
     """Merge layers (later wins): each a flat mapping of TestSpec fields plus `broker`,
-    `producer` and `consumer` tables."""
+    `producer` and `consumer` tables, the run's system's and workload's own option tables
+    (under their names, or in an `options` table) and `extra` knobs."""
     merged: dict[str, Any] = {}
     tables: dict[str, dict[str, Any]] = {"broker": {}, "producer": {}, "consumer": {}}
     classes: dict[str, type[Any]] = {"broker": BrokerSettings, "producer": ProducerSettings,
                                      "consumer": ConsumerSettings}
+    defaults = {f.name: f.default for f in fields(TestSpec)}
+    chosen = {"system": str(defaults["system"]), "workload": str(defaults["workload"])}
+    for layer in layers:
+        chosen.update({k: str(layer[k]) for k in chosen if k in layer})
+    parts: list[tuple[str, Mapping[str, Any], dict[str, Mapping[str, Any]]]] = []
     for i, layer in enumerate(layers):
         label = where[i] if i < len(where) else f"layer {i}"
         layer = dict(layer)
@@ -310,14 +325,93 @@ def build_spec(*layers: Mapping[str, Any], where: tuple[str, ...] = ()) -> TestS
             if not isinstance(t, Mapping):
                 raise SpecError(f"{label}: [{name}] must be a table, got {t!r}")
             tables[name].update(_coerce(cls, t, f"{label} [{name}]"))
+        own = _part_tables(layer, chosen, label)
+        extra = layer.get("extra") or {}
+        if not isinstance(extra, Mapping):
+            raise SpecError(f"{label}: [extra] must be a table, got {extra!r}")
+        parts.append((label, extra, own))
         merged.update(_coerce(TestSpec, layer, label))
+    options, claimed = _resolve_options(chosen, parts)
+    merged["extra"] = {k: v for k, v in dict(merged.get("extra") or {}).items()
+                       if k not in claimed}
     try:
         spec = TestSpec(**merged, broker=BrokerSettings(**tables["broker"]),
                         producer=ProducerSettings(**tables["producer"]),
-                        consumer=ConsumerSettings(**tables["consumer"]))
+                        consumer=ConsumerSettings(**tables["consumer"]), options=options)
     except TypeError as e:  # pragma: no cover - _coerce already checked the names
         raise SpecError(str(e)) from e
     return spec.validate()
+
+
+_FIELDS = frozenset(f.name for f in fields(TestSpec))
+
+
+def _part_tables(layer: dict[str, Any], chosen: Mapping[str, str],
+                 label: str) -> dict[str, Mapping[str, Any]]:
+    """Pop the layer's part tables (`[kafka]`, or `options.kafka`) and return them by part
+    name; a table of a part the run does not use is refused, naming its options."""
+    from harness import options as o
+    from harness import registry
+
+    own: dict[str, Mapping[str, Any]] = {}
+    for name, t in dict(layer.pop("options", None) or {}).items():
+        own[str(name)] = {**own.get(str(name), {}), **dict(t)}
+    for kind in o.KINDS:
+        for name in registry.names(kind):
+            if name in layer and name not in _FIELDS:
+                t = layer.pop(name)
+                if not isinstance(t, Mapping):
+                    raise SpecError(f"{label}: [{name}] must be a table, got {t!r}")
+                own[name] = {**own.get(name, {}), **t}
+    for name, t in own.items():
+        if name in chosen.values():
+            continue
+        kinds = [k for k in o.KINDS if name in registry.names(k)]
+        if not kinds:
+            raise SpecError(f"{label}: options of {name!r}, which is no system or workload")
+        kind = kinds[0]
+        flags = {d.name: d.flag or d.name for d in o.declared(kind, name, registry.get(kind,
+                                                                                      name))}
+        given = ", ".join(flags.get(k.replace("-", "_"), k) for k in t)
+        raise SpecError(f"{label}: {given}: only --{kind} {name} has them, not "
+                        f"{chosen[kind]}")
+    return own
+
+
+def _resolve_options(chosen: Mapping[str, str],
+                     parts: list[tuple[str, Mapping[str, Any], dict[str, Mapping[str, Any]]]]
+                     ) -> tuple[dict[str, dict[str, Any]], set[str]]:
+    """The chosen system's and workload's options, and the extra keys they took."""
+    from harness import options as o
+    from harness import registry
+
+    options: dict[str, dict[str, Any]] = {}
+    claimed: set[str] = set()
+    for kind in o.KINDS:
+        name = chosen[kind]
+        try:
+            part = registry.get(kind, name)
+        except SpecError:  # an unknown part: assembly says so, with the known names
+            continue
+        values = o.resolve(kind, name, part, [(label, extra, own.get(name, {}))
+                                              for label, extra, own in parts])
+        if values:
+            options[name] = values
+            claimed |= set(values)
+    return options, claimed
+
+
+def _options_as_extra(spec: TestSpec) -> dict[str, Any]:
+    from harness import options as o
+    from harness import registry
+
+    out: dict[str, Any] = {}
+    chosen: tuple[tuple[o.Kind, str], ...] = (("system", spec.system),
+                                              ("workload", spec.workload))
+    for kind, name in chosen:
+        if name in spec.options:
+            out.update(o.non_default(kind, name, registry.get(kind, name), spec.options[name]))
+    return out
 
 
 def load_toml(path: Path) -> dict[str, Any]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import random
 from collections.abc import Collection, Mapping, Sequence
 
-from harness.net import complete_grudge
 from harness.protocols import Grudge as Grudge  # the one definition; nemesis builds them
+from harness.protocols import complete_grudge
 
 KINDS = ("one", "halves", "random-halves", "majorities-ring", "bridge", "leader",
          "followers", "controller", "coordinator", "minority", "majority",

@@ -13,9 +13,9 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
-from harness.protocols import HasCoordinator, HasLeaders, Run
+from harness.protocols import HasCoordinator, HasLeaders, HasMetadata, Run
 
 PURE_TARGETS = ("one", "minority", "majority", "all")
 DYNAMIC_TARGETS = ("leader", "followers", "controller", "coordinator")
@@ -24,15 +24,6 @@ TARGETS = PURE_TARGETS + DYNAMIC_TARGETS
 
 class TargetError(ValueError):
     """A target the nemesis cannot resolve (unknown name, or no way to ask the cluster)."""
-
-
-@runtime_checkable
-class HasMetadata(Protocol):
-    """Optional: the admin `metadata` answer (leaders, ISR, replicas) of some live node.
-
-    Called with no arguments (the local and remote DBs both offer it so)."""
-
-    def metadata(self) -> Mapping[str, Any] | None: ...
 
 
 class ClusterView(Protocol):

@@ -3,6 +3,10 @@
 - the generic harness (runner, backends, network shaping, report) imports no system,
   no workload and not the broker: parts are found through harness.registry;
 - nemesis and workloads never import each other;
+- the backends (harness/backends.py, harness/control/) import nothing of the nemesis: the
+  fault kinds of a run reach them on the Run, handed over by assembly;
+- the nemesis imports nothing of the backends or the network modules (proxy, net, netns,
+  iptables, ...): it reaches them through the protocols of harness/protocols.py;
 - the broker imports nothing of the harness (it runs alone in its image);
 - a package imports no private (`_name`) name of another package.
 """
@@ -47,6 +51,38 @@ def test_nemesis_and_workloads_never_import_each_other() -> None:
     assert _violations("workloads", ("nemesis", "systems", "broker")) == []
 
 
+# the modules that shape or cut the network, and the backends that own them
+NETWORK = ("harness.net", "harness.netns", "harness.iptables", "harness.proxy",
+           "harness.proxy_process", "harness.nfqdelay", "harness.linkprobe")
+BACKENDS = ("harness.backends", "harness.control")
+
+
+def _names_imported(paths: list[Path]) -> Iterator[tuple[Path, int, str]]:
+    """(file, line, dotted name) of every module imported, `from a import b` as a.b too."""
+    for p in paths:
+        for line, module, names in _imports(p):
+            yield p, line, module
+            for name in names:
+                yield p, line, f"{module}.{name}"
+
+
+def _reaching(paths: list[Path], forbidden: tuple[str, ...]) -> list[str]:
+    return sorted({f"{p.relative_to(ROOT) if p.is_relative_to(ROOT) else p}:{line}: "
+                   f"imports {name}"
+                   for p, line, name in _names_imported(paths)
+                   if any(name == f or name.startswith(f + ".") for f in forbidden)})
+
+
+def test_the_backends_import_nothing_of_the_nemesis() -> None:
+    backends = [ROOT / "harness" / "backends.py", *sorted((ROOT / "harness" / "control")
+                                                         .rglob("*.py"))]
+    assert _reaching(backends, ("nemesis",)) == []
+
+
+def test_the_nemesis_imports_no_backend_and_no_network_module() -> None:
+    assert _reaching(_files("nemesis"), (*BACKENDS, *NETWORK)) == []
+
+
 def test_the_broker_imports_nothing_of_the_harness() -> None:
     assert _violations("broker", PACKAGES) == []
 
@@ -63,5 +99,7 @@ def test_no_package_imports_a_private_name_of_another() -> None:
 def test_the_rules_see_a_violation(tmp_path: Path) -> None:
     """The check reads real import lines: a planted one is found."""
     planted = tmp_path / "m.py"
-    planted.write_text("def f():\n    from systems.undertow import admin\n")
-    assert [m for _, m, _ in _imports(planted)] == ["systems.undertow"]
+    planted.write_text("def f():\n    from systems.undertow import admin\n"
+                       "from harness import netns\n")
+    assert {m for _, m, _ in _imports(planted)} == {"systems.undertow", "harness"}
+    assert _reaching([planted], NETWORK) == [f"{planted}:3: imports harness.netns"]

@@ -15,7 +15,6 @@ from .coordinator import Coordinator
 from .internal import NOT_COORDINATOR
 from .log import Record
 from .protocol import (
-    DISABLED,
     INVALID_REQUEST,
     NOT_LEADER,
     OFFSET_OUT_OF_RANGE,
@@ -30,6 +29,7 @@ from .protocol import (
     producer_tag,
 )
 from .raft.messages import MessageError
+from .testcontrols import TestControls
 from .txncoord import TxnCoordinator
 from .txnindex import is_aborted
 
@@ -80,14 +80,15 @@ class Server:
         self.clock = clock
         self.broker = broker
         self.controller = controller
+        tests = TestControls(self)  # off unless settings.test.controls.enable
         self.handlers: dict[str, Handler] = {
             "produce": self.produce, "fetch": self.fetch, "list_offsets": self.list_offsets,
             "metadata": self.metadata, "dump": self.dump, "replica_fetch": self.replica_fetch,
             "offsets_for_leader_epoch": self.offsets_for_leader_epoch,
             "heartbeat": self.heartbeat, "alter_partition": self.alter_partition,
             "init_producer_id": self.init_producer_id,
-            "test_fetcher": self.test_fetcher, "test_checkpoint": self.test_checkpoint,
-            "test_flush": self.test_flush, "test_fence": self.test_fence,
+            "test_fetcher": tests.test_fetcher, "test_checkpoint": tests.test_checkpoint,
+            "test_flush": tests.test_flush, "test_fence": tests.test_fence,
             "raft": self.raft,
             "find_coordinator": self.find_coordinator, "join_group": self.join_group,
             "sync_group": self.sync_group, "group_heartbeat": self.group_heartbeat,
@@ -201,10 +202,6 @@ class Server:
             hint = self.broker.controller_guess if self.broker else self.cfg.controller
             raise not_controller(self.cfg.node_id, hint)
         return self.controller
-
-    def _test(self) -> None:
-        if not self.cfg.settings.test_controls:
-            raise ProtocolError(DISABLED, "test controls are off (settings.test.controls.enable)")
 
     # -- clients -------------------------------------------------------------------
     def _produce(self, req: dict[str, Any], conn: Conn) -> None:
@@ -465,48 +462,3 @@ class Server:
 
         codes = await asyncio.gather(*(one(x) for x in parts))
         return {"errors": {str(x): code for x, code in zip(parts, codes, strict=True) if code}}
-
-    # -- test controls (off unless settings.test.controls.enable) ----------------------
-    async def test_fetcher(self, req: dict[str, Any]) -> dict[str, Any]:
-        self._test()
-        b = self._broker()
-        action = req["action"]
-        if action == "pause":
-            b.fetch_paused = True
-            b.fetch_resumed.clear()
-            return {}
-        if action == "resume":
-            b.fetch_paused = False
-            b.fetch_resumed.set()
-            b._ensure_fetchers()
-            return {}
-        if action == "step":
-            result: dict[str, Any] = {}
-            leaders = sorted({p.meta.leader for p in b.partitions.values()
-                              if p.role == "follower" and p.meta and p.meta.leader})
-            for leader in leaders:
-                f = b.fetcher_for(leader)
-                async with f.lock:
-                    result[leader] = await f.round(0)
-            return {"fetched": result}
-        raise ProtocolError(INVALID_REQUEST, f"test_fetcher: action {action!r} is not "
-                            "pause, resume or step")
-
-    async def test_checkpoint(self, req: dict[str, Any]) -> dict[str, Any]:
-        self._test()
-        self._broker().checkpoint_all()
-        return {}
-
-    async def test_flush(self, req: dict[str, Any]) -> dict[str, Any]:
-        self._test()
-        self._broker().flush_all()
-        return {}
-
-    async def test_fence(self, req: dict[str, Any]) -> dict[str, Any]:
-        self._test()
-        c = self._controller()
-        if req["node"] not in self.cfg.brokers:
-            raise ProtocolError(INVALID_REQUEST, f"test_fence: no broker {req['node']!r}")
-        await c.fence(req["node"])
-        c.last_seen_ms[req["node"]] = self.clock.now_ms()
-        return {"metadata": c.view()}

@@ -37,8 +37,6 @@ from harness.net import CLIENT, ProxyNet
 from harness.protocols import DirectLinks, Endpoints, Exec, LocalHost, Run, System
 from harness.proxy import LinkProxy, Links
 from harness.proxy_process import ProxyProcess
-from nemesis.kinds import PARTITION
-from nemesis.packages import fault_kinds
 
 HOST = "127.0.0.1"
 PROXY_ENV = "UNDERTOW_PROXY"
@@ -160,7 +158,7 @@ class LocalBackend:
         self.proxied = not (isinstance(system, DirectLinks) and system.direct_links())
         hosts = {n: HOST for n in nodes}
         prefixes: dict[str, list[str]] = {}
-        if not self.proxied and PARTITION in fault_kinds(run.spec.nemesis):
+        if not self.proxied and run.cuts_links:
             self.namespaces = netns.Namespaces(self.run_id, nodes)
             hosts = self.namespaces.up()
             prefixes = {n: self.namespaces.prefix(n) for n in nodes}

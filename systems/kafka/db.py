@@ -28,13 +28,13 @@ from systems.kafka.jars import KafkaJars
 from systems.kafka.java.client import warm_up as java_warm_up
 from systems.kafka.java.settings import client_of
 from systems.kafka.local import LocalKafka
+from systems.kafka.options import KafkaOptions
 
 # the fault kinds Kafka takes, whatever the sequence
 FAULTS = (KILL, PAUSE, PARTITION, LOSE_UNFLUSHED)
 BACKENDS = ("local", "docker", "ssh")
 WORKLOADS = ("queue", "txn")
-VERSION_ENV_KEY = "kafka_version"  # spec.extra key: the release to run (default: newest 4.x)
-METADATA_KEY = "kafka_metadata"  # spec.extra key: zookeeper or kraft (default: the release's)
+VERSION_ENV_KEY = "kafka_version"  # KafkaOptions: the release to run (`undertow matrix` rows)
 _VERSION_LINE = re.compile(r"Kafka version ?: (\S+)")  # 0.10 to 2.x print "version : V"
 # JVMs restarted together (a final heal after a majority was killed) take tens of seconds
 # to register and fill the ISRs again on a loaded machine: never wait less for readiness.
@@ -42,22 +42,22 @@ MIN_READY_S = 90.0
 
 
 def controller_voters(spec: TestSpec) -> int:
-    """spec.extra's controller_voters: that many dedicated controllers (0: combined nodes)."""
-    return int(spec.extra.get("controller_voters", 0))
+    """--kafka-controllers: that many dedicated controllers (0: combined nodes)."""
+    return KafkaOptions.of(spec).controller_voters
 
 
 def release_of(spec: TestSpec) -> tuple[releases.Release, str]:
     """The release asked for (--kafka-version; default the newest 4.x cached, else 4.x) and
     its metadata mode (--kafka-metadata; default the release's own)."""
-    asked = spec.extra.get(VERSION_ENV_KEY)
+    opts = KafkaOptions.of(spec)
+    asked = opts.kafka_version
     try:
         if asked is None:
             newest = jars.newest_cached()
             rel = releases.release(newest.version if newest is not None else "4.0.0")
         else:
             rel = releases.release(str(asked))
-        mode = spec.extra.get(METADATA_KEY)
-        return rel, rel.metadata_mode(None if mode is None else str(mode))
+        return rel, rel.metadata_mode(opts.kafka_metadata)
     except releases.ReleaseError as e:
         raise SpecError(str(e)) from None
 
@@ -105,7 +105,7 @@ def check_spec(spec: TestSpec) -> None:
             rel.require("idempotence")
     except releases.ReleaseError as e:
         raise SpecError(str(e)) from None
-    if spec.extra.get(VERSION_ENV_KEY) is not None:
+    if KafkaOptions.of(spec).kafka_version is not None:
         try:  # an unresolvable release is said now, not once the nodes are up
             jars.resolve(rel.version)
         except jars.KafkaJarsError as e:

@@ -1,7 +1,7 @@
 """Cluster features set when the storage is formatted (`kafka-storage format --feature`).
 
-`spec.extra["kafka_features"]` names them: a table (`{"eligible.leader.replicas.version"
-= 1}` in TOML) or `name=level,...` (`--extra kafka_features=...`). Each feature has the
+`--kafka-features` (KafkaOptions) names them: a table (`{"eligible.leader.replicas.version"
+= 1}` in TOML's `[kafka]`) or `name=level,...` (`--kafka-features ...`). Each feature has the
 first release whose StorageTool takes it and the levels a new cluster gets by default;
 a feature a release lacks is refused before anything starts. Checked against each
 release's own `kafka-storage version-mapping` (3.9.1 knows only kraft.version and
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.spec import SpecError, TestSpec
+from systems.kafka.options import KafkaOptions
 
 EXTRA_KEY = "kafka_features"
 Release = tuple[int, ...]  # as jars.parse_version gives it (0.10.2.2 has four parts)
@@ -50,7 +51,7 @@ FEATURES: dict[str, Feature] = {f.name: f for f in (
 
 def requested(spec: TestSpec) -> dict[str, int]:
     """The features the spec asks for, by name (refusing malformed ones)."""
-    raw: Any = spec.extra.get(EXTRA_KEY) or {}
+    raw: Any = KafkaOptions.of(spec).kafka_features or {}
     if isinstance(raw, str):
         pairs = [p.split("=", 1) for p in raw.split(",") if p.strip()]
         if any(len(p) != 2 for p in pairs):

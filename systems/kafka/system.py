@@ -33,6 +33,7 @@ from systems.kafka.db import (
 from systems.kafka.group_client import KafkaGroupClient
 from systems.kafka.hunts import SCENARIOS as HUNTS
 from systems.kafka.java.settings import client_of
+from systems.kafka.options import KafkaOptions
 from systems.kafka.remote import CONTROLLER_PORT, KafkaRemoteDB
 from systems.kafka.scenarios import SCENARIOS
 from systems.kafka.txn_client import KafkaTxnClient
@@ -49,6 +50,7 @@ class KafkaSystem:
     port = CLIENT_PORT
     scenarios = {**SCENARIOS, **HUNTS}
     release_key = VERSION_ENV_KEY
+    options = KafkaOptions
 
     def resolve_release(self, release: str) -> str:
         """HasReleases: the release's jars in the cache (Maven fetches them once)."""
@@ -73,8 +75,7 @@ class KafkaSystem:
 
     def db(self, test: Test, host: NodeHost) -> DB:
         spec = test.spec
-        version = spec.extra.get(VERSION_ENV_KEY)
-        j = jars.resolve(None if version is None else str(version))
+        j = jars.resolve(KafkaOptions.of(spec).kafka_version)
         rel, mode = release_of(spec)
         asked = features.check(spec, jars.parse_version(j.version))
         fmt = tuple(features.format_args(asked))
@@ -128,9 +129,9 @@ class KafkaSystem:
                 group = KafkaGroupClient(inner, partitions=spec.partitions,
                                          settings=replace(spec.consumer, commit="off"),
                                          isolation=isolation)
-            timeout = spec.extra.get("transaction_timeout_ms")
-            return KafkaTxnClient(inner, isolation=isolation, group=group,
-                                  transaction_timeout_ms=None if timeout is None else int(timeout))
+            return KafkaTxnClient(
+                inner, isolation=isolation, group=group,
+                transaction_timeout_ms=KafkaOptions.of(spec).transaction_timeout_ms)
         if spec.sub_via == "subscribe" or spec.crash_client_interval_s is not None:
             return KafkaGroupClient(inner, partitions=spec.partitions, settings=spec.consumer,
                                     offset_ops=offsets.enabled(spec, self))
@@ -152,7 +153,7 @@ class KafkaSystem:
             safety = {"producer": _safety_of(producer_settings(spec), PRODUCER_SAFETY),
                       "consumer": _safety_of(config.consumer_config("", timeout_s=1),
                                              CONSUMER_SAFETY)}
-        return {"name": self.name, "version": spec.extra.get(VERSION_ENV_KEY) or "newest 4.x",
+        return {"name": self.name, "version": KafkaOptions.of(spec).kafka_version or "newest 4.x",
                 "metadata": mode, "release": release_facts(rel, spec),
                 "client": client, "safety": safety,
                 "safety_files": {"server.properties": [
@@ -218,9 +219,9 @@ def _client_info() -> dict[str, str]:
 
 def _broker_version(spec: TestSpec) -> str | None:
     """The broker's release as asked, else the newest cached 4.x (None: none cached)."""
-    version = spec.extra.get(VERSION_ENV_KEY)
+    version = KafkaOptions.of(spec).kafka_version
     if version is not None:
-        return str(version)
+        return version
     cached = jars.newest_cached()
     return cached.version if cached is not None else None
 

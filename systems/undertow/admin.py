@@ -18,6 +18,7 @@ from typing import Any
 
 from harness.spec import TestSpec
 from systems.undertow.client import admin_metadata, admin_request
+from systems.undertow.options import UndertowOptions
 
 TOPIC = "queue"
 OFFSETS_PARTITIONS = 3  # of the internal offsets topic, when the run's consumers subscribe
@@ -32,21 +33,22 @@ def default_voter_count(nodes: int) -> int:
 
 
 def controller_voters(spec: TestSpec) -> list[str]:
-    """The controller quorum: spec.extra["controller_voters"] (a list of nodes, or a count),
-    else the first default_voter_count(len(nodes)) nodes."""
-    voters = spec.extra.get("controller_voters")
+    """The controller quorum: --controller-voters (a list of nodes, or a count), else the
+    first default_voter_count(len(nodes)) nodes."""
+    voters = UndertowOptions.of(spec).controller_voters
     if isinstance(voters, int) and not isinstance(voters, bool):
         if not 1 <= voters <= len(spec.nodes):
-            raise ValueError(f"extra.controller_voters: {voters} is not between 1 and the "
-                             f"{len(spec.nodes)} nodes")
+            raise ValueError(f"--controller-voters (undertow.controller_voters): {voters} is "
+                             f"not between 1 and the {len(spec.nodes)} nodes")
         return list(spec.nodes[:voters])
     if voters:
         if isinstance(voters, str) or not isinstance(voters, Sequence):
-            raise ValueError(f"extra.controller_voters: expected a list of nodes or a count, "
-                             f"got {voters!r}")
+            raise ValueError(f"--controller-voters (undertow.controller_voters): expected a list "
+                             f"of nodes or a count, got {voters!r}")
         bad = [v for v in voters if v not in spec.nodes]
         if bad:
-            raise ValueError(f"extra.controller_voters: {bad} are not nodes of {spec.nodes}")
+            raise ValueError(f"--controller-voters (undertow.controller_voters): {bad} are not "
+                             f"nodes of {spec.nodes}")
         return [str(v) for v in voters]
     return list(spec.nodes[:default_voter_count(len(spec.nodes))])
 
@@ -65,7 +67,7 @@ def node_config(spec: TestSpec, node: str, listen: str, peers: Mapping[str, str]
         settings["offsets.topic.num.partitions"] = OFFSETS_PARTITIONS
     if spec.workload == "txn":  # transactions need their coordinators' internal topic
         settings["transaction.state.log.num.partitions"] = TXN_STATE_PARTITIONS
-    settings.update(spec.extra.get("broker_settings", {}) or {})
+    settings.update(UndertowOptions.of(spec).broker_settings or {})
     cfg: dict[str, Any] = {
         "node_id": node,
         "listen": listen,

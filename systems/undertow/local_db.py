@@ -143,10 +143,10 @@ class LocalBrokerDB:
         return [(name, n.listen) for name, n in self.nodes.items()
                 if not live_only or (self.is_running(name) and not self.is_paused(name))]
 
-    def metadata(self, timeout_s: float = 1.0) -> dict[str, Any] | None:
-        """The first live node's metadata answer, or None."""
+    def metadata(self) -> dict[str, Any] | None:
+        """harness.protocols.HasMetadata: the first live node's answer, or None."""
         meta: dict[str, Any] | None = brokerdb.first_answer(
-            self.admin_addrs(), lambda a: brokerdb.metadata(a, timeout_s=timeout_s))
+            self.admin_addrs(), lambda a: brokerdb.metadata(a, timeout_s=1.0))
         return meta
 
     def leader_of(self, run: Run | None, key: int) -> str | None:

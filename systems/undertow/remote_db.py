@@ -128,16 +128,16 @@ class RemoteBroker:
 
     # -- HasLeaders -----------------------------------------------------------------------------
 
-    def metadata(self, run: Run | None = None) -> dict[str, Any] | None:
-        """Any node's admin metadata answer (None when none answers)."""
+    def metadata(self) -> dict[str, Any] | None:
+        """harness.protocols.HasMetadata: any node's answer (None when none answers)."""
         meta: dict[str, Any] | None = db.first_answer(sorted(self.addrs.items()), db.metadata)
         return meta
 
     def leader_of(self, run: Run, key: int) -> str | None:
-        return db.leader_from(self.metadata(run), key)
+        return db.leader_from(self.metadata(), key)
 
     def controller(self, run: Run) -> str | None:
-        return db.controller_from(self.metadata(run))
+        return db.controller_from(self.metadata())
 
     def coordinator(self, run: Run | None) -> str | None:
         return db.coordinator(sorted(self.addrs.items()), GROUP_ID)

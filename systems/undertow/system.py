@@ -20,6 +20,7 @@ from harness.test import Test
 from systems.undertow import admin
 from systems.undertow.group_consumer import GroupQueueClient
 from systems.undertow.local_db import LocalBrokerDB
+from systems.undertow.options import UndertowOptions
 from systems.undertow.queue_client import QueueClient
 from systems.undertow.remote_db import BROKER_PORT, RemoteBroker
 from systems.undertow.scenarios import SCENARIOS
@@ -36,6 +37,7 @@ class UndertowSystem:
     name = "undertow"
     port = BROKER_PORT
     scenarios = SCENARIOS
+    options = UndertowOptions
 
     def check(self, spec: TestSpec) -> None:
         if spec.workload not in WORKLOADS:
@@ -69,7 +71,7 @@ class UndertowSystem:
                             max_poll_records=spec.max_poll_records,
                             isolation=spec.isolation.replace("-", "_") if txn else None)
         if txn:
-            shared = spec.extra.get("shared_transactional_ids")
+            shared = UndertowOptions.of(spec).shared_transactional_ids
             group = None
             if spec.sub_via == "subscribe":  # offsets are committed inside transactions only
                 group = GroupQueueClient(queue, partitions=spec.partitions,

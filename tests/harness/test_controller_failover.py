@@ -17,8 +17,8 @@ import pytest
 
 from harness import core
 from harness.control.local import LocalBackend
-from harness.net import ProxyNet, complete_grudge
-from harness.protocols import Run
+from harness.net import ProxyNet
+from harness.protocols import Run, complete_grudge
 from harness.runfiles import RunPaths
 from harness.spec import build_spec
 from systems.undertow.admin import controller_voters, default_voter_count

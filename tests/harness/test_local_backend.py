@@ -20,7 +20,7 @@ import pytest
 from harness import core, leftovers
 from harness.backends import make_backend
 from harness.control.local import LocalBackend
-from harness.net import ProxyNet, complete_grudge
+from harness.net import ProxyNet
 from harness.protocols import (
     DumpsReplicas,
     HasClock,
@@ -30,6 +30,7 @@ from harness.protocols import (
     LosesUnflushed,
     Pausable,
     Run,
+    complete_grudge,
 )
 from harness.runfiles import RunPaths
 from harness.spec import build_spec

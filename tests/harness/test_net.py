@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness.net import CLIENT, ProxyNet, complete_grudge
+from harness.net import CLIENT, ProxyNet
+from harness.protocols import complete_grudge
 from harness.proxy import CLEAN, LinkProxy, Shape
 
 from .test_proxy import EchoServer, dial, recv_exactly

@@ -79,7 +79,7 @@ def _spec(**over: Any) -> Any:
 
 @pytest.mark.parametrize(("over", "says"), [
     ({"extra": {"kafka_client_version": "four"}}, "not a release number"),
-    ({"extra": {"client": "jvm"}}, "--client jvm: one of librdkafka, java"),
+    ({"extra": {"client": "jvm"}}, "--client .kafka.client.: 'jvm' is not one of librdkafka"),
     ({"sub_via": "subscribe", "consumer": {"commit": "auto"}}, "--commit auto: Kafka's Java"),
 ])
 def test_refused_before_anything_starts(over: dict[str, Any], says: str) -> None:

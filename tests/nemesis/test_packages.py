@@ -10,6 +10,8 @@ from harness import generator as gen
 from harness.scenarios import all_scenarios
 from harness.spec import SpecError, build_spec
 from nemesis.packages import FAULTS, HEALS, known_faults, nemesis_package
+from systems.kafka.options import KafkaOptions
+from systems.undertow.options import UndertowOptions
 
 SCENARIOS = all_scenarios()
 
@@ -124,7 +126,12 @@ def test_known_bug_scenarios_keep_one_controller_voter_and_safe_a_quorum() -> No
     for name, sc in SCENARIOS.items():
         if "kafka_version" in sc.settings.get("extra", {}):
             continue  # a ZooKeeper-era release: its controller is a broker ZooKeeper elects
-        voters = controller_voters(build_spec(sc.settings))
+        spec = build_spec(sc.settings)
+        if spec.system == "kafka":  # its own option: N dedicated controllers (0: every node)
+            k = KafkaOptions.of(spec).controller_voters
+            voters = list(spec.nodes[:k] if k else spec.nodes)
+        else:
+            voters = controller_voters(spec)
         quorum = sc.safe or name in ordinary_faults
         assert voters == (["n1", "n2", "n3"] if quorum else ["n1"]), name
 
@@ -171,11 +178,11 @@ def test_each_known_bug_names_the_options_that_fix_it_and_they_build_a_fixed_spe
     import click
     from click.testing import CliRunner
 
-    from harness.run_cli import build_run_spec, run
+    from harness.run_cli import RunCommand, build_run_spec, run
 
     seen: dict[str, object] = {}
 
-    @click.command(params=run.params)
+    @click.command(cls=RunCommand, params=run.params)  # the parts' options too
     @click.pass_context
     def capture(ctx: click.Context, /, **params: object) -> None:
         seen["spec"] = build_run_spec(ctx, params)
@@ -210,15 +217,16 @@ def test_each_known_bug_names_the_options_that_fix_it_and_they_build_a_fixed_spe
             continue
         if name == "kafka-last-replica-standing":  # a cluster feature, formatted in
             assert fixed.broker == unsafe.broker
-            assert fixed.extra == {**unsafe.extra, "kafka_features":
-                                   "eligible.leader.replicas.version=1"}
+            assert KafkaOptions.of(fixed) == replace(
+                KafkaOptions.of(unsafe), kafka_features="eligible.leader.replicas.version=1")
             continue
         if name == "kafka-txn-late-marker":  # a hunt: the client that speaks KIP-890 part 2
-            assert fixed.extra == {**unsafe.extra, "client": "java"}
+            assert KafkaOptions.of(fixed) == replace(KafkaOptions.of(unsafe), client="java")
             assert fixed.broker == unsafe.broker
             continue
         if name in ("kafka-kip101-loss", "kafka-kip101-divergence"):  # the release that fixed it
-            assert (unsafe.extra["kafka_version"], fixed.extra["kafka_version"]) == \
+            assert (KafkaOptions.of(unsafe).kafka_version,
+                    KafkaOptions.of(fixed).kafka_version) == \
                 ("0.10.2.2", "0.11.0.3")
             assert fixed.broker == unsafe.broker
             continue
@@ -229,6 +237,7 @@ def test_each_known_bug_names_the_options_that_fix_it_and_they_build_a_fixed_spe
             continue
         if name == "zombie-producer":  # the coordinator's fencing, shared ids either way
             assert fixed.broker.txn_epoch_fencing and not unsafe.broker.txn_epoch_fencing
-            assert fixed.extra == unsafe.extra and unsafe.extra["shared_transactional_ids"]
+            assert UndertowOptions.of(fixed) == UndertowOptions.of(unsafe)
+            assert UndertowOptions.of(unsafe).shared_transactional_ids
             continue
         assert fixed.broker != unsafe.broker, name

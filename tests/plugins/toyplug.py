@@ -5,12 +5,15 @@ Two systems share one in-process replicated log:
 - `toyshrink`: the same log with a planted bug, losing its first write from every read once
   n1 was killed and n2 paused (in either order, at any time in the run), for the shrinker.
 Both speak the `toyload` workload, whose own checker wants every acknowledged write read.
+Each part declares its own options (harness/options.py): `toy` a latency per operation
+(`--toy-latency-ms`), `toyload` how many final polls it makes (`--toy-final-polls`).
 Nothing here is imported by the tests: they run `undertow` in a subprocess that loads it.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -18,10 +21,27 @@ from typing import Any
 
 from harness import generator as g
 from harness import registry
+from harness.options import SystemOptions, WorkloadOptions, option
 from harness.runfiles import Op, read_history
 from harness.spec import SpecError
 
 PLANTED = frozenset({("kill", "n1"), ("pause", "n2")})
+
+
+def _up_to_a_second(ms: int) -> str | None:
+    return None if 0 <= ms <= 1000 else f"expected 0 to 1000 ms, got {ms!r}"
+
+
+@dataclass(frozen=True, slots=True)
+class ToyOptions(SystemOptions):
+    latency_ms: int = option(0, "Each toy operation waits this long first.",
+                             flag="--toy-latency-ms", check=_up_to_a_second, metavar="MS")
+
+
+@dataclass(frozen=True, slots=True)
+class ToyLoadOptions(WorkloadOptions):
+    final_polls: int = option(3, "Polls at the end of a toyload run.", flag="--toy-final-polls",
+                              check=lambda n: None if n >= 1 else f"expected >= 1, got {n!r}")
 
 
 class ToyLog:
@@ -88,14 +108,16 @@ class ToyDB:
 
 
 class ToyClient:
-    def __init__(self, log: ToyLog | None = None) -> None:
+    def __init__(self, log: ToyLog | None = None, latency_s: float = 0.0) -> None:
         self.log = log
+        self.latency_s = latency_s
 
     def open(self, run: Any, node: str) -> ToyClient:
-        return ToyClient(run.extra["toy-log"])
+        return ToyClient(run.extra["toy-log"], self.latency_s)
 
     def invoke(self, run: Any, op: Op) -> Op:
         assert self.log is not None, "open() first"
+        time.sleep(self.latency_s)
         try:
             if op.f == "send":
                 (_, key, value), = op.value
@@ -113,6 +135,7 @@ class ToySystem:
     name: str
     planted: frozenset[tuple[str, str]] = frozenset()
     port: int = 1
+    options: type[ToyOptions] | None = None  # toyshrink has none
 
     def check(self, spec: Any) -> None:
         if spec.workload != "toyload":
@@ -122,7 +145,8 @@ class ToySystem:
         return ToyDB(ToyLog(test.spec.nodes, self.planted))
 
     def client(self, test: Any) -> ToyClient:
-        return ToyClient()
+        latency_ms = ToyOptions.of(test.spec).latency_ms if self.options else 0
+        return ToyClient(latency_s=latency_ms / 1000)
 
     def describe(self, spec: Any) -> dict[str, str]:
         return {"name": self.name, "version": "1"}
@@ -160,17 +184,19 @@ class EveryWriteRead:
 
 class ToyLoad:
     name = "toyload"
+    options = ToyLoadOptions
 
     def generator(self, test: Any) -> Any:
         return g.stagger(0.01, Writes())
 
     def final_generator(self, test: Any, history: Any) -> Any:
-        return g.seq(*(g.op("poll", [["poll"]]) for _ in range(3)))
+        polls = ToyLoadOptions.of(test.spec).final_polls
+        return g.seq(*(g.op("poll", [["poll"]]) for _ in range(polls)))
 
     def checkers(self, test: Any) -> list[EveryWriteRead]:
         return [EveryWriteRead()]
 
 
-registry.register("system", "toy", ToySystem("toy"))
+registry.register("system", "toy", ToySystem("toy", options=ToyOptions))
 registry.register("system", "toyshrink", ToySystem("toyshrink", PLANTED))
 registry.register("workload", "toyload", ToyLoad())

@@ -23,6 +23,7 @@ from harness import matrix as m
 from harness.cli import main
 from harness.matrix_cli import write
 from harness.report.render import render_run
+from systems.kafka.options import KafkaOptions
 from tests.report.test_browser import browse
 
 RELEASES = ["3.9.1", "4.0.2", "4.1.2", "4.4.0"]
@@ -50,9 +51,11 @@ class SmallRuns:
         self.calls.append(tuple(args))
         a = list(args)
         spec = m.spec_of(a[:a.index("--seed")], int(a[a.index("--seed") + 1]))
-        release = spec.extra["kafka_version"]
-        control = "kafka_features" in spec.extra or (spec.scenario == SCENARIOS[1]
-                                                      and spec.broker.acks == "all")
+        kafka = KafkaOptions.of(spec)
+        release = kafka.kafka_version
+        assert release is not None, "the matrix names each row's release"
+        control = kafka.kafka_features is not None or (spec.scenario == SCENARIOS[1]
+                                                       and spec.broker.acks == "all")
         lost = not control and not (spec.scenario == SCENARIOS[0] and release >= "4.1")
         if (release, spec.scenario) == PLANTED:
             lost = False

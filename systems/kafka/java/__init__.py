@@ -9,13 +9,14 @@ from typing import Any
 
 from harness.spec import SpecError, TestSpec
 from systems.kafka.java import jars, jvm, settings
+from systems.kafka.options import KafkaOptions
 
 
 def client_jars(spec: TestSpec, broker_version: str | None) -> jars.ClientJars:
     """The client's jars at --kafka-client-version, else the broker's 4.x release, else the
     newest 4.x; a version that does not resolve is a SpecError (exit 2, nothing started)."""
-    asked = spec.extra.get(settings.VERSION_KEY)
-    version = str(asked) if asked is not None else jars.default_version(broker_version)
+    asked = KafkaOptions.of(spec).kafka_client_version
+    version = asked if asked is not None else jars.default_version(broker_version)
     try:
         return jars.resolve(version)
     except jars.ClientJarsError as e:
@@ -60,9 +61,8 @@ def make_client(spec: TestSpec, *, offset_ops: bool = False) -> Any:
                                     settings=replace(spec.consumer, commit="off"),
                                     isolation=isolation)
             group.in_txn = True
-        timeout = spec.extra.get("transaction_timeout_ms")
         return JavaTxnClient(inner, isolation=isolation, group=group,
-                             transaction_timeout_ms=None if timeout is None else int(timeout))
+                             transaction_timeout_ms=KafkaOptions.of(spec).transaction_timeout_ms)
     if spec.sub_via == "subscribe" or spec.crash_client_interval_s is not None:
         return JavaGroupClient(inner, partitions=spec.partitions, settings=spec.consumer,
                                offset_ops=offset_ops)
@@ -71,7 +71,7 @@ def make_client(spec: TestSpec, *, offset_ops: bool = False) -> Any:
 
 def info(spec: TestSpec) -> dict[str, str]:
     """test.json's client: the library and its version."""
-    version = jvm.running_version() or str(spec.extra.get(settings.VERSION_KEY) or "")
+    version = jvm.running_version() or (KafkaOptions.of(spec).kafka_client_version or "")
     return {"library": "kafka-clients (Kafka's Java client, JPype)", "version": version}
 
 

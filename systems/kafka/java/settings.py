@@ -14,10 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from harness.spec import GROUP_ID, ConsumerSettings, SpecError, TestSpec
+from systems.kafka.options import KafkaOptions
 
-CLIENTS = ("librdkafka", "java")
-CLIENT_KEY = "client"  # spec.extra: which client drives Kafka (default librdkafka)
-VERSION_KEY = "kafka_client_version"  # spec.extra: the Java client's release
 ASSIGNORS = {
     "range": "org.apache.kafka.clients.consumer.RangeAssignor",
     "roundrobin": "org.apache.kafka.clients.consumer.RoundRobinAssignor",
@@ -28,11 +26,8 @@ STRING_DESERIALIZER = "org.apache.kafka.common.serialization.StringDeserializer"
 
 
 def client_of(spec: TestSpec) -> str:
-    """`java` or `librdkafka`, from spec.extra (a SpecError for anything else)."""
-    client = str(spec.extra.get(CLIENT_KEY, "librdkafka"))
-    if client not in CLIENTS:
-        raise SpecError(f"--client {client}: one of {', '.join(CLIENTS)}")
-    return client
+    """`java` or `librdkafka`: --client (KafkaOptions refuses anything else)."""
+    return KafkaOptions.of(spec).client
 
 
 def check(spec: TestSpec) -> None:

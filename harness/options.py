@@ -1,0 +1,225 @@
+"""Options owned by the parts: a System or a Workload declares its own as a frozen dataclass.
+
+Each field is one option: its type (the annotation), its default, its help, the values it
+refuses (`choices`, or a `check` that says what is wrong) and its command-line flag
+(`--<name>` unless it names one). The part names the class as its `options` attribute; the
+harness generates `undertow run`'s flags from it (shown under the part's heading in
+`--help`), reads the TOML file's `[<part name>]` table with it, validates what was given,
+and keeps the values in `TestSpec.options[<part name>]` (test.json's `options`). The part
+reads its own back, typed: `KafkaOptions.of(spec)`.
+
+`extra` (`--extra KEY=VALUE`, a TOML `[extra]` table, a scenario's `extra`) still works for
+every option: a key the run's system or workload declares is taken from it, checked and
+moved to the part's options; only keys no part declares stay in `TestSpec.extra`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
+from typing import Any, Literal, Self
+
+from harness.spec import SpecError
+
+Kind = Literal["system", "workload"]
+KINDS: tuple[Kind, ...] = ("system", "workload")
+_META = "undertow.option"
+
+
+@dataclass(frozen=True, slots=True)
+class Meta:
+    """What the dataclass field alone cannot say about an option."""
+
+    help: str
+    flag: str | None = None  # None: --<name with dashes>; "" for no flag (file and --extra only)
+    choices: tuple[str, ...] = ()
+    check: Callable[[Any], str | None] | None = None  # what is wrong with a value, or None
+    parse: Callable[[str], Any] | None = None  # a command-line string to a value
+    metavar: str | None = None
+
+
+def option(default: Any, help: str, *, flag: str | None = None, choices: Iterable[str] = (),
+           check: Callable[[Any], str | None] | None = None,
+           parse: Callable[[str], Any] | None = None, metavar: str | None = None) -> Any:
+    """A dataclass field that is an option (use as `name: int = option(0, "why")`)."""
+    meta = Meta(help, flag, tuple(choices), check, parse, metavar)
+    return field(default=default, metadata={_META: meta})
+
+
+class _PartOptions:
+    kind: typing.ClassVar[Kind]
+
+    @classmethod
+    def of(cls, spec: Any) -> Self:
+        """The part's options in spec (the defaults when the spec has none for it)."""
+        name = spec.system if cls.kind == "system" else spec.workload
+        return cls(**dict(spec.options.get(name, {})))
+
+
+class SystemOptions(_PartOptions):
+    """Base of a System's options dataclass."""
+
+    kind = "system"
+
+
+class WorkloadOptions(_PartOptions):
+    """Base of a Workload's options dataclass."""
+
+    kind = "workload"
+
+
+@dataclass(frozen=True, slots=True)
+class Declared:
+    """One option of one part, as the CLI, the TOML reader and the validator see it."""
+
+    kind: Kind
+    part: str
+    name: str
+    type: Any
+    default: Any
+    meta: Meta
+
+    @property
+    def flag(self) -> str:
+        return self.meta.flag if self.meta.flag is not None else \
+            "--" + self.name.replace("_", "-")
+
+    @property
+    def where(self) -> str:
+        key = f"{self.part}.{self.name}"
+        return f"{self.flag} ({key})" if self.flag else key
+
+    @property
+    def param(self) -> str:
+        """The click parameter's name (an identifier no harness option uses)."""
+        return "".join(c if c.isalnum() else "_" for c in f"part_{self.kind}_{self.part}_"
+                       f"{self.name}")
+
+    def validate(self, value: Any) -> Any:
+        """value when the option takes it, else SpecError naming the option and the fault."""
+        base, optional = base_type(self.type)
+        if value is None:
+            if optional or self.default is None:
+                return None
+            raise SpecError(f"{self.where}: a value is needed")
+        wrong = None
+        if base is bool and not isinstance(value, bool):
+            wrong = f"expected true or false, got {value!r}"
+        elif base is int and (isinstance(value, bool) or not isinstance(value, int)):
+            wrong = f"expected an integer, got {value!r}"
+        elif base is float:
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                wrong = f"expected a number, got {value!r}"
+            else:
+                value = float(value)
+        elif base is str and isinstance(value, int | float) and not isinstance(value, bool):
+            value = str(value)  # `--extra kafka_version=4` reads as a number
+        elif base is str and not isinstance(value, str):
+            wrong = f"expected a string, got {value!r}"
+        if wrong is None and self.meta.choices and value not in self.meta.choices:
+            wrong = f"{value!r} is not one of {', '.join(self.meta.choices)}"
+        if wrong is None and self.meta.check is not None:
+            wrong = self.meta.check(value)
+        if wrong is not None:
+            raise SpecError(f"{self.where}: {wrong}")
+        return value
+
+    def from_text(self, text: str) -> Any:
+        """A command-line string as the option's value."""
+        if self.meta.parse is not None:
+            return self.meta.parse(text)
+        base, _ = base_type(self.type)
+        if base in (str, int, float, bool):
+            return text  # click converted it already
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+
+
+def base_type(t: Any) -> tuple[Any, bool]:
+    """(the type without None, whether None is allowed); Any for unions of several."""
+    if isinstance(t, types.UnionType) or typing.get_origin(t) is typing.Union:
+        args = [a for a in typing.get_args(t) if a is not type(None)]
+        optional = len(args) < len(typing.get_args(t))
+        return (args[0] if len(args) == 1 else Any), optional
+    return t, False
+
+
+def declared(kind: Kind, part_name: str, part: Any) -> list[Declared]:
+    """The options part declares (its `options` dataclass), in field order."""
+    cls = getattr(part, "options", None)
+    if cls is None:
+        return []
+    if not (isinstance(cls, type) and is_dataclass(cls)):
+        raise TypeError(f"{kind} {part_name}: `options` must be a dataclass, got {cls!r}")
+    return [Declared(kind, part_name, *row) for row in _fields_of(cls)]
+
+
+@functools.cache
+def _fields_of(cls: type[Any]) -> tuple[tuple[str, Any, Any, Meta], ...]:
+    """(name, type, default, meta) of each option of the dataclass, read once."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in fields(cls):
+        meta = f.metadata.get(_META)
+        if meta is None:
+            raise TypeError(f"{cls.__name__}: field {f.name} is not an option(...)")
+        out.append((f.name, hints[f.name], _default(f), meta))
+    return tuple(out)
+
+
+def _default(f: Field[Any]) -> Any:
+    if f.default is not MISSING:
+        return f.default
+    if f.default_factory is not MISSING:
+        return f.default_factory()
+    return None
+
+
+def resolve(kind: Kind, part_name: str, part: Any,
+            layers: list[tuple[str, Mapping[str, Any], Mapping[str, Any]]]) -> dict[str, Any]:
+    """The part's option values from layers (later wins): each (where, extra, own table),
+    the own table's unknown keys refused; extra's keys that the part does not declare are
+    left alone. Every value checked; the defaults fill the rest."""
+    opts = {d.name: d for d in declared(kind, part_name, part)}
+    values = {name: d.default for name, d in opts.items()}
+    for where, extra, own in layers:
+        for k, v in extra.items():
+            if k in opts:
+                values[k] = v
+        for k, v in own.items():
+            key = k.replace("-", "_")
+            if key not in opts:
+                raise SpecError(f"{where} [{part_name}]: unknown key {k!r}; known: "
+                                f"{', '.join(sorted(opts)) or 'none'}")
+            values[key] = v
+    return {name: opts[name].validate(list(v) if isinstance(v, tuple) else v)
+            for name, v in values.items()}
+
+
+def non_default(kind: Kind, part_name: str, part: Any,
+                values: Mapping[str, Any]) -> dict[str, Any]:
+    """The values that differ from the defaults (test.json's `extra` keeps them, as it
+    did when they were extra knobs)."""
+    return {d.name: values[d.name] for d in declared(kind, part_name, part)
+            if d.name in values and values[d.name] != d.default}
+
+
+def registered() -> list[tuple[Kind, str, Any]]:
+    """Every system and workload the registry knows that imports (one that does not is
+    left out here: naming it with --system says why)."""
+    from harness import registry
+
+    out = []
+    for kind in KINDS:
+        for name in registry.names(kind):
+            try:
+                out.append((kind, name, registry.get(kind, name)))
+            except (ImportError, SpecError):
+                continue
+    return out

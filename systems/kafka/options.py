@@ -1,0 +1,52 @@
+"""The kafka system's own options: which release, metadata mode, client and cluster features.
+
+Declared here once (harness/options.py): `undertow run --help` lists them under the kafka
+system, a TOML file sets them in its `[kafka]` table (or, as before, in `[extra]`), and
+test.json records them under `options.kafka`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from harness.options import SystemOptions, option
+
+CLIENTS = ("librdkafka", "java")
+METADATA_MODES = ("zookeeper", "kraft")
+
+
+def _at_least(lo: int) -> Any:
+    def check(value: int) -> str | None:
+        return None if value >= lo else f"expected an integer >= {lo}, got {value!r}"
+    return check
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaOptions(SystemOptions):
+    """What only the kafka system takes."""
+
+    kafka_version: str | None = option(
+        None, "The Apache Kafka release, 0.10.2.0 to 4.x (default: the newest 4.x cached); "
+        "resolved from Maven Central once.", metavar="V")
+    kafka_metadata: str | None = option(
+        None, "ZooKeeper or KRaft (default: the release's own; ZooKeeper before 3.9, KRaft "
+        "from 3.9).", choices=METADATA_MODES)
+    client: str = option(
+        "librdkafka", "The client that drives Kafka, librdkafka (confluent-kafka) or Kafka's "
+        "own Java client (kafka-clients, through JPype).", choices=CLIENTS)
+    kafka_client_version: str | None = option(
+        None, "--client java: the kafka-clients release (default: the broker's when it is "
+        "4.x, else the newest 4.x); resolved from Maven Central once.", metavar="V")
+    kafka_features: str | Mapping[str, int] | None = option(
+        None, "Cluster features set when the storage is formatted: name=level[,...] (a table "
+        "in TOML), e.g. eligible.leader.replicas.version=1.", metavar="NAME=LEVEL,...",
+        parse=str)
+    controller_voters: int = option(
+        0, "Dedicated KRaft controllers: the first N nodes are controllers only, the rest "
+        "brokers only (0: every node both).", flag="--kafka-controllers",
+        check=_at_least(0), metavar="N")
+    transaction_timeout_ms: int | None = option(
+        None, "--workload txn: the producers' transaction.timeout.ms (default: the "
+        "client's rule, 10 s or the delivery timeout).", check=_at_least(1), metavar="MS")
