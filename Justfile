@@ -15,10 +15,11 @@ setup:
 run *ARGS:
     @.venv/bin/undertow run {{ARGS}}
 
-# lint, then the whole test suite (starts the Docker engine and installs Chromium when missing);
-# `just test -n 2 --dist loadgroup` runs it on two workers (tests/conftest.py groups)
+# lint, then the whole test suite (starts the Docker engine and installs Chromium when missing)
+# on two workers: the shared Kafka cluster's tests on one, the container tests on one, all
+# else beside them (tests/conftest.py groups); `just test -n 0` runs it in one process
 test *ARGS: lint docker-up browser
-    {{py}} -m pytest --durations=25 {{ARGS}}
+    {{py}} -m pytest -n 2 --dist loadgroup --durations=25 {{ARGS}}
 
 # fast tests only (no clusters, no Spark, no docker, no Kafka)
 test-fast *ARGS:
