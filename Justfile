@@ -16,11 +16,10 @@ run *ARGS:
     @.venv/bin/undertow run {{ARGS}}
 
 # lint, then the whole test suite (starts the Docker engine and installs Chromium when missing),
-# in one process: xdist's groups (`-n 2 --dist loadgroup`) do not hold under pytest 9, whose
-# node ids xdist 3.8 can no longer suffix, so the shared Kafka cluster's tests would be
-# spread over both workers (docs/benchmarks.md, The test suite)
+# on two workers: the tests on the shared Kafka cluster, and those on containers, each run on
+# one worker (tests/xdist_groups.py); `just test -n 0` runs in one process
 test *ARGS: lint docker-up browser
-    {{py}} -m pytest --durations=25 {{ARGS}}
+    {{py}} -m pytest -n 2 --dist loadgroup --durations=25 {{ARGS}}
 
 # fast tests only (no clusters, no Spark, no docker, no Kafka)
 test-fast *ARGS:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from harness import leftovers, registry
+from tests.xdist_groups import mark_groups
 
 PLUGINS = Path(__file__).parent / "plugins"
 SOAK_ENV = "UNDERTOW_SOAK"
@@ -27,19 +28,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                           f"sweeps, the other client of a pair; or {SOAK_ENV}=1)")
 
 
-# Under pytest-xdist (`-n 2 --dist loadgroup`) the tests of one group are meant to run one
-# after another on one worker: those on the session's shared Kafka cluster, and those on
-# containers. xdist 3.8 marks a group in the node's id, which pytest 9 no longer lets it
-# change, so the groups do not hold yet and `just test` runs in one process
-# (docs/benchmarks.md, The test suite).
-def _xdist_group(item: pytest.Item) -> str | None:
-    if "kafka_cluster" in getattr(item, "fixturenames", ()):
-        return "kafka-cluster"
-    if item.get_closest_marker("docker") or item.get_closest_marker("ssh"):
-        return "containers"
-    return None
-
-
 @pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups given here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Soak tests (long sweeps) and nightly variants (the other Kafka client of a pair:
@@ -52,10 +40,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if soak:
             config.hook.pytest_deselected(items=soak)
             items[:] = [i for i in items if not _nightly_only(i)]
-    for item in items:
-        group = _xdist_group(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+    mark_groups(items)
     items.sort(key=_heavy)  # stable: each kind keeps its files' order
     # Tests never check on a developer's warm Spark (`undertow spark start`): the warm
     # server's folder is one of the session's own, empty until the session starts one.
@@ -63,6 +48,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     os.environ["UNDERTOW_SPARK_DIR"] = str(
         factory.mktemp("warm-spark") if factory is not None else tempfile.mkdtemp())
     if not config.option.collectonly and any(i.get_closest_marker("slow") for i in items):
+        # pyspark is imported here, not first in the start's thread: a test importing it
+        # at the same moment saw it half-initialised (a circular ImportError)
+        import pyspark.sql  # noqa: F401
+
         from checkers.spark_server import start_server
 
         pool = ThreadPoolExecutor(1, thread_name_prefix="warm-spark")

@@ -25,10 +25,17 @@ from tests.harness.test_history import BAD, write
 
 pytestmark = pytest.mark.slow
 SPLITS = (97, 1 << 20)  # bytes per task: many ranges (lines cut anywhere), or one
+# the suite reads at the splits that cut lines anywhere; one range per file, the same
+# code with fewer edges, runs at night (`just test-soak`)
+SPLIT_PARAMS = [pytest.param(s, marks=() if s == SPLITS[0] else pytest.mark.nightly)
+                for s in SPLITS]
 
 
 @pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
+def spark(session_spark: dict[str, Any]) -> Iterator[Any]:
+    """A classic session of this process's own (the reader's RDD path); after the session's
+    warm Spark has run its first job here, which a classic session open in the same process
+    would refuse."""
     from checkers.spark import spark_session
 
     with spark_session("local[2]") as s:
@@ -47,7 +54,7 @@ def same(a: dict[str, Any], b: dict[str, Any]) -> None:
         assert a["stats"][k] == b["stats"][k], k
 
 
-@pytest.mark.parametrize("split", SPLITS)
+@pytest.mark.parametrize("split", SPLIT_PARAMS)
 @pytest.mark.parametrize("name,rows,_line,_problem", BAD, ids=[b[0] for b in BAD])
 def test_malformed_same_error(spark: Any, tmp_path: Path, name: str, rows: list[Any],
                               _line: int, _problem: str, split: int) -> None:
@@ -80,7 +87,8 @@ def test_other_shapes_same_outcome(spark: Any, tmp_path: Path, name: str,
             same(got, want)
 
 
-@pytest.mark.parametrize("positive", [True, False])
+# each case's positive history in the suite; its negative twin (the anomaly absent) at night
+@pytest.mark.parametrize("positive", [True, pytest.param(False, marks=pytest.mark.nightly)])
 @pytest.mark.parametrize(("type_", "case", "bad"), CASES, ids=[c[1].__name__ for c in CASES])
 def test_every_anomaly_case_alike(spark: Any, tmp_path: Path, type_: str, case: Any,
                                   bad: bool, positive: bool) -> None:
