@@ -77,6 +77,26 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
         wait([started])  # a start that failed has stopped what it started; this is safe then
         stop_server()
+    if not hasattr(config, "workerinput") and getattr(config.option, "numprocesses", None):
+        _stop_the_workers_warm_sparks(config)
+
+
+def _stop_the_workers_warm_sparks(config: pytest.Config) -> None:
+    """xdist's controller, last: a worker that died (a crash, a kill) never ran its own
+    unconfigure, so any warm Spark a worker recorded in its folder and left running is
+    ended here, with what it forked."""
+    import json
+
+    from checkers.spark_server import kill_tagged
+
+    factory = getattr(config, "_tmp_path_factory", None)
+    if factory is None:
+        return
+    for state in factory.getbasetemp().glob("popen-gw*/warm-spark*/state.json"):
+        try:
+            kill_tagged(str(json.loads(state.read_text())["tag"]))
+        except (OSError, ValueError, KeyError):
+            continue
 
 
 @pytest.fixture(scope="session")
