@@ -4,27 +4,37 @@ Why: a run that lost writes reports them under several names at once (replica-lo
 lost-write, inconsistent-offsets, nonmonotonic-send) and, because offsets were reused,
 cycles whose strongly connected group spans most of the history. Listed per type, the
 first thing a reader sees is a symptom. Here anomalies that share a key go under one
-event per key, built from the full sets (report.losses), with the point where the key's
-offsets were first reused (an offset acknowledged again with another value, from the
-history's acknowledged sends) and the fault windows that immediately precede it. Keys
-with anomalies but no lost write get a generic event per time window with counts by
-type. A cycle example whose group is larger than BIG_COMPONENT operations while its keys
-lost writes is labelled a consequence of the loss, not a separate finding.
+event per key, built from the full sets (report.losses). Keys with anomalies but no lost
+write get a generic event per time window with counts by type. A cycle example whose
+group is larger than BIG_COMPONENT operations while its keys lost writes is labelled a
+consequence of the loss, not a separate finding.
+
+A key can lose writes more than once: kip101-loss kills the leader every cycle, and a
+long-lived key loses the writes acknowledged in the second before each kill (in a 60 s
+kip101-loss run, seed 2028131815, key 7 lost 34, 9, 23, 35 and 24 writes in five
+separate cycles). Such a key stays one event, headed by its total (so the explanations
+rank keys as the loss table does), with one line per episode (report.episodes): its
+losses, where its offsets were reused and the fault windows in force from its first
+lost acknowledgement to that reuse, with the examples of its time. Five separate events
+would interleave keys by size and scatter one key's story, while one sentence naming
+five fault windows would not say which losses each window took. A key with one episode
+keeps one sentence.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
-import numpy as np
-
+from harness.report.episodes import Episode, episodes, preceding
 from harness.report.faults import ALL_NODES, FaultWindow
 from harness.report.losses import KeyLoss, Losses
 from harness.report.sections import AnomalyType
 from harness.runfiles.walk import Acked
 
+MAX_FAULTS = 4  # fault windows named in one sentence; more are counted
 BIG_COMPONENT = 300  # a strongly connected group larger than this is a consequence
 WINDOW_S = 5.0  # examples of one key closer than this in time share a generic event
 NS = 1e9
@@ -40,6 +50,16 @@ class Event:
     lost: int = 0
     counts: dict[str, int] = field(default_factory=dict)  # anomaly type -> examples here
     examples: list[tuple[str, int]] = field(default_factory=list)  # (type, 1-based n)
+    episodes: list[Line] = field(default_factory=list)  # a key's losses, one per cycle
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One episode of a key's losses, with the examples of its time."""
+
+    sentence: str
+    counts: dict[str, int] = field(default_factory=dict)
+    examples: list[tuple[str, int]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,22 +71,6 @@ class Causes:
 def _span(a: float, b: float, fmt: str = "{:.1f}") -> str:
     x, y = fmt.format(a), fmt.format(b)
     return x if x == y else f"{x}-{y}"
-
-
-def reuse_point(acked: Acked | None, key: int) -> tuple[float, int] | None:
-    """(time s, offset) of the first acknowledgement of `key` at an offset an earlier
-    acknowledgement already held with another value; None when no offset was reused."""
-    if acked is None:
-        return None
-    sel = (acked.key == key) & (acked.offset >= 0)
-    off, val, t = acked.offset[sel], acked.value[sel], acked.time_ns[sel]
-    order = np.argsort(t, kind="stable")
-    first: dict[int, int] = {}
-    for o, v, ti in zip(off[order].tolist(), val[order].tolist(), t[order].tolist(),
-                        strict=True):
-        if first.setdefault(o, v) != v:
-            return ti / NS, o
-    return None
 
 
 def fault_words(w: FaultWindow, during: bool = False) -> str:
@@ -84,36 +88,55 @@ def fault_words(w: FaultWindow, during: bool = False) -> str:
     return f"{w.label or w.kind} on {who} from {s:.1f} to {e:.1f} s"
 
 
-def preceding(windows: Sequence[FaultWindow], t_s: float) -> list[FaultWindow]:
-    """The fault windows in force at t_s; if none, the latest one to start before it
-    (with any other window in force at that one's start)."""
-    t = t_s * NS
-    now = [w for w in windows if w.start_ns <= t <= w.end_ns]
-    if now:
-        return now
-    before = [w for w in windows if w.start_ns <= t]
-    if not before:
-        return []
-    last = max(before, key=lambda w: w.start_ns)
-    return [w for w in before if w.start_ns <= last.start_ns <= w.end_ns]
-
-
-def loss_sentence(k: KeyLoss, basis: str, reuse: tuple[float, int] | None,
-                  windows: Sequence[FaultWindow]) -> str:
-    where = "are on no replica" if basis == "replicas" else \
-        "were never read although later reads went past them"
-    offs = "" if k.offsets is None else f" at offsets {_span(*k.offsets, fmt='{}')}"
-    head = (f"key {k.key}: {k.lost:,} acknowledged write{'s' if k.lost != 1 else ''}{offs} "
-            f"(acknowledged {_span(*k.acked_s)} s) {where}")
-    t = reuse[0] if reuse else k.acked_s[0]
-    faults = preceding(windows, t)
-    if reuse:
-        head += f"; offsets reused from {reuse[0]:.1f} s (offset {reuse[1]} acknowledged " \
-                "again with another value)"
+def _faults_words(faults: Sequence[FaultWindow], effect_s: float) -> str:
+    """" after n3 was killed at 6.2 s and restarted at 6.5 s and n2 was killed ..." (at
+    most MAX_FAULTS windows named), or ", with no fault before it"."""
     if not faults:
-        return head + ", with no fault before it."
-    during = all(w.start_ns <= t * NS <= w.end_ns for w in faults)
-    return head + " after " + " and ".join(fault_words(w, during) for w in faults) + "."
+        return ", with no fault before it"
+    words = [fault_words(w, w.start_ns <= effect_s * NS <= w.end_ns)
+             for w in faults[:MAX_FAULTS]]
+    more = len(faults) - MAX_FAULTS
+    if more > 0:
+        words.append(f"{more} more fault{'s' if more > 1 else ''}")
+    return " after " + (words[0] if len(words) == 1 else
+                        ", ".join(words[:-1]) + ", and " + words[-1])
+
+
+def _reuse_words(reuse: tuple[float, int] | None) -> str:
+    return "" if reuse is None else f"; offsets reused from {reuse[0]:.1f} s (offset " \
+        f"{reuse[1]} acknowledged again with another value)"
+
+
+def _writes(n: int, offsets: tuple[int, int] | None) -> str:
+    offs = "" if offsets is None else f" at offset{'s' if offsets[0] != offsets[1] else ''} " \
+        f"{_span(*offsets, fmt='{}')}"
+    return f"{n:,} acknowledged write{'s' if n != 1 else ''}{offs}"
+
+
+def loss_sentence(k: KeyLoss, basis: str, eps: Sequence[Episode],
+                  windows: Sequence[FaultWindow]) -> str:
+    """The key's event: with one episode (or none known) its reuse and faults; with more,
+    the head of the episode lines (episode_sentence)."""
+    one = k.lost == 1
+    where = ("is" if one else "are") + " on no replica" if basis == "replicas" else \
+        ("was" if one else "were") + " never read although later reads went past " + \
+        ("it" if one else "them")
+    head = f"key {k.key}: {_writes(k.lost, k.offsets)} (acknowledged {_span(*k.acked_s)} s) " \
+        f"{where}"
+    if len(eps) > 1:
+        return head + f", in {len(eps)} episodes, each after its own faults:"
+    if eps:
+        ep = eps[0]
+        return head + _reuse_words(ep.reuse) + _faults_words(ep.faults, ep.effect_s) + "."
+    t = k.acked_s[0]
+    return head + _faults_words(preceding(windows, t), t) + "."
+
+
+def episode_sentence(ep: Episode) -> str:
+    """One episode's line: "4.7-6.3 s: 34 acknowledged writes at offsets 41-80; offsets
+    reused from 8.6 s (...) after n3 was killed at 6.2 s and restarted at 6.5 s and ..."."""
+    return f"{_span(*ep.acked_s)} s: {_writes(ep.lost, ep.offsets)}" + \
+        _reuse_words(ep.reuse) + _faults_words(ep.faults, ep.effect_s) + "."
 
 
 def _example_key(ex_raw: Any) -> int | None:
@@ -149,7 +172,7 @@ def causes(anomalies: Sequence[AnomalyType], raw: Mapping[str, Any] | None, loss
     `anomalies` are the report's (examples in their shown order, each with its position
     `src` in `raw`, results.json's `anomalies`)."""
     lost_keys = {k.key for k in loss.keys}
-    by_key: dict[int, list[tuple[str, int]]] = {k: [] for k in lost_keys}
+    by_key: dict[int, list[tuple[str, int, float | None]]] = {k: [] for k in lost_keys}
     notes: dict[tuple[str, int], str] = {}
     loose: list[tuple[int, float, str, int]] = []  # key, time, type, n (no loss event)
     raw = raw or {}
@@ -169,17 +192,25 @@ def causes(anomalies: Sequence[AnomalyType], raw: Mapping[str, Any] | None, loss
                     notes[(a.name, n)] = (f"a consequence of offsets reused on key"
                                           f"{'s' if len(ks) > 1 else ''} {names} (its group "
                                           f"has {size:,} operations): not a separate finding")
+            t = _time_s(ex.ops, ops)
             if key is not None and key in lost_keys:
-                by_key[key].append((a.name, n))
+                by_key[key].append((a.name, n, t))
             elif key is not None:
-                t = _time_s(ex.ops, ops)
                 loose.append((key, t if t is not None else 0.0, a.name, n))
     events = []
     for k in loss.keys:
+        eps = episodes(acked, k.key, k.values, windows)
         exs = by_key[k.key]
-        events.append(Event(k.key, k.acked_s[0],
-                            loss_sentence(k, loss.basis, reuse_point(acked, k.key), windows),
-                            k.lost, _count(exs), exs))
+        if len(eps) < 2:
+            named = [(name, n) for name, n, _ in exs]
+            events.append(Event(k.key, k.acked_s[0], loss_sentence(k, loss.basis, eps, windows),
+                                k.lost, _count(named), named))
+            continue
+        at, lines = _by_episode(exs, eps)
+        events.append(Event(k.key, k.acked_s[0], loss_sentence(k, loss.basis, eps, windows),
+                            k.lost, _count(at), at,
+                            [Line(episode_sentence(ep), _count(x), x)
+                             for ep, x in zip(eps, lines, strict=True)]))
     generic: list[Event] = []
     loose.sort()
     i = 0
@@ -200,6 +231,21 @@ def causes(anomalies: Sequence[AnomalyType], raw: Mapping[str, Any] | None, loss
         i = j
     generic.sort(key=lambda e: (-len(e.examples), e.start_s))
     return Causes(events + generic, notes)
+
+
+def _by_episode(exs: Sequence[tuple[str, int, float | None]], eps: Sequence[Episode]
+                ) -> tuple[list[tuple[str, int]], list[list[tuple[str, int]]]]:
+    """The examples with no time, and those of each episode: an example belongs to the
+    episode whose losses are nearest in time (the cut is halfway between two episodes)."""
+    cuts = [(a.acked_s[1] + b.acked_s[0]) / 2 for a, b in pairwise(eps)]
+    untimed: list[tuple[str, int]] = []
+    lines: list[list[tuple[str, int]]] = [[] for _ in eps]
+    for name, n, t in exs:
+        if t is None:
+            untimed.append((name, n))
+        else:
+            lines[sum(1 for c in cuts if t >= c)].append((name, n))
+    return untimed, lines
 
 
 def _count(exs: Sequence[tuple[str, int]]) -> dict[str, int]:

@@ -80,14 +80,23 @@ def _times(run: Path) -> dict[str, float]:
     return out
 
 
+def _text(part: str) -> str:
+    return htmllib.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", part))).strip()
+
+
 def _explanations(html: str) -> list[str]:
+    """Each explanation's text, its episode lines included."""
     if 'id="explanation-list"' not in html:
         return []
     part = html[html.index('id="explanation-list"'):]
     part = part[:part.index("</ol>")]
-    items = re.findall(r"<li class=\"explanation\">(.*?)</li>", part, re.S)
-    return [htmllib.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", x))).strip()
-            for x in items]
+    return [_text(x) for x in part.split('<li class="explanation">')[1:]]
+
+
+def _episodes(html: str) -> list[str]:
+    part = html[html.index('id="explanation-list"'):]
+    part = part[:part.index("</ol>")]
+    return [_text(x) for x in re.findall(r'<li class="episode">(.*?)</li>', part, re.S)]
 
 
 def test_first_explanation_is_the_cause_with_time_and_faults(tmp_path: Path) -> None:
@@ -110,7 +119,7 @@ def test_first_explanation_is_the_cause_with_time_and_faults(tmp_path: Path) -> 
     assert "offsets reused from" in first
     # key 7's single loss is its own event, under the pause of n3, not the kill
     second = next(e for e in ex[1:] if e.startswith("key 7:"))
-    assert second.startswith(f"key 7: {want.per_key[7][0]} acknowledged write at offsets 4")
+    assert second.startswith(f"key 7: {want.per_key[7][0]} acknowledged write at offset 4 ")
     assert "n3 was paused at" in second and "n2" not in second, second
     # every explanation links to examples that exist on the page
     for anchor in re.findall(r'<li class="explanation">.*?</li>', html, re.S):
@@ -163,3 +172,67 @@ def test_the_shortest_witness_comes_first(tmp_path: Path) -> None:
                                "anomalies": {"G0-process": [long_, short]}}
     got = anomalies(results, scan(ops, results["anomalies"]), ops)[0].examples
     assert [e.src for e in got] == [1, 0] and len(got[0].steps) < len(got[1].steps)
+
+
+def two_kills(run_dir: Path) -> Path:
+    """Key 0 writes offsets 0-9; n2 is killed and restarted, and key 0 is written again
+    from offset 5 to 19 (offsets 5-9 reused: 5 writes lost); n3 is killed and restarted,
+    and key 0 is written from offset 15 to 24 (offsets 15-19 reused: 5 more lost)."""
+    h = HistoryBuilder()
+    final: dict[int, int] = {}
+    value = 1000
+    for lo, hi, fault in ((0, 10, "n2"), (5, 20, "n3"), (15, 25, None)):
+        for o in range(lo, hi):
+            h.send(o % 5, 0, value, o)
+            final[o] = value
+            value += 1
+        if fault:
+            _nemesis(h, "kill", fault)
+            _nemesis(h, "start", fault)
+    log = [final[o] for o in range(25)]
+    h.poll(11, {0: list(enumerate(log))})
+    for i, line in enumerate(h.lines):
+        line["time"] = (i + 1) * STEP_NS
+    replicas: list[dict[str, Any]] = []
+    for node in ("n1", "n2", "n3"):
+        replicas += replica_rows(node, 0, 25, log)
+    run = h.write(run_dir, replicas)
+    check_local(run, write=True)
+    return run
+
+
+def _first_ack_at(run: Path, offset: int, after_s: float) -> float:
+    """The time (s) of the first acknowledged send at `offset` after `after_s`."""
+    import json
+
+    for line in (run / "history.jsonl").read_text().splitlines():
+        op = json.loads(line)
+        if op["type"] == "ok" and op["f"] == "send" and op["time"] / 1e9 > after_s \
+                and op["value"][0][2][0] == offset:
+            return float(op["time"] / 1e9)
+    raise AssertionError(offset)
+
+
+def test_a_key_that_lost_writes_after_two_kills_names_both(tmp_path: Path) -> None:
+    run = two_kills(tmp_path / "run")
+    want = recount(run)
+    assert want.per_key == {0: (10, 5, 19)}
+    times = _times(run)
+    html = render_run(run).read_text()
+    ex = _explanations(html)
+    assert ex[0].startswith(f"key 0: {want.per_key[0][0]} acknowledged writes at offsets "
+                            "5-19"), ex[0]
+    assert "in 2 episodes" in ex[0], ex[0]
+    first, second = _episodes(html)
+    # the first five losses (offsets 5-9) were taken by n2's kill, reused after its restart
+    reuse1 = _first_ack_at(run, 5, times["start n2"])
+    assert ": 5 acknowledged writes at offsets 5-9" in first, first
+    assert f"offsets reused from {reuse1:.1f} s (offset 5 " in first, first
+    assert f"restarted at {times['start n2']:.1f} s" in first and "n3" not in first, first
+    # the next five (offsets 15-19) by n3's, reused after its restart
+    reuse2 = _first_ack_at(run, 15, times["start n3"])
+    assert ": 5 acknowledged writes at offsets 15-19" in second, second
+    assert f"offsets reused from {reuse2:.1f} s (offset 15 " in second, second
+    assert "n3 was killed at" in second and "n2" not in second, second
+    # each episode links the examples of its own time: the lost-write examples split 5 and 5
+    assert "lost-write 1 2 3 … (5)" in first and "lost-write 6 7 8 … (5)" in second
