@@ -73,15 +73,19 @@ def _span(a: float, b: float, fmt: str = "{:.1f}") -> str:
     return x if x == y else f"{x}-{y}"
 
 
-def fault_words(w: FaultWindow, during: bool = False) -> str:
+def fault_words(w: FaultWindow, during: bool = False, nodes: Sequence[str] = ()) -> str:
     """"n2 was killed at 18.1 s and restarted at 21.3 s", in the fault's own verbs;
     during: "n2 was killed at 18.1 s (restarted at 21.3 s)", for what happened before
-    the restart."""
+    the restart. `nodes`: the nodes the same fault hit at the same times, named at once
+    ("n2 and n3 were killed at ...")."""
     s, e = w.start_ns / NS, w.end_ns / NS
-    who = "all nodes" if w.node == ALL_NODES else w.node
+    names = list(nodes or [w.node])
+    who = "all nodes" if ALL_NODES in names else \
+        names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
     verbs = {"kill": ("killed", "restarted"), "pause": ("paused", "resumed")}.get(w.kind)
     if verbs:
-        return f"{who} was {verbs[0]} at {s:.1f} s" + \
+        was = "was" if len(names) == 1 else "were"
+        return f"{who} {was} {verbs[0]} at {s:.1f} s" + \
             (f" ({verbs[1]} at {e:.1f} s)" if during else f" and {verbs[1]} at {e:.1f} s")
     if w.start_ns == w.end_ns:
         return f"{w.label or w.kind} on {who} at {s:.1f} s"
@@ -89,13 +93,19 @@ def fault_words(w: FaultWindow, during: bool = False) -> str:
 
 
 def _faults_words(faults: Sequence[FaultWindow], effect_s: float) -> str:
-    """" after n3 was killed at 6.2 s and restarted at 6.5 s and n2 was killed ..." (at
-    most MAX_FAULTS windows named), or ", with no fault before it"."""
+    """" after n3 was killed at 6.2 s and restarted at 6.5 s, and n2 was killed ..." (one
+    fault on several nodes at the same times named once; at most MAX_FAULTS named), or
+    ", with no fault before it"."""
     if not faults:
         return ", with no fault before it"
-    words = [fault_words(w, w.start_ns <= effect_s * NS <= w.end_ns)
-             for w in faults[:MAX_FAULTS]]
-    more = len(faults) - MAX_FAULTS
+    same: dict[tuple[str, str, str, bool], list[FaultWindow]] = {}
+    for w in faults:
+        during = w.start_ns <= effect_s * NS <= w.end_ns
+        same.setdefault((w.kind, f"{w.start_ns / NS:.1f}", f"{w.end_ns / NS:.1f}", during),
+                        []).append(w)
+    words = [fault_words(ws[0], key[3], sorted({w.node for w in ws}))
+             for key, ws in list(same.items())[:MAX_FAULTS]]
+    more = len(same) - MAX_FAULTS
     if more > 0:
         words.append(f"{more} more fault{'s' if more > 1 else ''}")
     return " after " + (words[0] if len(words) == 1 else

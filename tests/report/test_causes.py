@@ -236,3 +236,19 @@ def test_a_key_that_lost_writes_after_two_kills_names_both(tmp_path: Path) -> No
     assert "n3 was killed at" in second and "n2" not in second, second
     # each episode links the examples of its own time: the lost-write examples split 5 and 5
     assert "lost-write 1 2 3 … (5)" in first and "lost-write 6 7 8 … (5)" in second
+
+
+def test_one_fault_on_two_nodes_at_once_is_named_once() -> None:
+    from harness.report.causes import loss_sentence
+    from harness.report.episodes import Episode
+    from harness.report.faults import FaultWindow
+    from harness.report.losses import KeyLoss
+
+    both = [FaultWindow(n, "kill", 29 * STEP_NS, 88 * STEP_NS, 4) for n in ("n3", "n2")]
+    later = FaultWindow("n1", "pause", 30 * STEP_NS, 31 * STEP_NS, 6)
+    k = KeyLoss(5, 1, (8, 8), (3.2, 3.2), 0)
+    ep = Episode(1, (8, 8), (3.2, 3.2), None, (*both, later), 3.2)
+    assert loss_sentence(k, "replicas", [ep], [*both, later]) == (
+        "key 5: 1 acknowledged write at offset 8 (acknowledged 3.2 s) is on no replica after "
+        "n2 and n3 were killed at 2.9 s (restarted at 8.8 s), and n1 was paused at 3.0 s and "
+        "resumed at 3.1 s.")
