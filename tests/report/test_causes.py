@@ -252,3 +252,41 @@ def test_one_fault_on_two_nodes_at_once_is_named_once() -> None:
         "key 5: 1 acknowledged write at offset 8 (acknowledged 3.2 s) is on no replica after "
         "n2 and n3 were killed at 2.9 s (restarted at 8.8 s), and n1 was paused at 3.0 s and "
         "resumed at 3.1 s.")
+
+
+def test_episodes_past_the_fifth_are_folded(tmp_path: Path) -> None:
+    """Seven kills, each followed by key 0 written again from five offsets back: seven
+    episodes of five losses, each after its own kill; the last two folded."""
+    import json
+
+    h = HistoryBuilder()
+    final: dict[int, int] = {}
+    value = 1000
+    for i in range(8):
+        for o in range(5 * i, 5 * i + 10):
+            h.send(o % 5, 0, value, o)
+            final[o] = value
+            value += 1
+        if i < 7:
+            _nemesis(h, "kill", f"n{i % 3 + 1}")
+            _nemesis(h, "start", f"n{i % 3 + 1}")
+    log = [final[o] for o in range(len(final))]
+    h.poll(11, {0: list(enumerate(log))})
+    for i, line in enumerate(h.lines):
+        line["time"] = (i + 1) * STEP_NS
+    run = h.write(tmp_path / "run", [r for n in ("n1", "n2", "n3")
+                                     for r in replica_rows(n, 0, len(log), log)])
+    check_local(run, write=True)
+    kills = [json.loads(x)["time"] / 1e9 for x in (run / "history.jsonl").read_text().split()
+             if '"kill"' in x and '"invoke"' in x]  # a window opens at the invocation
+    html = render_run(run).read_text()
+    assert "in 7 episodes" in _explanations(html)[0]
+    eps = _episodes(html)
+    assert len(eps) == 7
+    for i, ep in enumerate(eps):
+        assert f": 5 acknowledged writes at offsets {5 * i + 5}-{5 * i + 9};" in ep, ep
+        node = f"n{i % 3 + 1}"
+        assert f"after {node} was killed at {kills[i]:.1f} s and restarted at" in ep, ep
+    part = html[html.index('id="explanation-list"'):]
+    folded = part[part.index("<details><summary>2 more episodes</summary>"):]
+    assert folded[:folded.index("</details>")].count('<li class="episode">') == 2
