@@ -8,6 +8,7 @@ its completion always carries the grudge applied and the nodes it cut.
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 from collections.abc import Mapping
@@ -19,6 +20,8 @@ from nemesis import grudges as g
 from nemesis.faults import NemesisError, resolve_key, roles_of, target_nodes
 from nemesis.kinds import LOSSY, PARTITION, SLOW, verbs
 from nemesis.targets import LiveView, resolve
+
+log = logging.getLogger("undertow.nemesis")
 
 
 def grudge_for(kind: str, run: Run, rng: random.Random, value: dict[str, Any]) -> g.Grudge:
@@ -78,26 +81,28 @@ def grudge_for(kind: str, run: Run, rng: random.Random, value: dict[str, Any]) -
 
 
 def _cut_pairs(grudge: g.Grudge) -> list[tuple[str, str]]:
-    """(node, peer) pairs of a grudge between nodes: who should no longer reach whom
-    (the clients' side is not probed from a node)."""
-    return sorted((str(n), str(p)) for n, peers in grudge.items() if n != g.CLIENT
-                  for p in peers if p != g.CLIENT)
+    """(node, peer) pairs of a grudge: who should no longer reach whom (a pair with the
+    clients' pseudo-node is seen only where the Net carries clients: the link proxy)."""
+    return sorted((str(n), str(p)) for n, peers in grudge.items() for p in peers)
 
 
 def _link_evidence(run: Run, pairs: list[tuple[str, str]], want: str) -> dict[str, Any]:
-    """`landed` and `evidence` from probes of pairs (harness.linkprobe): a partition landed
-    if some pair is seen dropped, a heal if every pair flows again; no claim when the
-    run's Net cannot probe or nothing was probed."""
+    """`landed` and `evidence` from probes of pairs (the Net's ProbesLinks): a partition
+    landed if every pair that could be seen is seen dropped, a heal if every one flows
+    again; no claim when the run's Net cannot probe or no pair could be seen."""
     net = run.net
     if not pairs or not isinstance(net, ProbesLinks):
         return {}
     seen = net.probe(pairs)
-    if all(v == "unknown" for v in seen.values()):
+    if all(v.seen == "unknown" for v in seen.values()):
         return {}
-    landed = (any(v == "dropped" for v in seen.values()) if want == "dropped"
-              else all(v == "flowing" for v in seen.values()))
-    return {"landed": landed,
-            "evidence": ", ".join(f"{a}->{b} {seen[(a, b)]}" for a, b in pairs)}
+    landed = all(v.seen == want for v in seen.values() if v.seen != "unknown")
+    evidence = ", ".join(f"{a}->{b} {s.seen}" + (f" ({s.how})" if s.how else "")
+                         for a, b in pairs for s in [seen[(a, b)]])
+    if not landed:
+        log.warning("%s did not land: %s", "partition" if want == "dropped" else "heal",
+                    evidence)
+    return {"landed": landed, "evidence": evidence}
 
 
 class Partition:
