@@ -236,6 +236,20 @@ class HasCoordinator(Protocol):
     def coordinator(self, run: Run) -> str | None: ...  # the run's consumer group's, now
 
 
+@dataclass(frozen=True, slots=True)
+class ClockReading:
+    """A node's clock as it answered: a clock fault's evidence."""
+
+    offset_ns: int  # the offset the node applies now
+    ahead_ns: int   # the node's time minus the harness's, at the middle of the request
+    rtt_ns: int     # the request's round trip: ahead_ns is known to within half of it
+
+
+@runtime_checkable
+class ReadsClock(Protocol):
+    def read_clock(self, run: Run, node: str) -> ClockReading | None: ...  # None: no answer
+
+
 @runtime_checkable
 class HasClock(Protocol):
     def shift_clock(self, run: Run, node: str, delta_ns: int) -> None: ...  # added to the offset
