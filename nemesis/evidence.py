@@ -162,7 +162,7 @@ def clock_landing(run: Run, want_ns: Mapping[str, int],
         if r is not None:
             verdicts[n] = (_clock_shows(r, want_ns[n]),
                            f"clock reads {r.ahead_ns / 1e9:+.3f} s against the harness's "
-                           f"(±{r.rtt_ns / 2e9:.3f}), offset {r.offset_ns / 1e9:+.3f} s in "
+                           f"(±{r.rtt_ns / 2e9:.3f} s), offset {r.offset_ns / 1e9:+.3f} s in "
                            f"force, {want_ns[n] / 1e9:+.3f} s asked")
     if not verdicts:
         return {}
