@@ -37,7 +37,7 @@ from typing import Protocol
 
 from harness.linkprobe import PROBE_TIMEOUT_S, probe_pairs
 from harness.net import CLIENT, check_delay, check_drop_probability, checked_grudge
-from harness.protocols import Exec, Grudge, Remote, Run
+from harness.protocols import Exec, Grudge, LinkSeen, Remote, Run
 
 CHAINS = ("INPUT", "OUTPUT")
 
@@ -120,7 +120,7 @@ class IptablesNet:
             self._remove_tagged("part")
             self._grudge = {}
 
-    def probe(self, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    def probe(self, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], LinkSeen]:
         """From each node (its network namespace), a connect to each peer (harness.linkprobe)."""
         return probe_pairs(pairs, self.addrs, lambda node, script: self.remote.exec(
             node, ["bash", "-c", script], timeout_s=PROBE_TIMEOUT_S + 10).stdout)

@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 
+from harness.protocols import LinkSeen
+
 PROBE_PORT = 1      # tcpmux: nobody listens there, so a flowing link answers "refused"
 PROBE_TIMEOUT_S = 1
 Seen = Literal["dropped", "flowing", "unknown"]
@@ -48,7 +50,7 @@ def parse(out: str) -> dict[str, Seen]:
 
 
 def probe_pairs(pairs: Sequence[tuple[str, str]], addrs: Mapping[str, str],
-                run_in: Callable[[str, str], str]) -> dict[tuple[str, str], str]:
+                run_in: Callable[[str, str], str]) -> dict[tuple[str, str], LinkSeen]:
     """Probe each (node, peer) pair: one script per node, the nodes at once; run_in(node,
     script) runs a bash script inside the node and returns its stdout."""
     by_node: dict[str, list[str]] = {}
@@ -69,4 +71,4 @@ def probe_pairs(pairs: Sequence[tuple[str, str]], addrs: Mapping[str, str],
         with ThreadPoolExecutor(max_workers=len(by_node)) as pool:
             for got in pool.map(one, sorted(by_node)):
                 out.update(got)
-    return {pair: out.get(pair, "unknown") for pair in pairs}
+    return {pair: LinkSeen(out.get(pair, "unknown")) for pair in pairs}

@@ -21,11 +21,12 @@ The rules, as iptables and netem would apply them on each node:
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 
-from harness.protocols import Grudge, Run
+from harness.protocols import Grudge, LinkSeen, Run
 from harness.proxy import CLEAN, Links, Shape
+from harness.proxyprobe import PROBE_TIMEOUT_S, pair_seen
 
 CLIENT = "client"
 
@@ -125,6 +126,32 @@ class ProxyNet:
             for n, p in sorted(self._loss.items()):
                 out.append(f"lossy {n} {p:.0%}")
             return out
+
+    # -- evidence (HISTORY.md's `landed`) --------------------------------------
+
+    def probe(self, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], LinkSeen]:
+        """ProbesLinks: each pair (a, b) by a probe through the links a->b and b->a (a
+        grudge cuts both: one loses the requests, the other the answers), all at once."""
+        carried = {(li.src, li.dst) for li in self.proxy.links()}
+        of = {pair: [k for k in dict.fromkeys((pair, (pair[1], pair[0]))) if k in carried]
+              for pair in pairs}
+        links = sorted({k for ks in of.values() for k in ks})
+        try:
+            got = self.proxy.probe(links, PROBE_TIMEOUT_S) if links else {}
+        except Exception as e:  # an observation never fails the fault it judges
+            return {pair: LinkSeen("unknown", f"probe failed: {e}") for pair in pairs}
+        return {pair: pair_seen([(k, got[k]) for k in ks]) for pair, ks in of.items()}
+
+    def round_trips(self, nodes: Sequence[str], budget_s: float) -> dict[str, list[float]]:
+        """TimesLinks: round trips through every link to or from each node, at once."""
+        of = {n: [(li.src, li.dst) for li in self.proxy.links() if n in (li.src, li.dst)]
+              for n in nodes}
+        links = sorted({k for ks in of.values() for k in ks})
+        try:
+            got = self.proxy.round_trips(links, budget_s) if links else {}
+        except Exception:
+            return {n: [] for n in nodes}
+        return {n: [ms for k in ks for ms in got[k].rtts_ms] for n, ks in of.items()}
 
     @property
     def grudge(self) -> dict[str, frozenset[str]]:

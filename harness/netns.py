@@ -33,6 +33,7 @@ from typing import Any
 from harness import leftovers
 from harness.linkprobe import PROBE_TIMEOUT_S, probe_pairs
 from harness.net import CLIENT, checked_grudge
+from harness.protocols import LinkSeen
 
 IP = "ip"
 SUBNET = "10.213.{}.0/24"
@@ -171,7 +172,7 @@ class Namespaces:
                     _ip("route", "del", "blackhole", f"{to}/32", ns=self.ns[node], check=False)
                 peers.clear()
 
-    def probe(self, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    def probe(self, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], LinkSeen]:
         """From inside each node's namespace, a connect to each peer (harness.linkprobe)."""
         return probe_pairs(pairs, self.addr, lambda node, script: subprocess.run(
             [*self.prefix(node), "bash", "-c", script], capture_output=True, text=True,

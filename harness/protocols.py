@@ -192,13 +192,32 @@ class ObservesProcesses(Protocol):
     def process_state(self, run: Run, node: str) -> ProcState: ...  # read now, never raises
 
 
+@dataclass(frozen=True, slots=True)
+class LinkSeen:
+    """What a probe between a node and a peer saw: "dropped", "flowing", "partial" (some
+    of the pair's links cut, others not) or "unknown"; `how`: the observation, in words."""
+
+    seen: str
+    how: str = ""
+
+
 @runtime_checkable
 class ProbesLinks(Protocol):
     """A Net that can see whether traffic from a node to a peer is dropped now
-    (harness.linkprobe): a partition's evidence. Node pairs -> "dropped", "flowing" or
-    "unknown"; never raises."""
+    (harness.linkprobe from inside the node, harness.proxyprobe through the link proxy):
+    a partition's evidence. Never raises."""
 
-    def probe(self, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]: ...
+    def probe(self, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], LinkSeen]: ...
+
+
+@runtime_checkable
+class TimesLinks(Protocol):
+    """A Net that can time round trips through every link of a node now
+    (harness.proxyprobe): a slow or lossy link's evidence. Node -> each round trip's
+    time in ms, its links pooled (empty when none got through), pinging for about
+    budget_s; never raises."""
+
+    def round_trips(self, nodes: Sequence[str], budget_s: float) -> dict[str, list[float]]: ...
 
 
 @runtime_checkable
@@ -215,6 +234,20 @@ class HasLeaders(Protocol):
 @runtime_checkable
 class HasCoordinator(Protocol):
     def coordinator(self, run: Run) -> str | None: ...  # the run's consumer group's, now
+
+
+@dataclass(frozen=True, slots=True)
+class ClockReading:
+    """A node's clock as it answered: a clock fault's evidence."""
+
+    offset_ns: int  # the offset the node applies now
+    ahead_ns: int   # the node's time minus the harness's, at the middle of the request
+    rtt_ns: int     # the request's round trip: ahead_ns is known to within half of it
+
+
+@runtime_checkable
+class ReadsClock(Protocol):
+    def read_clock(self, run: Run, node: str) -> ClockReading | None: ...  # None: no answer
 
 
 @runtime_checkable

@@ -40,9 +40,11 @@ import socket
 import struct
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
+
+from harness.proxyprobe import LinkCounters, LinkProbe, LinkTiming, Probe, Prober, counters
 
 T = TypeVar("T")
 
@@ -119,6 +121,7 @@ class _Pipe:
         shape = self.shape
         if shape.clean and not self.queue and self.dst_t is not None:
             self.dst_t.write(data)
+            self.conn.link.sent[self.direction] += len(data)
             return
         loop = self.conn.link.loop
         now = loop.time()
@@ -146,7 +149,9 @@ class _Pipe:
         loop = self.conn.link.loop
         now = loop.time()
         while self.queue and self.queue[0][0] <= now:
-            self.dst_t.write(self.queue.popleft()[1])
+            data = self.queue.popleft()[1]
+            self.dst_t.write(data)
+            self.conn.link.sent[self.direction] += len(data)
         if self.queue:
             self.timer = loop.call_at(self.queue[0][0], self.pump)
         elif self.eof:
@@ -195,6 +200,7 @@ class _Conn:
         self.up: asyncio.Transport | None = None
         self.connecting = False
         self.closed = False
+        self.probe: Probe | None = None  # set when the dialer is the proxy's own probe
 
     def accepted(self, transport: asyncio.Transport) -> None:
         self.down = transport
@@ -203,6 +209,10 @@ class _Conn:
         transport.pause_reading()  # until upstream is connected
         self.fwd.reading = False
         self.link.conns.add(self)
+        self.link.accepted += 1
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            self.probe = self.link.probes.get(int(peer[1]))
         self.maybe_connect()
 
     def maybe_connect(self) -> None:
@@ -216,13 +226,20 @@ class _Conn:
         self.link.loop.create_task(self._connect())
 
     async def _connect(self) -> None:
-        host, port = _split(self.link.info.target)
+        probe = self.probe
+        target = probe.redirect if probe is not None and probe.redirect else self.link.info.target
+        host, port = _split(target)
         try:
             transport, _ = await self.link.loop.create_connection(
                 lambda: _Side(self.bwd, self.fwd), host, port)
-        except OSError:
+        except OSError as e:
+            self.link.refused += 1
+            if probe is not None and not probe.outcome.done():
+                probe.outcome.set_result(f"refused by {target}: {e.strerror or e}")
             self.reset()  # dst is down: the dialer sees a refused/reset connection
             return
+        if probe is not None and not probe.outcome.done():
+            probe.outcome.set_result(f"connected to {target}")
         self.up = transport
         if self.closed or self.down is None or self.down.is_closing():
             self.close()  # the dialer gave up while we waited (e.g. during a partition)
@@ -289,6 +306,10 @@ class _Link:
         self.shapes: dict[str, Shape] = {"fwd": CLEAN, "bwd": CLEAN}
         self.conns: set[_Conn] = set()
         self.server: asyncio.Server | None = None
+        self.sent = {"fwd": 0, "bwd": 0}
+        self.accepted = 0
+        self.refused = 0
+        self.probes: dict[int, Probe] = {}  # the probe's local port -> its probe
 
     def shape(self, direction: str) -> Shape:
         return self.shapes[direction]
@@ -321,6 +342,11 @@ class Links(Protocol):
     def shape(self, src: str, dst: str) -> tuple[Shape, Shape]: ...
     def set_shapes(self, shapes: Iterable[tuple[str, str, Shape, Shape]]) -> None: ...
     def connection_count(self) -> int: ...
+    def counters(self) -> dict[tuple[str, str], LinkCounters]: ...
+    def probe(self, links: Sequence[tuple[str, str]],
+              timeout_s: float) -> dict[tuple[str, str], LinkProbe]: ...
+    def round_trips(self, links: Sequence[tuple[str, str]],
+                    budget_s: float) -> dict[tuple[str, str], LinkTiming]: ...
     def stop(self) -> None: ...
 
 
@@ -338,6 +364,7 @@ class LinkProxy:
         self._thread = threading.Thread(target=self._serve, name="undertow-link-proxy",
                                         daemon=True)
         self._stopped = False
+        self._probe: Prober | None = None
         self._thread.start()
 
     def _serve(self) -> None:
@@ -412,12 +439,38 @@ class LinkProxy:
     def connection_count(self) -> int:
         return self._call(lambda: sum(len(link.conns) for link in self._links.values()))
 
+    def counters(self) -> dict[tuple[str, str], LinkCounters]:
+        return self._call(lambda: {k: counters(link) for k, link in self._links.items()})
+
+    def _prober(self) -> Prober:
+        if self._probe is None:
+            self._probe = Prober(self._loop, self.host)
+        return self._probe
+
+    def probe(self, links: Sequence[tuple[str, str]],
+              timeout_s: float) -> dict[tuple[str, str], LinkProbe]:
+        """A probe connection through each link at once (harness.proxyprobe)."""
+        todo = [self._links[k] for k in links]
+        prober = self._prober()
+        got = self._acall(lambda: prober.probe(todo, timeout_s), timeout_s + 10.0)
+        return dict(zip(links, got, strict=True))
+
+    def round_trips(self, links: Sequence[tuple[str, str]],
+                    budget_s: float) -> dict[tuple[str, str], LinkTiming]:
+        """1-byte round trips through each link at once, for about budget_s."""
+        todo = [self._links[k] for k in links]
+        prober = self._prober()
+        got = self._acall(lambda: prober.round_trips(todo, budget_s), budget_s + 15.0)
+        return dict(zip(links, got, strict=True))
+
     def stop(self) -> None:
         """Close every port and connection, end the thread. Never raises."""
         if self._stopped:
             return
 
         async def close_all() -> None:
+            if self._probe is not None:
+                self._probe.close()
             for link in self._links.values():
                 if link.server is not None:
                     link.server.close()

@@ -27,6 +27,14 @@ from dataclasses import asdict
 from typing import IO, Any
 
 from harness.proxy import CLEAN, LinkInfo, LinkProxy, Shape
+from harness.proxyprobe import (
+    LinkCounters,
+    LinkProbe,
+    LinkTiming,
+    counters_from,
+    probe_from,
+    timing_from,
+)
 
 Spawn = Callable[[Sequence[str]], "subprocess.Popen[bytes]"]
 
@@ -124,6 +132,21 @@ class ProxyProcess:
     def connection_count(self) -> int:
         return int(self._rpc("connection_count"))
 
+    def counters(self) -> dict[tuple[str, str], LinkCounters]:
+        return {(s, d): counters_from(c) for s, d, c in self._rpc("counters")}
+
+    def probe(self, links: Sequence[tuple[str, str]],
+              timeout_s: float) -> dict[tuple[str, str], LinkProbe]:
+        got = self._rpc("probe", timeout_s=timeout_s + 10.0,
+                        links=[list(k) for k in links], probe_timeout_s=timeout_s)
+        return dict(zip(links, (probe_from(p) for p in got), strict=True))
+
+    def round_trips(self, links: Sequence[tuple[str, str]],
+                    budget_s: float) -> dict[tuple[str, str], LinkTiming]:
+        got = self._rpc("round_trips", timeout_s=budget_s + 15.0,
+                        links=[list(k) for k in links], budget_s=budget_s)
+        return dict(zip(links, (timing_from(t) for t in got), strict=True))
+
     def stop(self) -> None:
         """Close stdin (the child stops its proxy and exits); kill it if it lingers."""
         with self._lock:
@@ -158,6 +181,16 @@ def serve(proxy: LinkProxy, inp: IO[str], out: IO[str]) -> None:
                 proxy.set_shapes([(s, d, Shape(**f), Shape(**b)) for s, d, f, b in cmd["shapes"]])
             elif op == "connection_count":
                 result = proxy.connection_count()
+            elif op == "counters":
+                result = [[s, d, asdict(c)] for (s, d), c in proxy.counters().items()]
+            elif op == "probe":
+                links = [(s, d) for s, d in cmd["links"]]
+                probes = proxy.probe(links, float(cmd["probe_timeout_s"]))
+                result = [asdict(probes[k]) for k in links]
+            elif op == "round_trips":
+                links = [(s, d) for s, d in cmd["links"]]
+                timings = proxy.round_trips(links, float(cmd["budget_s"]))
+                result = [asdict(timings[k]) for k in links]
             else:
                 raise ValueError(f"unknown op {op!r}")
             out.write(json.dumps({"id": cmd.get("id"), "result": result}) + "\n")

@@ -4,7 +4,9 @@ after it acted (HISTORY.md: a nemesis completion's `landed` and `evidence`).
 - kill: a process ran before, none runs after;
 - start: none ran (or it was another pid) before, a live one serves after;
 - pause: a live process, every thread of it stopped (or its cgroup frozen) after;
-- resume: it was stopped before, and is live and running after.
+- resume: it was stopped before, and is live and running after;
+- a clock fault: the node's clock, read back from the node, runs the offset asked for
+  off the harness's (and, at reset, runs true again).
 
 A fault on several nodes landed if it landed on any of them (it took effect); the
 evidence names each node, those it missed included. A heal whose nodes were not
@@ -18,9 +20,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Collection, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
-from harness.protocols import ObservesProcesses, ProcState, Run
+from harness.protocols import ClockReading, ObservesProcesses, ProcState, ReadsClock, Run
 
 log = logging.getLogger("undertow.nemesis")
 Verb = Literal["kill", "start", "pause", "resume"]
@@ -120,3 +123,51 @@ def combined(*parts: Mapping[str, Any]) -> dict[str, Any]:
         return {}
     return {"landed": all(bool(p["landed"]) for p in claims),
             "evidence": "; ".join(str(p["evidence"]) for p in claims)}
+
+
+CLOCK_SETTLE_S = 0.5        # the broker re-reads its clock file at most every 100 ms
+CLOCK_SLACK_NS = 50_000_000  # beyond half the request's round trip
+
+
+def read_clocks(run: Run, nodes: Sequence[str]) -> dict[str, ClockReading | None] | None:
+    """Each node's clock now, all at once; None when the run's DB cannot read clocks."""
+    db = run.db
+    if not isinstance(db, ReadsClock) or not nodes:
+        return None
+    with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
+        return dict(zip(nodes, pool.map(lambda n: db.read_clock(run, n), nodes), strict=True))
+
+
+def _clock_shows(r: ClockReading, want_ns: int) -> bool:
+    return r.offset_ns == want_ns and abs(r.ahead_ns - want_ns) <= r.rtt_ns // 2 + CLOCK_SLACK_NS
+
+
+def clock_landing(run: Run, want_ns: Mapping[str, int],
+                  settle_s: float = CLOCK_SETTLE_S) -> dict[str, Any]:
+    """Whether each node's clock, read back, runs `want_ns` off the harness's (re-read for
+    up to settle_s while some node does not show it yet). Landed if every node that
+    answered shows it; a node that does not answer (down, paused) makes no claim."""
+    nodes = sorted(want_ns)
+    seen = read_clocks(run, nodes)
+    if seen is None:
+        return {}
+    deadline = time.monotonic() + settle_s
+    while time.monotonic() < deadline and any(
+            r is not None and not _clock_shows(r, want_ns[n]) for n, r in seen.items()):
+        time.sleep(0.05)
+        late = [n for n, r in seen.items() if r is not None and not _clock_shows(r, want_ns[n])]
+        seen.update(read_clocks(run, late) or {})
+    verdicts: dict[str, tuple[bool, str]] = {}
+    for n, r in seen.items():
+        if r is not None:
+            verdicts[n] = (_clock_shows(r, want_ns[n]),
+                           f"clock reads {r.ahead_ns / 1e9:+.3f} s against the harness's "
+                           f"(±{r.rtt_ns / 2e9:.3f} s), offset {r.offset_ns / 1e9:+.3f} s in "
+                           f"force, {want_ns[n] / 1e9:+.3f} s asked")
+    if not verdicts:
+        return {}
+    landed = all(ok for ok, _ in verdicts.values())
+    evidence = "; ".join(f"{n}: {why}" for n, (_, why) in sorted(verdicts.items()))
+    if not landed:
+        log.warning("clock fault did not land everywhere: %s", evidence)
+    return {"landed": landed, "evidence": evidence}

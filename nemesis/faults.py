@@ -17,7 +17,15 @@ from typing import Any
 
 from harness.protocols import DumpsReplicas, HasClock, Killable, LosesUnflushed, Pausable, Run
 from harness.runfiles import Op, recent_send_keys
-from nemesis.evidence import Verb, combined, landing, observe, observe_after
+from nemesis.evidence import (
+    Verb,
+    clock_landing,
+    combined,
+    landing,
+    observe,
+    observe_after,
+    read_clocks,
+)
 from nemesis.kinds import CLOCK_BUMP, CLOCK_SKEW, KILL, LOSE_UNFLUSHED, PAUSE, FaultKind, verbs
 from nemesis.targets import LiveView, resolve
 
@@ -304,8 +312,8 @@ class Clock(_NodeFault):
                 nodes = target_nodes(run, v, self.rng)
                 delta = int(v.get("delta_ns", self.rng.choice((-1, 1)) * self.max_skew_ns))
                 self.faulted |= set(nodes)
-                return _done(op, {**v, "nodes": list(nodes), "delta_ns": delta},
-                             _each(nodes, lambda n: db.shift_clock(run, n, delta)))
+                return self._shifted(run, op, {**v, "nodes": list(nodes), "delta_ns": delta},
+                                     dict.fromkeys(nodes, delta))
             if op.f == CLOCK_SKEW.start:
                 nodes = target_nodes(run, {"target": "all", **v}, self.rng)
                 given = v.get("offsets_ns")
@@ -313,14 +321,26 @@ class Clock(_NodeFault):
                            else {n: self.rng.randint(-self.max_skew_ns, self.max_skew_ns)
                                  for n in nodes})
                 self.faulted |= set(offsets)
-                errors = _each(sorted(offsets), lambda n: db.shift_clock(run, n, offsets[n]))
-                return _done(op, {**v, "nodes": sorted(offsets), "offsets_ns": offsets}, errors)
+                return self._shifted(run, op, {**v, "nodes": sorted(offsets),
+                                               "offsets_ns": offsets}, offsets)
             if op.f in (CLOCK_BUMP.stop, CLOCK_SKEW.stop):
                 named = list(self._heal_value(run))
+                faulted = sorted(self.faulted)
                 errors = _each(run.nodes, lambda n: db.reset_clock(run, n))
                 self.faulted.clear()
-                return _done(op, {**v, "nodes": named}, errors)
+                return _done(op, {**v, "nodes": named}, errors,
+                             clock_landing(run, dict.fromkeys(faulted, 0)) if faulted else {})
         raise NemesisError(f"clock nemesis cannot {op.f!r}")
+
+    def _shifted(self, run: Run, op: Op, value: dict[str, Any], deltas: Mapping[str, int]) -> Op:
+        """Shift each node's clock by its delta; landed when each node's clock, read back,
+        runs its old offset plus the delta off the harness's (nemesis.evidence)."""
+        db = run.db
+        assert isinstance(db, HasClock)
+        before = read_clocks(run, sorted(deltas)) or {}
+        errors = _each(sorted(deltas), lambda n: db.shift_clock(run, n, deltas[n]))
+        want = {n: r.offset_ns + deltas[n] for n, r in before.items() if r is not None}
+        return _done(op, value, errors, clock_landing(run, want) if want else {})
 
     def teardown(self, run: Run) -> None:
         db = run.db

@@ -8,17 +8,23 @@ its completion always carries the grudge applied and the nodes it cut.
 
 from __future__ import annotations
 
+import logging
 import random
+import statistics
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from harness.protocols import ProbesLinks, Run
 from harness.runfiles import Op
 from nemesis import grudges as g
+from nemesis import shaping as sh
 from nemesis.faults import NemesisError, resolve_key, roles_of, target_nodes
 from nemesis.kinds import LOSSY, PARTITION, SLOW, verbs
 from nemesis.targets import LiveView, resolve
+
+log = logging.getLogger("undertow.nemesis")
 
 
 def grudge_for(kind: str, run: Run, rng: random.Random, value: dict[str, Any]) -> g.Grudge:
@@ -78,26 +84,28 @@ def grudge_for(kind: str, run: Run, rng: random.Random, value: dict[str, Any]) -
 
 
 def _cut_pairs(grudge: g.Grudge) -> list[tuple[str, str]]:
-    """(node, peer) pairs of a grudge between nodes: who should no longer reach whom
-    (the clients' side is not probed from a node)."""
-    return sorted((str(n), str(p)) for n, peers in grudge.items() if n != g.CLIENT
-                  for p in peers if p != g.CLIENT)
+    """(node, peer) pairs of a grudge: who should no longer reach whom (a pair with the
+    clients' pseudo-node is seen only where the Net carries clients: the link proxy)."""
+    return sorted((str(n), str(p)) for n, peers in grudge.items() for p in peers)
 
 
 def _link_evidence(run: Run, pairs: list[tuple[str, str]], want: str) -> dict[str, Any]:
-    """`landed` and `evidence` from probes of pairs (harness.linkprobe): a partition landed
-    if some pair is seen dropped, a heal if every pair flows again; no claim when the
-    run's Net cannot probe or nothing was probed."""
+    """`landed` and `evidence` from probes of pairs (the Net's ProbesLinks): a partition
+    landed if every pair that could be seen is seen dropped, a heal if every one flows
+    again; no claim when the run's Net cannot probe or no pair could be seen."""
     net = run.net
     if not pairs or not isinstance(net, ProbesLinks):
         return {}
     seen = net.probe(pairs)
-    if all(v == "unknown" for v in seen.values()):
+    if all(v.seen == "unknown" for v in seen.values()):
         return {}
-    landed = (any(v == "dropped" for v in seen.values()) if want == "dropped"
-              else all(v == "flowing" for v in seen.values()))
-    return {"landed": landed,
-            "evidence": ", ".join(f"{a}->{b} {seen[(a, b)]}" for a, b in pairs)}
+    landed = all(v.seen == want for v in seen.values() if v.seen != "unknown")
+    evidence = ", ".join(f"{a}->{b} {s.seen}" + (f" ({s.how})" if s.how else "")
+                         for a, b in pairs for s in [seen[(a, b)]])
+    if not landed:
+        log.warning("%s did not land: %s", "partition" if want == "dropped" else "heal",
+                    evidence)
+    return {"landed": landed, "evidence": evidence}
 
 
 class Partition:
@@ -157,7 +165,8 @@ class Partition:
 
 class Links:
     """`slow` (delay and jitter) and `lossy` (drop probability) links of some nodes;
-    `fast` ends all shaping."""
+    `fast` ends all shaping. Each says whether it landed from round trips timed through
+    the nodes' links before and after (nemesis.shaping), where the Net can time them."""
 
     kinds = (SLOW, LOSSY)
     fs = verbs(kinds)
@@ -168,6 +177,7 @@ class Links:
         self.rng = random.Random(seed)
         self.lock = threading.RLock()
         self.delay_ms, self.jitter_ms, self.drop_probability = delay_ms, jitter_ms, drop_probability
+        self.base_ms: dict[str, float] = {}  # each shaped node's round trip before shaping
 
     def setup(self, run: Run) -> Links:
         if run.net is None:
@@ -180,28 +190,47 @@ class Links:
         v: dict[str, Any] = dict(op.value) if isinstance(op.value, Mapping) else {}
         with self.lock:
             try:
-                if op.f == SLOW.start:
+                if op.f in (SLOW.start, LOSSY.start):
                     nodes = target_nodes(run, v, self.rng)
-                    delay = float(v.get("delay_ms", self.delay_ms))
-                    jitter = float(v.get("jitter_ms", self.jitter_ms))
-                    v.update(nodes=list(nodes), delay_ms=delay, jitter_ms=jitter)
-                    net.slow(run, nodes, delay, jitter)
-                elif op.f == LOSSY.start:
-                    nodes = target_nodes(run, v, self.rng)
-                    p = float(v.get("drop_probability", self.drop_probability))
-                    v.update(nodes=list(nodes), drop_probability=p)
-                    net.lossy(run, nodes, p)
-                elif op.f in (SLOW.stop, LOSSY.stop):
+                    before = self._before(run, nodes)
+                    if op.f == SLOW.start:
+                        delay = float(v.get("delay_ms", self.delay_ms))
+                        jitter = float(v.get("jitter_ms", self.jitter_ms))
+                        v.update(nodes=list(nodes), delay_ms=delay, jitter_ms=jitter)
+                        net.slow(run, nodes, delay, jitter)
+                        judge = partial(sh.judge_slow, delay_ms=delay)
+                    else:
+                        p = float(v.get("drop_probability", self.drop_probability))
+                        v.update(nodes=list(nodes), drop_probability=p)
+                        net.lossy(run, nodes, p)
+                        judge = partial(sh.judge_lossy, drop_probability=p)
+                    after = sh.time_links(run, nodes, sh.MEASURE_S) or {}
+                    return op.complete("info", v, **sh.claim(op.f, {
+                        n: judge(before.get(n, []), after.get(n, [])) for n in nodes}))
+                if op.f in (SLOW.stop, LOSSY.stop):
                     net.fast(run)
-                else:
-                    raise NemesisError(f"links nemesis cannot {op.f!r}")
+                    base, self.base_ms = self.base_ms, {}
+                    after = sh.time_links(run, sorted(base), 2 * sh.BASELINE_S) or {}
+                    return op.complete("info", v, **sh.claim(op.f, {
+                        n: sh.judge_fast(b, after.get(n, [])) for n, b in base.items()}))
+                raise NemesisError(f"links nemesis cannot {op.f!r}")
             except NemesisError:
                 raise
             except Exception as e:
                 return op.complete("info", v, error=f"{type(e).__name__}: {e}")
-        return op.complete("info", v)
+
+    def _before(self, run: Run, nodes: Sequence[str]) -> dict[str, list[float]]:
+        """Round trips before this shaping: a node shaped already is judged against its
+        round trip before it was first shaped (a new slow replaces the old delay)."""
+        fresh = [n for n in nodes if n not in self.base_ms]
+        got = sh.time_links(run, fresh, sh.BASELINE_S) or {}
+        for n in fresh:
+            if got.get(n):
+                self.base_ms[n] = statistics.median(got[n])
+        return {n: [self.base_ms[n]] for n in nodes if n in self.base_ms}
 
     def teardown(self, run: Run) -> None:
         if run.net is not None:
             with self.lock:
+                self.base_ms = {}
                 run.net.fast(run)

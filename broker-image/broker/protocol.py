@@ -74,6 +74,7 @@ SCHEMAS: dict[str, dict[str, str]] = {
     "fetch": {"partition": "int", "offset": "int", "max_records": "int"},
     "list_offsets": {"partition": "int"},
     "metadata": {},
+    "clock": {},
     "dump": {},
     "replica_fetch": {"node": "str", "partitions": "list", "max_wait_ms": "int"},
     "offsets_for_leader_epoch": {"node": "str", "partition": "int", "epoch": "int",

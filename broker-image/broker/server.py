@@ -83,7 +83,8 @@ class Server:
         tests = TestControls(self)  # off unless settings.test.controls.enable
         self.handlers: dict[str, Handler] = {
             "produce": self.produce, "fetch": self.fetch, "list_offsets": self.list_offsets,
-            "metadata": self.metadata, "dump": self.dump, "replica_fetch": self.replica_fetch,
+            "metadata": self.metadata, "clock": self.read_clock, "dump": self.dump,
+            "replica_fetch": self.replica_fetch,
             "offsets_for_leader_epoch": self.offsets_for_leader_epoch,
             "heartbeat": self.heartbeat, "alter_partition": self.alter_partition,
             "init_producer_id": self.init_producer_id,
@@ -291,6 +292,10 @@ class Server:
         return {"node": self.cfg.node_id, "controller": controller, "quorum": quorum,
                 "topic": self.cfg.topic.name, "roles": list(self.cfg.process_roles),
                 "clock_offset_ns": self.clock.offset_ns, **view, "local": local}
+
+    async def read_clock(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The time this node acts on, and its offset: a clock fault's evidence."""
+        return {"now_ns": self.clock.now_ns(), "offset_ns": self.clock.offset_ns}
 
     async def dump(self, req: dict[str, Any]) -> dict[str, Any]:
         return {"rows": self.broker.dump_rows() if self.broker else []}

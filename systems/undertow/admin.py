@@ -16,8 +16,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.protocols import ClockReading
 from harness.spec import TestSpec
-from systems.undertow.client import admin_metadata, admin_request
+from systems.undertow.client import ClientError, admin_metadata, admin_request
 from systems.undertow.options import UndertowOptions
 
 TOPIC = "queue"
@@ -242,3 +243,16 @@ def tail(path: Path, lines: int = 20) -> str:
     except OSError:
         return "(no log)"
     return "\n".join(text.splitlines()[-lines:])
+
+
+def read_clock(addr: str, timeout_s: float = 0.5) -> ClockReading | None:
+    """The node's clock (the admin `clock` request) against this process's; None when the
+    node does not answer (down, paused, cut off)."""
+    t0 = time.time_ns()
+    try:
+        reply = admin_request(addr, {"type": "clock"}, timeout_s=timeout_s)
+    except ClientError:
+        return None
+    t1 = time.time_ns()
+    return ClockReading(offset_ns=int(reply["offset_ns"]),
+                        ahead_ns=int(reply["now_ns"]) - (t0 + t1) // 2, rtt_ns=t1 - t0)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.control.processes import NodeProcesses
-from harness.protocols import LocalHost, ProcState, Run
+from harness.protocols import ClockReading, LocalHost, ProcState, Run
 from harness.spec import GROUP_ID
 from systems.undertow import admin as brokerdb
 from systems.undertow.client import admin_dump
@@ -179,6 +179,9 @@ class LocalBrokerDB:
     def reset_clock(self, run: Run | None, node: str) -> None:
         with self._lock:
             self._write_clock(node, 0)
+
+    def read_clock(self, run: Run | None, node: str) -> ClockReading | None:
+        return brokerdb.read_clock(self.node(node).listen)
 
     # -- LosesUnflushed --------------------------------------------------------
 

@@ -20,7 +20,7 @@ from typing import Any
 from harness.control.shell import NodeError
 from harness.control.shell import check_exec as _check
 from harness.control.shellproc import ShellProcess
-from harness.protocols import Exec, ProcState, Run, ShellHost
+from harness.protocols import ClockReading, Exec, ProcState, Run, ShellHost
 from harness.spec import GROUP_ID
 from systems.undertow import admin as db
 from systems.undertow.client import admin_dump
@@ -163,6 +163,9 @@ class RemoteBroker:
     def reset_clock(self, run: Run, node: str) -> None:
         f = shlex.quote(self.layouts[node].clock_file)
         _check(self.sh(node, f"echo 0 > {f}.tmp && mv {f}.tmp {f}"), node, "resetting the clock")
+
+    def read_clock(self, run: Run, node: str) -> ClockReading | None:
+        return db.read_clock(self.addrs[node])
 
     # -- LosesUnflushed / DumpsReplicas ------------------------------------------------------------
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from broker.clock import Clock
 from broker.config import ConfigError, parse_config
+from broker.localcluster import LocalCluster, request
 
 BASE: dict[str, Any] = {"node_id": "n1", "listen": "127.0.0.1:9001", "data_dir": "/tmp/x",
                         "peers": {"n1": "127.0.0.1:9001", "n2": "127.0.0.1:9002"},
@@ -63,3 +65,20 @@ def test_clock_adds_the_file_offset_and_rereads_it(tmp_path: Path) -> None:
     time.sleep(0.15)
     clock.now_ns()
     assert clock.offset_ns == 0
+
+
+def test_the_clock_request_answers_the_time_the_node_acts_on(
+        make_cluster: Callable[..., LocalCluster]) -> None:
+    """The admin `clock` request: a clock fault's evidence, read back from the node."""
+    c = make_cluster(nodes=("n1",), replication_factor=1, partitions=1)
+    c.start("n1")
+    c.wait(lambda: c.metadata("n1"), what="n1 answering")
+    first = request(c.addrs["n1"], {"type": "clock"}, 2.0)
+    assert first["offset_ns"] == 0 and abs(first["now_ns"] - time.time_ns()) < 10**9
+    f = c.base / "n1" / "clock_offset_ns"
+    f.write_text(str(-7200 * 10**9))
+    os.utime(f, ns=(5, 5))
+    time.sleep(0.15)  # re-read at most every 100 ms
+    shifted = request(c.addrs["n1"], {"type": "clock"}, 2.0)
+    assert shifted["offset_ns"] == -7200 * 10**9
+    assert abs(shifted["now_ns"] - time.time_ns() + 7200 * 10**9) < 10**9

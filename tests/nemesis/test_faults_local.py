@@ -137,6 +137,11 @@ def test_faults_that_cannot_land_say_so(cluster: tuple[Run, Composed]) -> None:
     assert back.extra["landed"] is True and db.is_running("n2")
     idle = invoke(run, nem, "start", {})  # nothing was down: a heal with nothing to undo
     assert "landed" not in idle.extra
+    invoke(run, nem, "kill", {"nodes": ["n2"]})
+    unread = invoke(run, nem, "clock-bump", {"nodes": ["n2"], "delta_ns": 10**9})
+    assert "landed" not in unread.extra  # a node that is down cannot show its clock
+    invoke(run, nem, "clock-reset", {})
+    invoke(run, nem, "start", {})
     both = invoke(run, nem, "kill", {"nodes": ["n2", "n3"]})
     invoke(run, nem, "start", {"nodes": ["n2"]})
     half = invoke(run, nem, "kill", {"nodes": ["n3", "n2"]})  # n3 is down already
@@ -157,9 +162,13 @@ def test_partition_really_cuts_and_heal_really_heals(cluster: tuple[Run, Compose
     out = invoke(run, nem, "partition", {"kind": "one", "grudge": {"n3": ["n1", "n2"],
                                                                     "n1": ["n3"], "n2": ["n3"]}})
     assert out.value["nodes"] == ["n1", "n2", "n3"] and net.in_force()
+    assert out.extra["landed"] is True, out.extra  # the proxy held probes to the brokers' ports
+    assert out.extra["evidence"].startswith("n1->n3 dropped (n1->n3 held 1."), out.extra
     wait_for("the controller to fence n3",
              lambda: admin_metadata(ctrl, timeout_s=1)["brokers"]["n3"]["alive"] is False)
-    invoke(run, nem, "heal", {})
+    healed = invoke(run, nem, "heal", {})
+    assert healed.extra["landed"] is True, healed.extra
+    assert healed.extra["evidence"].startswith("n1->n3 flowing (n1->n3 connected in ")
     assert net.in_force() == []
     wait_for("n3 alive again",
              lambda: admin_metadata(ctrl, timeout_s=1)["brokers"]["n3"]["alive"] is True)
@@ -212,18 +221,28 @@ def test_leader_answers_cut_drops_answers_while_writes_happen(
 def test_links_clock_and_lose_unflushed_and_their_heals(cluster: tuple[Run, Composed]) -> None:
     run, nem = cluster
     db, net = db_net(run)
-    invoke(run, nem, "slow", {"nodes": ["n2"], "delay_ms": 50, "jitter_ms": 0})
-    invoke(run, nem, "lossy", {"nodes": ["n3"], "drop_probability": 0.1})
+    slow = invoke(run, nem, "slow", {"nodes": ["n2"], "delay_ms": 50, "jitter_ms": 0})
+    assert slow.extra["landed"] is True and slow.extra["evidence"].endswith(" of 50 asked")
+    lossy = invoke(run, nem, "lossy", {"nodes": ["n3"], "drop_probability": 0.3})
+    assert lossy.extra["landed"] is True, lossy.extra
     assert any("slow n2" in x for x in net.in_force())
     assert any("lossy n3" in x for x in net.in_force())
-    invoke(run, nem, "fast", {})
+    fast = invoke(run, nem, "fast", {})
+    assert fast.extra["landed"] is True, fast.extra
     assert net.in_force() == []
-    invoke(run, nem, "clock-bump", {"nodes": ["n2"], "delta_ns": 3_000_000_000})
+    bump = invoke(run, nem, "clock-bump", {"nodes": ["n2"], "delta_ns": 3_000_000_000})
     assert db.clock_offset_ns("n2") == 3_000_000_000
+    assert bump.extra["landed"] is True, bump.extra  # the broker's own clock, read back
+    assert bump.extra["evidence"].startswith("n2: clock reads +3.0")
+    assert bump.extra["evidence"].endswith("offset +3.000 s in force, +3.000 s asked")
     skew = invoke(run, nem, "clock-skew", {})
     assert set(skew.value["offsets_ns"]) == set(run.nodes)
-    invoke(run, nem, "clock-reset", {})
+    assert skew.extra["landed"] is True and skew.extra["evidence"].count("clock reads") == 3
+    reset = invoke(run, nem, "clock-reset", {})
     assert all(db.clock_offset_ns(n) == 0 for n in run.nodes)
+    assert reset.extra["landed"] is True and reset.extra["evidence"].count(
+        "offset +0.000 s in force, +0.000 s asked") == 3, reset.extra
+    assert "landed" not in invoke(run, nem, "clock-reset", {}).extra  # nothing to undo
     out = invoke(run, nem, "lose-unflushed", {"nodes": ["n3"]})
     assert out.value["nodes"] == ["n3"] and db.is_running("n3")
     assert out.extra["landed"] is True
