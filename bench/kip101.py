@@ -4,8 +4,9 @@ Each run is `undertow run --scenario S --kafka-version V --seed SEED` in its own
 (a real local ZooKeeper-era cluster, then the checkers), for S in kafka-kip101-loss and
 kafka-kip101-divergence. On a release without leader epochs (before 0.11.0) a run passes
 when it is invalid with the scenario's expected anomaly; on a later release (the fix)
-when it is valid. Prints a table (release, scenario, seed, verdict, anomaly types, time
-to the first anomaly, run folder) and the counts; rows go to OUT/rows.jsonl as they
+when it is valid. Prints a table (release, scenario, seed, verdict, anomaly types, the
+counts of `lost-write` and `replica-lost-write`, time to the first anomaly, run folder)
+and the totals; rows go to OUT/rows.jsonl as they
 finish, so a cut-short batch keeps what it ran. Runs go round-robin over releases and
 scenarios.
 """
@@ -28,6 +29,7 @@ from systems.kafka.releases import release
 
 SCENARIOS = ("kafka-kip101-loss", "kafka-kip101-divergence")
 OUT = Path("bench/out/kip101")
+LOSSES = ("lost-write", "replica-lost-write")  # the counts a row shows: KIP-101's two faces
 
 
 def one_run(scenario: str, version: str, seed: int, results_dir: Path) -> dict[str, Any]:
@@ -54,27 +56,48 @@ def one_run(scenario: str, version: str, seed: int, results_dir: Path) -> dict[s
     passed = (results.get("valid") is False and expected <= set(found)) if has_bug \
         else results.get("valid") is True
     row.update(valid=results.get("valid"), found=found, passed=passed, run_dir=str(run_dir),
-               first_anomaly_s=first_anomaly_s(run_dir, results))
+               counts=losses(results), first_anomaly_s=first_anomaly_s(run_dir, results))
     return row
 
 
+def losses(results: dict[str, Any]) -> dict[str, int]:
+    """The run's count of each of LOSSES (0 when the checkers found none)."""
+    counts = results.get("counts") or {}
+    return {t: int(counts.get(t, 0)) for t in LOSSES}
+
+
+def row_losses(row: dict[str, Any]) -> dict[str, int] | None:
+    """A row's LOSSES counts; a row written before rows carried them reads its run's
+    results.json; None when neither says."""
+    if isinstance(row.get("counts"), dict):
+        return {t: int(row["counts"].get(t, 0)) for t in LOSSES}
+    try:
+        return losses(json.loads((Path(row["run_dir"]) / "results.json").read_text()))
+    except (KeyError, OSError, ValueError):
+        return None
+
+
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| release | scenario | seed | verdict | bad anomaly types | first anomaly (s) | "
-             "pass | run folder |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| release | scenario | seed | verdict | bad anomaly types | "
+             + " / ".join(LOSSES) + " | first anomaly (s) | wall (s) | pass | run folder |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         first = r.get("first_anomaly_s")
+        n = row_losses(r)
         lines.append(f"| {r['release']} | {r['scenario']} | {r['seed']} | {r.get('valid')} | "
                      f"{', '.join(r.get('found') or []) or '-'} | "
-                     f"{'-' if first is None else f'{first:.1f}'} | "
+                     f"{'-' if n is None else ' / '.join(str(n[t]) for t in LOSSES)} | "
+                     f"{'-' if first is None else f'{first:.1f}'} | {r.get('wall_s', '-')} | "
                      f"{'yes' if r.get('passed') else 'NO'} | {r.get('run_dir', '-')} |")
-    lines += ["", "| release | scenario | passed / runs | median first anomaly (s) |",
-              "|---|---|---|---|"]
+    lines += ["", "| release | scenario | passed / runs | runs with lost-write | "
+              "median first anomaly (s) |", "|---|---|---|---|---|"]
     for v, s in sorted({(r["release"], r["scenario"]) for r in rows}):
         mine = [r for r in rows if (r["release"], r["scenario"]) == (v, s)]
         firsts = [r["first_anomaly_s"] for r in mine if r.get("first_anomaly_s") is not None]
         med = f"{statistics.median(firsts):.1f}" if firsts else "-"
+        hits = sum(bool((row_losses(r) or {}).get("lost-write")) for r in mine)
         lines.append(f"| {v} | {s} | {sum(bool(r.get('passed')) for r in mine)} / "
-                     f"{len(mine)} | {med} |")
+                     f"{len(mine)} | {hits} / {len(mine)} | {med} |")
     return "\n".join(lines)
 
 
