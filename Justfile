@@ -15,9 +15,9 @@ setup:
 run *ARGS:
     @.venv/bin/undertow run {{ARGS}}
 
-# lint, then the whole test suite (starts the Docker engine and installs Chromium when missing),
-# on two workers: the tests on the shared Kafka cluster, and those on containers, each run on
-# one worker (tests/xdist_groups.py); `just test -n 0` runs in one process
+# The tests on the shared Kafka cluster, and those on containers, each run on one worker
+# (tests/xdist_groups.py); `just test -n 0` runs in one process.
+# lint, then the whole suite on two workers (starts Docker and installs Chromium when missing)
 test *ARGS: lint docker-up browser
     {{py}} -m pytest -n 2 --dist loadgroup --durations=25 {{ARGS}}
 
@@ -25,8 +25,8 @@ test *ARGS: lint docker-up browser
 test-fast *ARGS:
     {{py}} -m pytest -m "not slow and not docker and not ssh and not browser and not kafka" {{ARGS}}
 
-# what the default suite leaves out (exhaustive sweeps, the other Kafka client of each
-# end-to-end pair); the nightly runs them
+# The nightly runs them (exhaustive sweeps, the other Kafka client of each end-to-end pair).
+# what the default suite leaves out: soak tests and nightly variants
 test-soak *ARGS:
     {{py}} -m pytest --soak -m "soak or nightly" {{ARGS}}
 
