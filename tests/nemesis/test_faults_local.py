@@ -197,8 +197,11 @@ def test_leader_answers_cut_drops_answers_while_writes_happen(
     run, nem = cluster
     db, net = db_net(run)
     leader = db.leader_of(run, 2)
-    cut = BrokerClient(run.client_addrs, timeout_s=2)
-    cut.produce(2, 7_000_000)  # its connection to the leader is up before the cut
+    # its connection to the leader is up before the cut; that first write may wait on a
+    # busy machine (it once missed a 2 s bound in a whole-suite run at load 13)
+    cut = BrokerClient(run.client_addrs, timeout_s=60)
+    cut.produce(2, 7_000_000)
+    cut.timeout_s = cut.request_timeout_s = 2.0  # the unanswered write need not wait long
     out = invoke(run, nem, "partition", {"kind": "leader-answers", "key": 2, "as": "L"})
     assert out.value["grudge"] == {"client": [leader]}
     assert run.extra["nemesis_roles"]["L"] == (leader,)
