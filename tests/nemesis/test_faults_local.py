@@ -196,22 +196,24 @@ def test_leader_answers_cut_drops_answers_while_writes_happen(
 
     run, nem = cluster
     db, net = db_net(run)
-    leader = db.leader_of(run, 2)
     # its connection to the leader is up before the cut; that first write may wait on a
-    # busy machine (it once missed a 2 s bound in a whole-suite run at load 13)
+    # busy machine (it once missed a 2 s bound in a whole-suite run at load 13), and the
+    # leader is asked for after it: a busy cluster had none to name just before
     cut = BrokerClient(run.client_addrs, timeout_s=60)
     cut.produce(2, 7_000_000)
+    wait_for("key 2's leader", lambda: db.leader_of(run, 2) is not None)
+    leader = db.leader_of(run, 2)
     cut.timeout_s = cut.request_timeout_s = 2.0  # the unanswered write need not wait long
-    out = invoke(run, nem, "partition", {"kind": "leader-answers", "key": 2, "as": "L"})
-    assert out.value["grudge"] == {"client": [leader]}
-    assert run.extra["nemesis_roles"]["L"] == (leader,)
     try:
+        out = invoke(run, nem, "partition", {"kind": "leader-answers", "key": 2, "as": "L"})
+        assert out.value["grudge"] == {"client": [leader]}
+        assert run.extra["nemesis_roles"]["L"] == (leader,)
         with pytest.raises(ClientError) as e:
             cut.produce(2, 7_000_001)
         assert not e.value.definite  # the request went through, its answer did not
     finally:
         cut.close()
-    invoke(run, nem, "heal", {})
+        invoke(run, nem, "heal", {})  # a failure here leaves the next test no cut
     assert net.in_force() == []
     cl = BrokerClient(run.client_addrs, timeout_s=5)
     try:
