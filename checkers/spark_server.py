@@ -141,10 +141,11 @@ def spark_dir() -> Path:
     return Path.home() / ".cache" / "undertow" / "spark" / digest
 
 
-def read_state() -> dict[str, Any] | None:
-    """The recorded warm server of this interpreter, if any (alive or not)."""
+def read_state(folder: Path | None = None) -> dict[str, Any] | None:
+    """The recorded warm server of this interpreter, if any (alive or not), in its folder
+    (default: spark_dir())."""
     try:
-        state = json.loads((spark_dir() / "state.json").read_text())
+        state = json.loads(((folder or spark_dir()) / "state.json").read_text())
     except (OSError, ValueError):
         return None
     if not isinstance(state, dict) or state.get("python") != sys.executable:

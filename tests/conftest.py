@@ -85,18 +85,16 @@ def _stop_the_workers_warm_sparks(config: pytest.Config) -> None:
     """xdist's controller, last: a worker that died (a crash, a kill) never ran its own
     unconfigure, so any warm Spark a worker recorded in its folder and left running is
     ended here, with what it forked."""
-    import json
-
-    from checkers.spark_server import kill_tagged
+    from checkers.spark_server import kill_tagged, read_state
 
     factory = getattr(config, "_tmp_path_factory", None)
     if factory is None:
         return
-    for state in factory.getbasetemp().glob("popen-gw*/warm-spark*/state.json"):
-        try:
-            kill_tagged(str(json.loads(state.read_text())["tag"]))
-        except (OSError, ValueError, KeyError):
-            continue
+    # each worker's folder once (not its `warm-sparkcurrent` link beside it)
+    for folder in factory.getbasetemp().glob("popen-gw*/warm-spark[0-9]*"):
+        state = read_state(folder)
+        if state is not None:
+            kill_tagged(str(state["tag"]))
 
 
 @pytest.fixture(scope="session")

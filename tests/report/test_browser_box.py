@@ -32,11 +32,13 @@ document.body.setAttribute("data-probe", JSON.stringify({
 JSON_OBJECT = re.compile(r"\{\s*\"[^\"]*\"\s*:|\[\s*\{")
 
 
-def first_screen(chromium: str, run: Path, tmp_path: Path) -> dict[str, object]:
-    """The probe's findings on run's report at 1400x900 (a copy beside it, so links hold)."""
+def first_screen(chromium: str, run: Path, tmp_path: Path,
+                 script: str = PROBE) -> dict[str, object]:
+    """A probe script's findings on run's report at 1400x900 (a copy beside it, so links
+    hold): the script leaves them as JSON in the body's data-probe attribute."""
     report = render_run(run)
     probe = report.with_name("probe.html")
-    probe.write_text(report.read_text().replace("</body>", PROBE + "</body>"))
+    probe.write_text(report.read_text().replace("</body>", script + "</body>"))
     dom, console = browse(chromium, probe.as_uri(), tmp_path, "--window-size=1400,900",
                           "--dump-dom")
     assert console == []

@@ -8,15 +8,13 @@ probe clicks the first such link as a reader would and reads where the example l
 
 from __future__ import annotations
 
-import html as htmllib
-import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from harness.report.render import render_run
-from tests.report.test_browser import browse
+from tests.report.test_browser_box import first_screen
 from tests.report.test_causes import two_kills
 
 pytestmark = pytest.mark.browser
@@ -42,16 +40,7 @@ document.body.setAttribute("data-probe", JSON.stringify(out));
 
 
 def test_a_link_to_a_folded_example_opens_it_on_screen(chromium: str, tmp_path: Path) -> None:
-    run = two_kills(tmp_path / "run")
-    report = render_run(run)
-    probe = report.with_name("probe.html")
-    probe.write_text(report.read_text().replace("</body>", PROBE + "</body>"))
-    dom, console = browse(chromium, probe.as_uri(), tmp_path, "--window-size=1400,900",
-                          "--dump-dom")
-    assert console == []
-    m = re.search(r'data-probe="([^"]*)"', dom)
-    assert m, "the probe did not run"
-    got = json.loads(htmllib.unescape(m.group(1)))
+    got: dict[str, Any] = first_screen(chromium, two_kills(tmp_path / "run"), tmp_path, PROBE)
     assert got["folded"] >= 1, got  # some explanation links into a fold
     assert re.fullmatch(r"#ex-[a-z-]+-([4-9]|\d\d+)", got["href"]), got  # past the third
     assert got["before"] == {"open": False, "visible": False}, got
