@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -25,13 +26,29 @@ from .protocol import FrameDecoder, decode_response, encode_frame
 
 
 def free_ports(n: int) -> list[int]:
-    """n distinct free TCP ports on 127.0.0.1 (held open together so they differ)."""
-    socks = []
+    """n distinct TCP ports on 127.0.0.1, free now and below the ephemeral range.
+
+    A node binds its port only once its process starts (and again after each restart);
+    a port from the ephemeral range can meanwhile become the local end of any process's
+    outgoing connection (a busy machine makes many), or be handed to another test
+    worker's node: then a request meant for this node reaches someone else's. The
+    harness picks its ports the same way (harness.control.local.free_port): the broker
+    imports nothing of the harness.
+    """
     try:
-        for _ in range(n):
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    socks: list[socket.socket] = []
+    try:
+        while len(socks) < n:
             s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
+            try:
+                s.bind(("127.0.0.1", random.randrange(10_000, low) if low > 11_000 else 0))
+            except OSError:
+                s.close()
+                continue
+            socks.append(s)  # held open together so they differ
         return [s.getsockname()[1] for s in socks]
     finally:
         for s in socks:
@@ -148,11 +165,20 @@ class LocalCluster:
     def ready(self, nodes: Sequence[str] | None = None) -> bool:
         """Every listed node answers metadata and sees a leader for every partition."""
         for n in nodes or list(self.procs):
+            self.check_running(n)
             m = self.metadata(n)
             parts = m.get("partitions", {})
             if not parts or any(p.get("leader") is None for p in parts.values()):
                 return False
         return True
+
+    def check_running(self, node: str) -> None:
+        """Raise, with the end of its log, if the node's process has exited: a port that
+        it never bound may be answered by another process."""
+        p = self.procs.get(node)
+        if p is not None and p.poll() is not None:
+            log = (self.base / f"{node}.log").read_text(errors="replace")[-1500:]
+            raise RuntimeError(f"{node} exited with {p.returncode}: {log}")
 
     def pause(self, node: str) -> None:
         """SIGSTOP: the process keeps its sockets and state but does nothing."""

@@ -285,3 +285,21 @@ def test_emulated_os_writeback_limits_lose_unflushed_to_the_recent_tail(
                           str(c.data_dir("n1"))], capture_output=True, text=True, check=True,
                          timeout=30).stdout
     assert json.loads(out) == {"dropped": 2}
+
+
+def test_a_node_that_cannot_bind_its_port_is_named_at_once(
+        make_cluster: Callable[..., LocalCluster]) -> None:
+    """A port taken between the pick and the node's start is a node that exited, said
+    with its log, not a cluster that is slow to become ready (or another process that
+    answers on that port)."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    c = make_cluster(partitions=1)
+    ports = [int(a.rpartition(":")[2]) for a in c.addrs.values()]
+    assert len(set(ports)) == 3 and all(10_000 <= p < low for p in ports)
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", ports[1]))
+        squatter.listen()
+        c.start_all()
+        exited = r"^n2 exited with 1: (?s:.*)[Aa]ddress already in use"
+        with pytest.raises(RuntimeError, match=exited):
+            c.wait_ready(30)  # not a TimeoutError

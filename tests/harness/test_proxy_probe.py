@@ -7,6 +7,7 @@ import re
 import socket
 import statistics
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -19,6 +20,18 @@ from .test_proxy import EchoServer, dial, recv_exactly, roundtrip
 
 NODES = ("n1", "n2", "n3")
 Cluster = tuple[ProxyNet, dict[str, EchoServer]]
+
+
+def accepted_by(servers: dict[str, EchoServer], want: dict[str, int]) -> dict[str, int]:
+    """Each echo server's accepted count once it reaches `want` (or after 10 s): a probe
+    is "connected" when the kernel completes the handshake, and the server's thread
+    accepts it whenever it is next scheduled."""
+    deadline = time.monotonic() + 10.0
+    while True:
+        got = {n: s.accepted for n, s in servers.items()}
+        if got == want or time.monotonic() > deadline:
+            return got
+        time.sleep(0.02)
 
 
 def _cluster(proxy: Links) -> Iterator[Cluster]:
@@ -67,9 +80,9 @@ def test_a_cut_is_seen_held_and_a_heal_flowing_in_the_proxy_process(
         assert free.seen == "flowing", free
         assert re.fullmatch(r"n1->n3 connected in \d+ ms, n3->n1 connected in \d+ ms",
                             free.how), free.how
-        assert servers["n3"].accepted == accepted["n3"] + 1  # dialled the real listeners
-        assert servers["n1"].accepted == accepted["n1"] + 1
-        assert servers["n2"].accepted == accepted["n2"]  # never reached through the cut
+        # dialled the real listeners of n1 and n3, never n2's through the cut
+        want = {**accepted, "n1": accepted["n1"] + 1, "n3": accepted["n3"] + 1}
+        assert accepted_by(servers, want) == want
         counters = net.proxy.counters()
         assert counters[("n2", "n1")].blocked == ("fwd",)
         assert counters[("n1", "n2")].blocked == ("bwd",)
@@ -78,11 +91,13 @@ def test_a_cut_is_seen_held_and_a_heal_flowing_in_the_proxy_process(
         net.heal(None)
         s.settimeout(3.0)
         assert recv_exactly(s, 14) == b"during the cut"  # held, then delivered
-    accepted = {n: s.accepted for n, s in servers.items()}
+    assert accepted_by(servers, want) == want  # s was connected all along: no new dial
+    accepted = want
     healed = net.probe([("n1", "n2")])[("n1", "n2")]
     assert healed.seen == "flowing", healed
     assert healed.how.startswith("n1->n2 connected in ") and ", n2->n1 connected in " in healed.how
-    assert servers["n2"].accepted == accepted["n2"] + 1
+    want = {**accepted, "n1": accepted["n1"] + 1, "n2": accepted["n2"] + 1}
+    assert accepted_by(servers, want) == want  # and the held probe is not dialled late
     after = net.proxy.counters()[("n2", "n1")]
     assert after.blocked == () and after.sent_fwd == before + 14
     assert after.accepted >= 3  # the node's connection and two probes
@@ -122,7 +137,9 @@ def test_round_trips_show_the_delay_and_the_stalls(cluster: Cluster) -> None:
     assert len(clean) >= 5  # five links touch n1, several pings each
     net.slow(None, ["n1"], 80.0, 0.0)
     slow = net.round_trips(["n1"], 0.5)["n1"]
-    assert slow and min(slow) >= 80.0  # n1's egress: once per round trip on each link
+    # n1's egress, once per round trip on each link (a loop's timer may fire up to its
+    # clock's resolution early: 79.96 ms was seen under load)
+    assert slow and min(slow) >= 78.0
     net.fast(None)
     net.lossy(None, ["n2"], 1.0)
     lossy = net.round_trips(["n2"], 0.3)["n2"]

@@ -66,6 +66,16 @@ def wait_for(what: str, pred: Callable[[], bool], timeout_s: float = 20.0) -> No
         time.sleep(0.05)
 
 
+def wait_value(what: str, get: Callable[[], str | None], timeout_s: float = 20.0) -> str:
+    """The first answer that is not None: the answer waited for, not a later read."""
+    deadline = time.monotonic() + timeout_s
+    while (got := get()) is None:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+    return got
+
+
 def proc_state(db: LocalBrokerDB, node: str) -> str:
     pid = db.procs.pid(node)
     assert pid is not None
@@ -201,8 +211,7 @@ def test_leader_answers_cut_drops_answers_while_writes_happen(
     # leader is asked for after it: a busy cluster had none to name just before
     cut = BrokerClient(run.client_addrs, timeout_s=60)
     cut.produce(2, 7_000_000)
-    wait_for("key 2's leader", lambda: db.leader_of(run, 2) is not None)
-    leader = db.leader_of(run, 2)
+    leader = wait_value("key 2's leader", lambda: db.leader_of(run, 2))
     cut.timeout_s = cut.request_timeout_s = 2.0  # the unanswered write need not wait long
     try:
         out = invoke(run, nem, "partition", {"kind": "leader-answers", "key": 2, "as": "L"})
