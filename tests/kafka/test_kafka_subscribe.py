@@ -12,11 +12,12 @@ import pytest
 from harness import core
 from harness.control.local import free_port
 from harness.runfiles import Op
-from harness.spec import ConsumerSettings, SpecError, build_spec
+from harness.spec import ConsumerSettings, SpecError, TestSpec, build_spec
 from harness.test import assemble
 from systems.kafka import jars
 from systems.kafka.client import KafkaQueueClient
 from systems.kafka.group_client import GroupConsumer, KafkaGroupClient, close_spare
+from tests.enough import Ops, valid_run_with_enough
 from tests.kafka.pairs import clients
 from workloads.spares import Spares
 
@@ -45,14 +46,19 @@ def test_a_short_subscribe_run_is_valid(tmp_path: Path, kafka_jars: jars.KafkaJa
                                         client: str) -> None:
     """The Java client commits inside poll() only: its run commits `processed`, which makes
     its commits operations (and its processes read the committed offsets)."""
-    spec = build_spec({"name": "kafka-subscribe", "system": "kafka", "sub_via": "subscribe",
-                       "nemesis": ("kill",), "nemesis_interval_s": 6.0, "time_limit_s": 20.0,
-                       "seed": 11, "keys": 4, "key_pool": 12, "concurrency": 6,
-                       "results_dir": str(tmp_path), "extra": {"client": client},
-                       "consumer": {"commit": "processed" if client == "java" else "auto"}})
-    outcome = core.run(spec)
-    assert outcome.valid is True, outcome.summary()
-    ops = [json.loads(x) for x in (outcome.run_dir / "history.jsonl").read_text().splitlines()]
+    def spec(seconds: float, results: Path) -> TestSpec:
+        return build_spec({"name": "kafka-subscribe", "system": "kafka",
+                           "sub_via": "subscribe", "nemesis": ("kill",),
+                           "nemesis_interval_s": 6.0, "time_limit_s": seconds, "seed": 11,
+                           "keys": 4, "key_pool": 12, "concurrency": 6,
+                           "results_dir": str(results), "extra": {"client": client},
+                           "consumer": {"commit": "processed" if client == "java" else "auto"}})
+
+    def commits(ops: Ops) -> int:  # 1 in a 20 s run at load 30
+        return sum(1 for o in ops if o["f"] == "commit" and o["type"] == "ok")
+
+    _, ops = valid_run_with_enough(spec, lambda ops: client != "java" or commits(ops) >= 3,
+                                   tmp_path, 20.0, 60.0)
     fs = Counter((o["f"], o["type"]) for o in ops)
     assert fs["subscribe", "ok"] >= 6
     readers = {o["process"] for o in ops if o["f"] == "poll" and o["type"] == "ok"

@@ -15,6 +15,7 @@ from harness.spec import SpecError, build_spec
 from harness.test import assemble
 from systems.kafka import jars
 from systems.kafka.txn_client import KafkaTxnClient
+from tests.enough import Ops, valid_run_with_enough
 from tests.kafka.pairs import clients
 
 
@@ -73,12 +74,16 @@ def test_a_short_consume_transform_produce_run_reads_each_offset_once(
     run whose faults began before the group had formed once committed nothing at all)."""
     from checkers.groups import exactly_once
 
-    outcome = core.run(_spec(time_limit_s=30.0, nemesis_interval_s=6.0, seed=3, keys=4,
-                             nemesis_schedule="phases",
-                             sub_via="subscribe", results_dir=str(tmp_path),
-                             extra={"client": client}))
-    assert outcome.valid is True, outcome.summary()
-    ops = [json.loads(x) for x in (outcome.run_dir / "history.jsonl").read_text().splitlines()]
+    def spec(seconds: float, results: Path) -> Any:
+        return _spec(time_limit_s=seconds, nemesis_interval_s=6.0, seed=3, keys=4,
+                     nemesis_schedule="phases", sub_via="subscribe",
+                     results_dir=str(results), extra={"client": client})
+
+    def enough(ops: Ops) -> bool:  # no transaction at all in a 30 s run at load 30
+        eos = exactly_once(ops)
+        return eos is not None and eos.transactions >= 2 and sum(k.once for k in eos.keys) >= 5
+
+    _, ops = valid_run_with_enough(spec, enough, tmp_path, 30.0, 90.0)
     eos = exactly_once(ops)
     assert eos is not None and eos.committed_index is not None
     assert eos.holds, [k for k in eos.keys if k.unread or k.repeated]
