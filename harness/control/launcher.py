@@ -2,8 +2,13 @@
 
 Every process is spawned from one launcher thread that lives as long as the
 backend: each child sets PR_SET_PDEATHSIG=SIGKILL before exec, and that signal
-fires when the *thread* that forked it ends. Each is also registered in
-harness.leftovers (pid + start time) and carries UNDERTOW_RUN_ID, for `undertow heal`.
+fires when the *thread* that forked it ends. util-linux's `setpriv --pdeathsig KILL`
+sets it and execs the command, so no Python runs between fork and exec: Python code
+there (a `preexec_fn`) can deadlock in a process with other threads, and did, in a
+harness running Kafka's Java client (a JVM's threads) when a kill's restart forked
+a broker. Without setpriv (not Linux, or util-linux before 2.33) a preexec_fn does it.
+Each is also registered in harness.leftovers (pid + start time) and carries
+UNDERTOW_RUN_ID, for `undertow heal`.
 The local backend owns one Launcher; a system's DB starts its node processes through it.
 """
 
@@ -12,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -27,6 +33,28 @@ _PR_SET_PDEATHSIG = 1
 _prctl: Any = None
 with contextlib.suppress(OSError, AttributeError):  # not Linux: heal and teardown still kill
     _prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+
+def _setpriv() -> str | None:
+    """setpriv, if it has --pdeathsig."""
+    path = shutil.which("setpriv")
+    if path is None:
+        return None
+    try:
+        out = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return path if "--pdeathsig" in out.stdout else None
+
+
+SETPRIV = _setpriv()
+
+
+def die_with_parent(cmd: Sequence[str]) -> tuple[list[str], Callable[[], None] | None]:
+    """The command and preexec_fn that start `cmd` with PDEATHSIG=SIGKILL."""
+    if SETPRIV is not None:
+        return [SETPRIV, "--pdeathsig", "KILL", "--", *cmd], None
+    return list(cmd), _die_with_parent(os.getpid())
 
 
 def _die_with_parent(parent_pid: int) -> Callable[[], None]:
@@ -69,14 +97,15 @@ class Launcher:
                pipes: bool) -> subprocess.Popen[bytes]:
         """Runs on the launcher thread, so PDEATHSIG is tied to a thread that lives on."""
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        argv, preexec = die_with_parent(cmd)
         with open(log_path, "ab") as log:
             return subprocess.Popen(
-                list(cmd), cwd=cwd, env=self.env,
+                argv, cwd=cwd, env=self.env,
                 stdin=subprocess.PIPE if pipes else subprocess.DEVNULL,
                 stdout=subprocess.PIPE if pipes else log,
                 stderr=log if pipes else subprocess.STDOUT,
                 start_new_session=True,  # Ctrl-C goes to the harness, which tears down
-                preexec_fn=_die_with_parent(os.getpid()))
+                preexec_fn=preexec)
 
     def launch(self, name: str, cmd: Sequence[str], cwd: Path, log_path: Path, *,
                pipes: bool = False) -> tuple[subprocess.Popen[bytes], str]:
