@@ -12,7 +12,7 @@ seed = --seed + i. Prints, per run: seed, verdict, anomaly types with counts, th
 from the main phase's start to the first anomaly (the latest operation an anomaly
 example names, the earliest such over all examples), and the run folder; then per cell
 the valid/invalid counts and the median time to the first anomaly. Writes
-bench/out/txn_late_marker.json. One process runs every cell: the Java cells share one
+bench/out/txn_late_marker.json (or --out). One process runs every cell: the Java cells share one
 JVM (one kafka-clients version, 4.4.0). --until (UTC) starts no run after that time, so a
 hunt fits a deadline and stops between runs, never inside one.
 """
@@ -137,11 +137,12 @@ def main() -> None:
     ap.add_argument("--cells", default=",".join(CELLS))
     ap.add_argument("--results-dir", default="results/late-marker")
     ap.add_argument("--until", default=None, help="HH:MM UTC: start no run after it")
+    ap.add_argument("--out", type=Path, default=OUT, help="the JSON of the runs")
     ap.add_argument("--table", action="store_true",
                     help="print the table of the runs recorded in the JSON, run nothing")
     a = ap.parse_args()
     if a.table:
-        recorded: list[dict[str, Any]] = json.loads(OUT.read_text())
+        recorded: list[dict[str, Any]] = json.loads(a.out.read_text())
         for r in recorded:  # read again from each run folder, as this code reads them
             res = Path(r["run_dir"]) / "results.json"
             if res.is_file():
@@ -171,8 +172,8 @@ def main() -> None:
                 return
             rows.append(run_one(cell, a.seed + i, a.seconds, a.results_dir))
             print(table(rows[-1:]).split("\n")[1], flush=True)
-            OUT.parent.mkdir(parents=True, exist_ok=True)
-            OUT.write_text(json.dumps(rows, indent=1))
+            a.out.parent.mkdir(parents=True, exist_ok=True)
+            a.out.write_text(json.dumps(rows, indent=1))
     print(table(rows))
 
 
