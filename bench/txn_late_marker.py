@@ -1,4 +1,5 @@
-"""python -m bench.txn_late_marker [--runs 10] [--seconds 120] [--cells a,b] [--seed 1]:
+"""python -m bench.txn_late_marker [--runs 10] [--seconds 120] [--cells a,b] [--seed 1]
+[--until HH:MM]:
 the KAFKA-17754 hunt (systems/kafka/hunts.py), seeded runs per cell, as a table.
 
 Cells (client, release, transaction.version):
@@ -11,13 +12,15 @@ seed = --seed + i. Prints, per run: seed, verdict, anomaly types with counts, th
 from the main phase's start to the first anomaly (the latest operation an anomaly
 example names, the earliest such over all examples), and the run folder; then per cell
 the valid/invalid counts and the median time to the first anomaly. Writes
-bench/out/txn_late_marker.json. One process runs every cell: the Java cells share one
-JVM (one kafka-clients version, 4.4.0).
+bench/out/txn_late_marker.json (or --out). One process runs every cell: the Java cells share one
+JVM (one kafka-clients version, 4.4.0). --until (UTC) starts no run after that time, so a
+hunt fits a deadline and stops between runs, never inside one.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import statistics
 import time
@@ -36,7 +39,8 @@ OUT = Path(__file__).parent / "out" / "txn_late_marker.json"
 
 
 def first_anomaly_s(run_dir: Path, results: dict[str, Any]) -> float | None:
-    """Seconds from the first operation to the earliest moment an anomaly was visible."""
+    """Seconds from the first operation to the earliest moment a bad anomaly was visible
+    (the types Kafka's transactions allow, G0 and the like, are not the bug hunted)."""
     times: dict[int, int] = {}
     start: int | None = None
     for line in (run_dir / "history.jsonl").read_text().splitlines():
@@ -44,7 +48,10 @@ def first_anomaly_s(run_dir: Path, results: dict[str, Any]) -> float | None:
         times[int(op["index"])] = int(op["time"])
         start = int(op["time"]) if start is None else start
     best: int | None = None
-    for examples in (results.get("anomalies") or {}).values():
+    bad = set(results.get("bad_anomaly_types") or [])
+    for kind, examples in (results.get("anomalies") or {}).items():
+        if kind not in bad:
+            continue
         for ex in examples if isinstance(examples, list) else []:
             idx = [int(v) for k, v in ex.items() if k.endswith("index") and isinstance(v, int)
                    and int(v) in times]
@@ -52,6 +59,24 @@ def first_anomaly_s(run_dir: Path, results: dict[str, Any]) -> float | None:
                 seen = max(times[i] for i in idx)
                 best = seen if best is None else min(best, seen)
     return None if best is None or start is None else (best - start) / 1e9
+
+
+def txn_facts(run_dir: Path, results: dict[str, Any]) -> dict[str, Any]:
+    """The transactions' completions, the pauses that landed and the commits that failed
+    and were answered by an abort on the same producer (the clients' "aborted after"): a
+    run with few commits, no pause or no such abort had little chance to show the bug."""
+    avail = results.get("availability")
+    if not isinstance(avail, dict):
+        return {"txns": None, "pauses": None, "commit_aborts": None}
+    txn = (avail.get("ops") or {}).get("txn") or {}
+    windows = [w for w in avail.get("windows") or [] if w.get("kind") == "pause"]
+    aborts = 0
+    for line in (run_dir / "history.jsonl").read_text().splitlines():
+        if '"aborted after' in line:
+            op = json.loads(line)
+            aborts += op.get("f") == "txn" and str(op.get("error")).startswith("aborted after")
+    return {"txns": [txn.get("ok", 0), txn.get("fail", 0), txn.get("info", 0)],
+            "pauses": len(windows), "commit_aborts": aborts}
 
 
 def run_one(cell: str, seed: int, seconds: float, results_dir: str) -> dict[str, Any]:
@@ -74,16 +99,24 @@ def run_one(cell: str, seed: int, seconds: float, results_dir: str) -> dict[str,
             "counts": results.get("counts") or {t: 1 for t in results.get("anomaly_types", [])},
             "bad": results.get("bad_anomaly_types", []),
             "first_anomaly_s": first_anomaly_s(outcome.run_dir, results),
+            **txn_facts(outcome.run_dir, results),
             "run_dir": str(outcome.run_dir), "wall_s": round(time.monotonic() - t0, 1)}
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    out = [f"{'cell':18} {'seed':>5} {'verdict':8} {'first(s)':>8}  anomalies / run folder"]
+    out = [f"{'cell':18} {'seed':>5} {'verdict':8} {'first(s)':>8} {'txn ok/fail/info':>16}"
+           f" {'pauses':>6} {'c-abort':>7}  anomalies (bad ones marked *) / run folder"]
     for r in rows:
         first = "-" if r["first_anomaly_s"] is None else f"{r['first_anomaly_s']:.1f}"
-        counts = ", ".join(f"{k} {v}" for k, v in sorted(r["counts"].items())) or "none"
-        out.append(f"{r['cell']:18} {r['seed']:>5} {r['valid']!s:8} {first:>8}  {counts}")
+        counts = ", ".join(f"{k}{'*' if k in r['bad'] else ''} {v}"
+                           for k, v in sorted(r["counts"].items())) or "none"
+        txns = "-" if r.get("txns") is None else "/".join(map(str, r["txns"]))
+        pauses = "-" if r.get("pauses") is None else str(r["pauses"])
+        aborts = "-" if r.get("commit_aborts") is None else str(r["commit_aborts"])
+        out.append(f"{r['cell']:18} {r['seed']:>5} {r['valid']!s:8} {first:>8} {txns:>16}"
+                   f" {pauses:>6} {aborts:>7}  {counts}")
         out.append(f"{'':43}{r['run_dir']}")
+    out.append("c-abort: commits that failed and were answered by an abort on the same producer")
     out.append("")
     for cell in dict.fromkeys(r["cell"] for r in rows):
         mine = [r for r in rows if r["cell"] == cell]
@@ -103,7 +136,29 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--cells", default=",".join(CELLS))
     ap.add_argument("--results-dir", default="results/late-marker")
+    ap.add_argument("--until", default=None, help="HH:MM UTC: start no run after it")
+    ap.add_argument("--out", type=Path, default=OUT, help="the JSON of the runs")
+    ap.add_argument("--table", action="store_true",
+                    help="print the table of the runs recorded in the JSON, run nothing")
     a = ap.parse_args()
+    if a.table:
+        recorded: list[dict[str, Any]] = json.loads(a.out.read_text())
+        for r in recorded:  # read again from each run folder, as this code reads them
+            res = Path(r["run_dir"]) / "results.json"
+            if res.is_file():
+                results = json.loads(res.read_text())
+                r.update(txn_facts(Path(r["run_dir"]), results),
+                         first_anomaly_s=first_anomaly_s(Path(r["run_dir"]), results))
+        print(table(recorded))
+        return
+    until: dt.datetime | None = None
+    if a.until:
+        try:
+            hm = dt.datetime.strptime(a.until, "%H:%M")
+        except ValueError:
+            ap.error(f"--until: {a.until!r} is not HH:MM")
+        until = dt.datetime.now(dt.UTC).replace(
+            hour=hm.hour, minute=hm.minute, second=0, microsecond=0)
     cells = [c.strip() for c in a.cells.split(",") if c.strip()]
     unknown = [c for c in cells if c not in CELLS]
     if unknown:
@@ -111,10 +166,14 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     for i in range(a.runs):  # the cells alternate, so each sees the machine's load alike
         for cell in cells:
+            if until is not None and dt.datetime.now(dt.UTC) >= until:
+                print(f"--until {a.until} reached: no more runs", flush=True)
+                print(table(rows))
+                return
             rows.append(run_one(cell, a.seed + i, a.seconds, a.results_dir))
             print(table(rows[-1:]).split("\n")[1], flush=True)
-            OUT.parent.mkdir(parents=True, exist_ok=True)
-            OUT.write_text(json.dumps(rows, indent=1))
+            a.out.parent.mkdir(parents=True, exist_ok=True)
+            a.out.write_text(json.dumps(rows, indent=1))
     print(table(rows))
 
 

@@ -17,6 +17,7 @@ from harness.runfiles import Op
 from nemesis.faults import NemesisError
 
 log = logging.getLogger(__name__)
+ROLE_WAIT_S = 5.0  # how long a fault on the controller or coordinator waits to see the role move
 
 
 class Composed:
@@ -63,7 +64,8 @@ class Composed:
             return op.complete("info", error=f"{type(e).__name__}: {e}")
         target = op.value.get("target") if isinstance(op.value, Mapping) else None
         if target in ("controller", "coordinator"):
-            done = note_role_change(run, done, str(target))
+            wait_s = float(op.value.get("role_wait_s", ROLE_WAIT_S))
+            done = note_role_change(run, done, str(target), wait_s=wait_s)
         return done
 
     def teardown(self, run: Run) -> None:
@@ -78,14 +80,17 @@ class Composed:
             log.error("%d nemesis teardowns failed; first: %r", len(errors), errors[0])
 
 
-def note_role_change(run: Run, done: Op, role: str, *, wait_s: float = 5.0) -> Op:
+def note_role_change(run: Run, done: Op, role: str, *, wait_s: float = ROLE_WAIT_S) -> Op:
     """A fault aimed at the active controller or the group coordinator (`role`): write the
     node it hit and the one that took the role after it into the completion (`controller`
     and `new_controller`, or `coordinator` and `new_coordinator`), so the moves show in the
     history.
 
     Waits (bounded by wait_s) for a different node to take the role; the new one is null
-    when none did in that time (e.g. the quorum lost its majority).
+    when none did in that time (e.g. the quorum lost its majority). The wait holds up the
+    nemesis's next step, so a timed plan whose steps must land at their times (a pause
+    to be healed after a drawn 1 s) asks for `role_wait_s` 0 in the fault's value: the
+    holder is then looked up once.
     """
     value = dict(done.value) if isinstance(done.value, Mapping) else {}
     nodes = value.get("nodes") or []
@@ -95,13 +100,15 @@ def note_role_change(run: Run, done: Op, role: str, *, wait_s: float = 5.0) -> O
     old = str(nodes[0])
     new: str | None = None
     deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
+    while True:
         try:
             current = _holder(run, role)
         except Exception:
             current = None
         if current is not None and current != old:
             new = current
+            break
+        if time.monotonic() >= deadline:
             break
         time.sleep(0.1)
     value.update({role: old, f"new_{role}": new})

@@ -37,7 +37,9 @@ def late_marker_pauses(t: float, rng: random.Random) -> list[Step]:
     c_for, l_for = rng.uniform(1.0, 6.0), rng.uniform(1.0, 6.0)
     l_at = t + rng.uniform(0.0, 1.5)
     return [
-        Step(t, PAUSE.start, {"target": "coordinator", "as": "C"}),
+        # role_wait_s 0: the nemesis does not wait to see the coordinator move (up to
+        # 5 s), which would hold L's pause back and stretch C's past its drawn length
+        Step(t, PAUSE.start, {"target": "coordinator", "as": "C", "role_wait_s": 0}),
         Step(l_at, PAUSE.start, {"target": "leader", "key": "auto", "as": "L"}),
         Step(t + c_for, PAUSE.heal, {"role": "C"}),
         Step(l_at + l_for, PAUSE.heal, {"role": "L"}),

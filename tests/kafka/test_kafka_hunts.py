@@ -36,3 +36,25 @@ def test_a_feature_the_format_hook_does_not_know_is_refused() -> None:
         assemble(_cell("librdkafka-4.4.0", kafka_features={"share.version": 1}))
     with pytest.raises(SpecError, match=r"transaction\.version=7; its levels are 0, 1, 2"):
         assemble(_cell("librdkafka-4.4.0", kafka_features="transaction.version=7"))
+
+
+def test_the_bench_times_the_first_bad_anomaly_and_counts_aborted_commits(tmp_path: Any) -> None:
+    """An allowed G0 earlier than a G1a does not set the first-anomaly time; a failed
+    commit answered by an abort counts, a workload's own abort does not."""
+    import json
+
+    from bench.txn_late_marker import first_anomaly_s, txn_facts
+    ops = [{"index": 0, "time": 1_000_000_000, "type": "invoke", "f": "txn"},
+           {"index": 1, "time": 2_000_000_000, "type": "fail", "f": "txn", "error": "aborted"},
+           {"index": 2, "time": 4_500_000_000, "type": "fail", "f": "txn",
+            "error": "aborted after KafkaException: x"},
+           {"index": 3, "time": 6_000_000_000, "type": "ok", "f": "txn"}]
+    (tmp_path / "history.jsonl").write_text("".join(json.dumps(o) + "\n" for o in ops))
+    results = {"bad_anomaly_types": ["G1a"],
+               "anomalies": {"G0": [{"ops": [1, 2], "index": 1}],
+                             "G1a": [{"reader_index": 3, "writer_index": 2}]},
+               "availability": {"ops": {"txn": {"ok": 1, "fail": 2, "info": 0}},
+                                "windows": [{"kind": "pause"}, {"kind": "kill"}]}}
+    assert first_anomaly_s(tmp_path, results) == 5.0
+    assert txn_facts(tmp_path, results) == {"txns": [1, 2, 0], "pauses": 1, "commit_aborts": 1}
+    assert first_anomaly_s(tmp_path, {**results, "bad_anomaly_types": []}) is None

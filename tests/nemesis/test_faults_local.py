@@ -313,6 +313,21 @@ def test_a_fault_on_the_controller_records_the_controller_elected_after_it(
     nem.invoke(run, Op("invoke", NEMESIS, "resume", {}))
 
 
+def test_a_fault_on_the_controller_with_role_wait_s_0_does_not_wait_for_the_move(
+        cluster: tuple[Run, Composed]) -> None:
+    """A timed plan's step (systems/kafka/hunts.py) asks for no wait: the controller is
+    looked up once, before the cluster could notice the pause, so none has moved yet
+    (with the default wait, the test above sees the new one)."""
+    run, nem = cluster
+    done = nem.invoke(run, Op("invoke", NEMESIS, "pause",
+                              {"target": "controller", "role_wait_s": 0}))
+    try:
+        assert done.error is None and done.value["nodes"] == [done.value["controller"]]
+        assert done.value["new_controller"] is None, done.value
+    finally:
+        nem.invoke(run, Op("invoke", NEMESIS, "resume", {}))
+
+
 def test_ctrl_c_in_the_middle_of_a_partition_leaves_nothing(tmp_path: Path, state: Path) -> None:
     results = tmp_path / "results"
     env = {**os.environ, leftovers.STATE_ENV: str(state), "UNDERTOW_PROXY_LOOP": "asyncio"}
