@@ -7,8 +7,10 @@ the partition's leader C becomes a follower, its log is truncated to the new lea
 and refetched, while C's coordinator stays loaded until it is unloaded asynchronously.
 Before the fix, the high watermark C then learns from N (over N's records at the offsets
 C's own, truncated, commits held) still reached C's coordinator, which answered those
-commits as written (apache/kafka pull request 22444: the listener stops passing the high
-watermark on once the partition follows, fails or is deleted). The fix is in
+commits as written when that high watermark was not past C's last record (past it, the
+update failed with a spurious error instead). Apache/kafka pull request 22444: the
+listener stops passing the high watermark on once the partition follows, fails or is
+deleted. The fix is in
 `kafka.coordinator.group.ListenerAdapter` (the broker's jar): 4.2.2, 4.3.1 and 4.4.0
 have it, 4.0.x, 4.1.x (to 4.1.2), 4.2.0, 4.2.1 and 4.3.0 do not (the classes compared
 with javap; docs/known-bugs.md).
