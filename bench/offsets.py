@@ -1,7 +1,9 @@
 """What committed offsets cost a check: one subscribe-style history with `commit` and
 `committed` operations, and the same history without them, checked side by side.
 
-`python -m bench.offsets [--lines N] [--spark]`: generates both (bench/out/offsets-*),
+`python -m bench.offsets [--lines N] [--spark] [--run DIR]`: generates both
+(bench/out/offsets-*), or with --run takes a real run folder's history (a subscribe run
+with offset operations) and the same history less its commit and committed lines,
 checks each twice in turn (without, with, without, with) and prints the best time of
 each and their ratio; in this process (`checkers.api.check_local`: the read, the per-key
 loop, the graph and the register searches), and with `--spark` also as `undertow check`
@@ -127,12 +129,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=1_000_000, help="about this many lines")
     ap.add_argument("--spark", action="store_true", help="also through one Spark session")
+    ap.add_argument("--run", type=Path, default=None,
+                    help="a run folder whose history to check with and without its offsets")
     a = ap.parse_args()
-    rows = simulate(a.lines // 2)
+    if a.run is None:
+        rows = simulate(a.lines // 2)
+    else:
+        rows = [orjson.loads(line) for line in
+                (a.run / "history.jsonl").read_bytes().splitlines() if line.strip()]
     plain = [r for r in rows if r["f"] not in ("commit", "committed")]
     runs = {"with": write(rows, OUT / "offsets-with"),
             "without": write([{**r, "index": i} for i, r in enumerate(plain)],
                              OUT / "offsets-without")}
+    for name in ("test.json", "replicas.jsonl"):  # the run's own, the same for both
+        if a.run is not None and (a.run / name).is_file():
+            for d in runs.values():
+                (d / name).write_bytes((a.run / name).read_bytes())
     n_commit = sum(r["f"] == "commit" for r in rows) // 2
     print(f"{len(rows)} lines with {n_commit} commits and "
           f"{sum(r['f'] == 'committed' for r in rows) // 2} committed reads; "

@@ -23,6 +23,7 @@ from harness.spec import SpecError, TestSpec
 from harness.test import Test
 from systems.kafka import config, features, jars, java, releases, zk
 from systems.kafka.client import KafkaQueueClient
+from systems.kafka.coordinator_hunt import SCENARIOS as COORDINATOR_HUNT
 from systems.kafka.db import (
     VERSION_ENV_KEY,
     KafkaLocalDB,
@@ -48,7 +49,7 @@ class KafkaSystem:
 
     name = "kafka"
     port = CLIENT_PORT
-    scenarios = {**SCENARIOS, **HUNTS}
+    scenarios = {**SCENARIOS, **HUNTS, **COORDINATOR_HUNT}
     release_key = VERSION_ENV_KEY
     options = KafkaOptions
 

@@ -84,7 +84,7 @@ def test_scenarios_are_exactly_the_known_bugs_and_build() -> None:
                               "kafka-read-uncommitted", "kafka-retries-without-idempotence",
                               "kafka-last-replica-standing",
                               "kafka-kip101-loss", "kafka-kip101-divergence",
-                              "kafka-txn-late-marker"}
+                              "kafka-txn-late-marker", "kafka-coordinator-isolation"}
     known = known_faults()
     for name, s in SCENARIOS.items():
         spec = build_spec(s.settings)
@@ -122,7 +122,8 @@ def test_known_bug_scenarios_keep_one_controller_voter_and_safe_a_quorum() -> No
     ordinary_faults = {"read-uncommitted", "zombie-producer", "kafka-read-uncommitted",
                        "offsets-commit-acks-1",
                        "kafka-retries-without-idempotence",
-                       "kafka-txn-late-marker"}  # pauses only: every node comes back
+                       "kafka-txn-late-marker",  # pauses only: every node comes back
+                       "kafka-coordinator-isolation"}  # a partition of one node at a time
     for name, sc in SCENARIOS.items():
         if "kafka_version" in sc.settings.get("extra", {}):
             continue  # a ZooKeeper-era release: its controller is a broker ZooKeeper elects
@@ -222,6 +223,11 @@ def test_each_known_bug_names_the_options_that_fix_it_and_they_build_a_fixed_spe
             continue
         if name == "kafka-txn-late-marker":  # a hunt: the client that speaks KIP-890 part 2
             assert KafkaOptions.of(fixed) == replace(KafkaOptions.of(unsafe), client="java")
+            assert fixed.broker == unsafe.broker
+            continue
+        if name == "kafka-coordinator-isolation":  # a hunt: the release with the fix
+            assert (KafkaOptions.of(unsafe).kafka_version,
+                    KafkaOptions.of(fixed).kafka_version) == ("4.3.0", "4.3.1")
             assert fixed.broker == unsafe.broker
             continue
         if name in ("kafka-kip101-loss", "kafka-kip101-divergence"):  # the release that fixed it
