@@ -12,7 +12,8 @@ import pytest
 from harness import core
 from harness.control.local import free_port
 from harness.runfiles import Op
-from harness.spec import ConsumerSettings, SpecError, TestSpec, build_spec
+from harness.spec import ConsumerSettings, SpecError, build_spec
+from harness.spec import TestSpec as RunSpec  # not "Test*": pytest would try to collect it
 from harness.test import assemble
 from systems.kafka import jars
 from systems.kafka.client import KafkaQueueClient
@@ -46,7 +47,7 @@ def test_a_short_subscribe_run_is_valid(tmp_path: Path, kafka_jars: jars.KafkaJa
                                         client: str) -> None:
     """The Java client commits inside poll() only: its run commits `processed`, which makes
     its commits operations (and its processes read the committed offsets)."""
-    def spec(seconds: float, results: Path) -> TestSpec:
+    def spec(seconds: float, results: Path) -> RunSpec:
         return build_spec({"name": "kafka-subscribe", "system": "kafka",
                            "sub_via": "subscribe", "nemesis": ("kill",),
                            "nemesis_interval_s": 6.0, "time_limit_s": seconds, "seed": 11,
