@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import shutil
 import signal
@@ -35,8 +36,9 @@ with contextlib.suppress(OSError, AttributeError):  # not Linux: heal and teardo
     _prctl = ctypes.CDLL(None, use_errno=True).prctl
 
 
-def _setpriv() -> str | None:
-    """setpriv, if it has --pdeathsig."""
+@functools.cache
+def setpriv() -> str | None:
+    """setpriv, if it has --pdeathsig (asked once, at the first launch, not at import)."""
     path = shutil.which("setpriv")
     if path is None:
         return None
@@ -47,13 +49,11 @@ def _setpriv() -> str | None:
     return path if "--pdeathsig" in out.stdout else None
 
 
-SETPRIV = _setpriv()
-
-
 def die_with_parent(cmd: Sequence[str]) -> tuple[list[str], Callable[[], None] | None]:
     """The command and preexec_fn that start `cmd` with PDEATHSIG=SIGKILL."""
-    if SETPRIV is not None:
-        return [SETPRIV, "--pdeathsig", "KILL", "--", *cmd], None
+    path = setpriv()
+    if path is not None:
+        return [path, "--pdeathsig", "KILL", "--", *cmd], None
     return list(cmd), _die_with_parent(os.getpid())
 
 

@@ -279,9 +279,10 @@ def test_sigkill_of_the_harness_leaves_nothing_after_heal(tmp_path: Path, state:
 def test_children_are_started_with_no_python_between_fork_and_exec() -> None:
     """PDEATHSIG comes from setpriv: a preexec_fn can deadlock in a harness with other
     threads (a JVM's, with Kafka's Java client), and did when a kill's restart forked."""
-    from harness.control.launcher import SETPRIV, die_with_parent
+    from harness.control.launcher import die_with_parent, setpriv
 
     argv, preexec = die_with_parent(["true"])
-    assert SETPRIV is not None and argv == [SETPRIV, "--pdeathsig", "KILL", "--", "true"]
+    path = setpriv()
+    assert path is not None and argv == [path, "--pdeathsig", "KILL", "--", "true"]
     assert preexec is None
     assert subprocess.run(argv).returncode == 0
