@@ -1,5 +1,6 @@
 """The suite's xdist groups hold: run on two workers, the tests of a group all run on one
-worker (tests/xdist_groups.py). An inner pytest session on two real xdist workers."""
+worker (tests/xdist_groups.py), those of a module sharing a module-scoped fixture too. An
+inner pytest session on two real xdist workers."""
 
 from __future__ import annotations
 
@@ -50,10 +51,29 @@ def test_light_{i}():
     pass
 ''' for i in range(8))
 
+MODULE = '''
+import pytest
+
+@pytest.fixture(scope="module")
+def started_once():
+    return object()
+
+@pytest.fixture
+def through(started_once):
+    return started_once
+''' + "".join(f'''
+def test_shared_{i}(through):
+    pass
+
+def test_alone_{i}():
+    pass
+''' for i in range(8))
+
 
 def test_each_group_runs_on_one_worker(tmp_path: Path) -> None:
     (tmp_path / "conftest.py").write_text(CONFTEST)
     (tmp_path / "test_inner.py").write_text(TESTS)
+    (tmp_path / "test_module.py").write_text(MODULE)
     out = tmp_path / "where.jsonl"
     env = {**os.environ, "WHERE_OUT": str(out),
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
@@ -69,4 +89,5 @@ def test_each_group_runs_on_one_worker(tmp_path: Path) -> None:
     assert len(workers["test_on_kafka"]) == 1, workers
     assert workers["test_on_docker"] == workers["test_on_ssh"], workers  # one group
     assert len(workers["test_on_docker"]) == 1, workers
+    assert len(workers["test_shared"]) == 1, workers  # their module fixture, started once
     assert set().union(*workers.values()) == {"gw0", "gw1"}, workers  # two workers ran
