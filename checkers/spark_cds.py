@@ -7,17 +7,19 @@ valid for the JDK and the jars it was dumped from, so it is kept per venv, named
 a key over both, built by `python -m checkers.spark_cds` (`./scripts/bootstrap` runs
 it), and used only when its key matches: absent or stale, sessions start as before.
 The JVM writes it at its exit, so the build waits for that JVM and then renames the
-file into place (a reader never sees half an archive).
+file into place (a reader never sees half an archive). The key and the publishing are
+harness.jvm_cds's, shared with Kafka's archives (systems/kafka/cds.py).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
+
+from harness.jvm_cds import QUIET as QUIET_OPTIONS
+from harness.jvm_cds import archive_key, java_binary, publish, use_options
 
 CDS_DIR_ENV = "UNDERTOW_CDS_DIR"  # where archives live (default: in this venv)
 OFF_ENV = "UNDERTOW_CDS"  # "0": never use or build an archive
@@ -25,41 +27,29 @@ OFF_ENV = "UNDERTOW_CDS"  # "0": never use or build an archive
 # generation of 256 MB: the shuffle's short-lived buffers are collected before they
 # grow the heap (the JVM's peak at 10M lines: 1.8 instead of 2.3 GB)
 JVM_FLAGS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xmn256m"
-# a missing or mismatched archive is a warning on stderr: silence all CDS logging
-QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off -Xlog:class+path=off"
+QUIET = " ".join(QUIET_OPTIONS)  # harness.jvm_cds: a stale archive's warnings silenced
 
 
 def cds_dir() -> Path:
     return Path(os.environ.get(CDS_DIR_ENV) or Path(sys.prefix) / "var" / "undertow-cds")
 
 
-def _java() -> Path | None:
-    """The java that Spark's launcher runs: $JAVA_HOME/bin/java, else the one on PATH."""
-    home = os.environ.get("JAVA_HOME")
-    found = str(Path(home) / "bin" / "java") if home else shutil.which("java")
-    return Path(found).resolve() if found and Path(found).exists() else None
-
-
 def archive_path() -> Path | None:
     """This venv's archive for the current JDK and Spark jars (it may not exist yet);
     None when no java or no pyspark is found."""
-    java = _java()
+    java = java_binary()  # the one Spark's launcher runs
     try:
         import pyspark
     except ImportError:
         return None
     if java is None:
         return None
-    h = hashlib.sha256(f"{java}\n{JVM_FLAGS}\n".encode())
-    jdk = java.parent.parent
     jars = Path(pyspark.__file__).parent / "jars"
     try:
-        for f in [jdk / "lib" / "modules", *sorted(jars.iterdir())]:
-            st = f.stat()
-            h.update(f"{f}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+        key = archive_key(java, sorted(jars.iterdir()), JVM_FLAGS)
     except OSError:
         return None
-    return cds_dir() / f"spark-{h.hexdigest()[:20]}.jsa"
+    return None if key is None else cds_dir() / f"spark-{key}.jsa"
 
 
 def java_options() -> str:
@@ -70,7 +60,7 @@ def java_options() -> str:
     path = archive_path()
     if path is None or not path.is_file():
         return ""
-    return f"-XX:SharedArchiveFile={path} {QUIET}"
+    return " ".join(use_options(path))
 
 
 def build() -> Path | None:
@@ -97,14 +87,9 @@ def build() -> Path | None:
         if proc is not None:
             proc.stdin.close()  # the gateway JVM exits at EOF on its stdin, dumping then
             proc.wait(timeout=300)
-        if not Path(tmp).is_file() or Path(tmp).stat().st_size == 0:
-            raise RuntimeError(f"the JVM wrote no class-data archive at {tmp}")
-        os.replace(tmp, final)
+        publish(Path(tmp), final, "spark-*.jsa")
     finally:
         Path(tmp).unlink(missing_ok=True)
-    for old in final.parent.glob("spark-*.jsa"):
-        if old != final:
-            old.unlink(missing_ok=True)
     return final
 
 

@@ -1,5 +1,6 @@
 """python -m bench.kafka [--kafka-version V] [--nodes 3] [--backend local|docker]: Kafka start
-to ready.
+to ready. `--archive-side-by-side N`: the local start without and with the release's
+class-data archive, alternating (bench/out/kafka-cds.json).
 
 Local: resolves the jars (timed when Maven runs), formats and starts a KRaft cluster of
 combined broker+controller JVMs, and times from the first start to every broker
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import statistics
 import tempfile
 import time
@@ -24,7 +26,7 @@ from typing import Any
 from harness.control.launcher import Launcher
 from harness.control.local import free_port
 from harness.spec import BrokerSettings
-from systems.kafka import config, jars
+from systems.kafka import cds, config, jars
 from systems.kafka.admin import KafkaAdmin
 from systems.kafka.client import KafkaQueueClient
 from systems.kafka.local import LocalKafka
@@ -37,6 +39,9 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--sends", type=int, default=200)
     ap.add_argument("--backend", choices=("local", "docker"), default="local")
+    ap.add_argument("--archive-side-by-side", type=int, default=0, metavar="N",
+                    help="local: N starts without the release's class-data archive and N "
+                         "with it, alternating (systems.kafka.cds); writes kafka-cds.json")
     args = ap.parse_args()
     if args.backend == "docker":
         _write(_docker(args), "kafka-docker.json")
@@ -44,11 +49,22 @@ def main() -> None:
     t0 = time.monotonic()
     j = jars.resolve(args.kafka_version, progress=print)
     t_jars = time.monotonic() - t0
+    if args.archive_side_by_side:
+        _write(_archive_side_by_side(args, j), "kafka-cds.json")
+        return
+    out = {"kafka_version": j.version, "nodes": args.nodes, "partitions": args.partitions,
+           "jars_s": round(t_jars, 2), "maven_ran": not j.cached, **_local(args, j)}
+    _write(out, "kafka.json")
+
+
+def _local(args: argparse.Namespace, j: jars.KafkaJars, sends: bool = True) -> dict[str, Any]:
+    """Format, start to ready, then (with `sends`) one client's acks=all sends."""
     names = tuple(f"n{i + 1}" for i in range(args.nodes))
     nodes = config.make_nodes(names, "127.0.0.1", free_port)
     settings = BrokerSettings(replication_factor=min(3, args.nodes),
                               min_insync_replicas=min(2, args.nodes))
     launcher = Launcher("bench-kafka")
+    lat: list[float] = []
     with tempfile.TemporaryDirectory(prefix="bench-kafka-") as tmp:
         k = LocalKafka(j, nodes, Path(tmp), settings, partitions=args.partitions,
                        launcher=launcher)
@@ -63,18 +79,35 @@ def main() -> None:
             admin.wait_ready(args.nodes, args.partitions, settings.replication_factor,
                              settings.min_insync_replicas, timeout_s=120)
             t_ready = time.monotonic() - t2
-            client = KafkaQueueClient(keys=args.partitions, acks="all", timeout_s=10,
-                                      bootstrap=k.bootstrap).open(None, names[0])
-            lat = _sends(client, args.sends, args.partitions)
+            if sends:
+                client = KafkaQueueClient(keys=args.partitions, acks="all", timeout_s=10,
+                                          bootstrap=k.bootstrap).open(None, names[0])
+                lat = _sends(client, args.sends, args.partitions)
         finally:
             k.close()
             launcher.close()
-    out = {"kafka_version": j.version, "nodes": args.nodes, "partitions": args.partitions,
-           "jars_s": round(t_jars, 2), "maven_ran": not j.cached,
-           "format_s": round(t_format, 2), "start_to_ready_s": round(t_ready, 2),
-           "send_acks_all_median_ms": round(statistics.median(lat) * 1000, 1),
-           "send_acks_all_p99_ms": round(lat[int(len(lat) * 0.99)] * 1000, 1)}
-    _write(out, "kafka.json")
+    out: dict[str, Any] = {"format_s": round(t_format, 2), "start_to_ready_s": round(t_ready, 2)}
+    if lat:
+        out |= {"send_acks_all_median_ms": round(statistics.median(lat) * 1000, 1),
+                "send_acks_all_p99_ms": round(lat[int(len(lat) * 0.99)] * 1000, 1)}
+    return out
+
+
+def _archive_side_by_side(args: argparse.Namespace, j: jars.KafkaJars) -> dict[str, Any]:
+    """Format and start to ready without and with the class-data archive, alternating in
+    one process (the machine's load then weighs on both alike); the archive is built
+    first when missing, outside the timings."""
+    cds.options("java", j)
+    runs: dict[str, list[dict[str, Any]]] = {"without": [], "with": []}
+    for i in range(args.archive_side_by_side):
+        for mode in ("without", "with"):
+            os.environ[cds.OFF_ENV] = "0" if mode == "without" else "1"
+            runs[mode].append(_local(args, j, sends=False))
+            print(f"{mode} archive, start {i + 1}: {runs[mode][-1]}")
+    os.environ.pop(cds.OFF_ENV, None)
+    return {"kafka_version": j.version, "nodes": args.nodes, "runs": runs,
+            **{f"{mode}_median_{k}": statistics.median(r[k] for r in rs)
+               for mode, rs in runs.items() for k in ("format_s", "start_to_ready_s")}}
 
 
 def _sends(client: Any, sends: int, partitions: int) -> list[float]:

@@ -39,16 +39,18 @@ JVM_OPTS = (
 TOOL_OPTS = ("-Xmx512m", "-XX:TieredStopAtLevel=1")
 
 
-def server_command(java: str, classpath: str, props: str) -> list[str]:
-    """A node's broker/controller JVM."""
-    return [java, *JVM_OPTS, "-cp", classpath, "kafka.Kafka", props]
+def server_command(java: str, classpath: str, props: str,
+                   jvm: Sequence[str] = ()) -> list[str]:
+    """A node's broker/controller JVM; `jvm`: options added to JVM_OPTS (the release's
+    class-data archive, systems.kafka.cds)."""
+    return [java, *JVM_OPTS, *jvm, "-cp", classpath, "kafka.Kafka", props]
 
 
 def format_command(java: str, classpath: str, props: str,
-                   features: Sequence[str] = ()) -> list[str]:
+                   features: Sequence[str] = (), jvm: Sequence[str] = ()) -> list[str]:
     """Kafka's StorageTool formatting a node's log dirs for the run's cluster (once);
     `features`: its `--feature name=level` arguments (systems.kafka.features)."""
-    return [java, *TOOL_OPTS, "-cp", classpath, "kafka.tools.StorageTool", "format",
+    return [java, *TOOL_OPTS, *jvm, "-cp", classpath, "kafka.tools.StorageTool", "format",
             "--cluster-id", CLUSTER_ID, "--config", props, "--ignore-formatted", *features]
 
 

@@ -167,7 +167,8 @@ def dump_node(node: str, data_dir: Path, libs: Path, *, java: str = "java",
 
 
 def dump_nodes(data_dirs: Mapping[str, Path], libs: Path, *, java: str = "java",
-               topic: str = TOPIC, fmt: str = "batch") -> list[dict[str, Any]]:
+               topic: str = TOPIC, fmt: str = "batch",
+               jvm: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Every replica of `topic` on each node (node -> its data dir on this machine), as
     replicas.jsonl rows in the nodes' order: one DumpLogSegments JVM reads every node's
     segments (a JVM's start is most of a dump's time), its output split by the `Dumping`
@@ -178,7 +179,7 @@ def dump_nodes(data_dirs: Mapping[str, Path], libs: Path, *, java: str = "java",
     texts = dict.fromkeys(data_dirs, "")
     every = [seg for segs in segments.values() for seg in segs]
     if every:
-        cmd = dump_command([java, *TOOL_OPTS], libs, every, _FLAGS.get(fmt, ()))
+        cmd = dump_command([java, *TOOL_OPTS, *jvm], libs, every, _FLAGS.get(fmt, ()))
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=DUMP_TIMEOUT_S,
                               check=False)
         if done.returncode != 0:

@@ -21,7 +21,7 @@ from typing import Any
 from harness.control.processes import NodeProcesses
 from harness.protocols import Launches, ProcState
 from harness.spec import BrokerSettings
-from systems.kafka import config, dump, releases, unflushed
+from systems.kafka import cds, config, dump, releases, unflushed
 from systems.kafka.jars import KafkaJars
 
 FORMAT_TIMEOUT_S = 120.0
@@ -53,6 +53,7 @@ class LocalKafka:
         self.prefixes = {n: list(p) for n, p in (prefixes or {}).items()}
         self.procs = NodeProcesses(launcher, self.nodes)
         self._prepare_lock = threading.Lock()  # the setups of one run's nodes may run at once
+        self.jvm: tuple[str, ...] = ()  # the release's class-data archive, from prepare()
 
     # -- files -----------------------------------------------------------------
 
@@ -80,7 +81,9 @@ class LocalKafka:
 
     def prepare(self) -> None:
         """Write each node's server.properties and format its storage (once, before start):
-        the nodes' StorageTool JVMs at once (each is mostly a JVM's start)."""
+        the nodes' StorageTool JVMs at once (each is mostly a JVM's start), all of this
+        cluster's JVMs on the release's class-data archive (built at its first use)."""
+        self.jvm = cds.options(self.java, self.jars)
         todo = []
         for name, node in self.nodes.items():
             d = self.node_dir(name)
@@ -98,7 +101,7 @@ class LocalKafka:
     def _format(self, name: str) -> str:
         """Format one node's storage; the problem in words, or "" when it is formatted."""
         cmd = config.format_command(self.java, self.jars.classpath,
-                                    str(self.props_path(name)), self.format_args)
+                                    str(self.props_path(name)), self.format_args, self.jvm)
         done = subprocess.run(cmd, cwd=self.node_dir(name), capture_output=True, text=True,
                               timeout=FORMAT_TIMEOUT_S, check=False)
         if done.returncode != 0:
@@ -120,7 +123,7 @@ class LocalKafka:
         """Start the node's JVM; a running node stays as it is."""
         cmd = [*self.prefixes.get(node, ()),
                *config.server_command(self.java, self.jars.classpath,
-                                      str(self.props_path(node)))]
+                                      str(self.props_path(node)), self.jvm)]
         self.procs.start(node, cmd, self.node_dir(node), self.log_path(node))
 
     def kill(self, run: Any, node: str) -> None:
@@ -194,7 +197,7 @@ class LocalKafka:
 
     def _dump(self, nodes: list[str]) -> list[dict[str, Any]]:
         return dump.dump_nodes({node: self.data_dir(node) for node in nodes}, self.jars.libs,
-                               java=self.java,
+                               java=self.java, jvm=self.jvm,
                                fmt=releases.release(self.jars.version).era.dump_format)
 
     # -- teardown --------------------------------------------------------------
