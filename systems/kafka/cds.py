@@ -19,13 +19,14 @@ import fcntl
 import logging
 import os
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from harness.control.launcher import die_with_parent
+from harness.control.local import free_port
 from harness.jvm_cds import DUMP_OPTION, archive_key, java_binary, publish, use_options
 from harness.spec import BrokerSettings
 from systems.kafka import config
@@ -81,18 +82,12 @@ def _locked(lock: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def build_archive(java: str, jars: KafkaJars, final: Path) -> None:
     """Start a one-node cluster of the release to its start under ArchiveClassesAtExit,
     end it with SIGTERM, and publish what its JVM dumped as `final`."""
     with tempfile.TemporaryDirectory(prefix="kafka-cds-") as scratch:
         root = Path(scratch)
-        (node,) = config.make_nodes(("n1",), "127.0.0.1", _free_port).values()
+        (node,) = config.make_nodes(("n1",), "127.0.0.1", free_port).values()
         props = root / "server.properties"
         settings = BrokerSettings(replication_factor=1, min_insync_replicas=1)
         props.write_text(config.render_properties(config.server_properties(
@@ -103,12 +98,13 @@ def build_archive(java: str, jars: KafkaJars, final: Path) -> None:
             raise RuntimeError(f"StorageTool exited {formatted.returncode}: "
                                f"{(formatted.stdout + formatted.stderr).strip()[-500:]}")
         dumped = root / "dumped.jsa"
-        cmd = config.server_command(java, jars.classpath, str(props),
-                                    jvm=(f"{DUMP_OPTION}{dumped}",))
+        # the broker dies with the harness (a kill of the harness leaves no JVM behind)
+        cmd, preexec = die_with_parent(config.server_command(
+            java, jars.classpath, str(props), jvm=(f"{DUMP_OPTION}{dumped}",)))
         out = root / "kafka.log"
         with open(out, "wb") as sink:
             proc = subprocess.Popen(cmd, cwd=root, stdout=sink, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+                                    start_new_session=True, preexec_fn=preexec)
         try:
             deadline = time.monotonic() + BUILD_TIMEOUT_S
             while _STARTED not in out.read_text(errors="replace"):
