@@ -19,7 +19,7 @@ import jinja2
 import numpy as np
 from markupsafe import Markup
 
-from checkers.groups import exactly_once, group_delivery, membership
+from checkers.groups import GroupFeed
 from harness.report import figures, sections
 from harness.report.availability import availability_line
 from harness.report.causes import causes
@@ -83,7 +83,9 @@ def report_context(run: RunFiles) -> dict[str, Any]:
     anomalies_raw = (run.results or {}).get("anomalies")
     test = run.test or {}
     kinds = run_kinds(test)
-    s = scan(run.ops, anomalies_raw if isinstance(anomalies_raw, dict) else None, kinds)
+    feed = GroupFeed()  # the group-delivery section, gathered in the scan's own pass
+    s = scan(run.ops, anomalies_raw if isinstance(anomalies_raw, dict) else None, kinds,
+             feed.add)
     loss = losses(s.acked, run.replicas)
     focus = sections.anomaly_keys(run.results)
     key_plots = [KeyPlot(k, Markup(figures.key_log(s, k, s.keys[k], loss.values_of(k))),
@@ -92,8 +94,8 @@ def report_context(run: RunFiles) -> dict[str, Any]:
                          figures.aborted_offsets(s, s.keys[k]))
                  for k in _key_order(s, loss, focus)[: figures.MAX_KEYS]]
     timeline_svg, timeline_note = figures.timeline(s, _concurrency(test))
-    group = group_delivery(run.ops)
-    lanes_svg, lanes_note = figures.group_lanes(s, membership(run.ops), _concurrency(test)) \
+    group = feed.delivery()
+    lanes_svg, lanes_note = figures.group_lanes(s, feed.membership(), _concurrency(test)) \
         if group is not None else ("", "")
     replica_keys, replica_key_count = sections.replica_divergence(run.replicas, focus)
     anomalies = sections.anomalies(run.results, s, run.ops)
@@ -140,7 +142,7 @@ def report_context(run: RunFiles) -> dict[str, Any]:
         "faults": s.faults,
         "liveness": liveness,
         "group": group,
-        "eos": exactly_once(run.ops) if group is not None else None,
+        "eos": feed.exactly_once() if group is not None else None,
         "group_lanes_svg": Markup(lanes_svg),
         "group_lanes_note": lanes_note,
         "latency_svg": Markup(figures.latency_scatter(s)),

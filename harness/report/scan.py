@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,10 +31,12 @@ class Scan:
 
 
 def scan(ops: list[dict[str, Any]], anomalies: Mapping[str, Any] | None = None,
-         fault_kinds: Sequence[FaultKind] = FAULT_KINDS) -> Scan:
-    """Walk the history once (tolerant of shapes it does not know); add the fault windows,
-    read in the vocabulary of `fault_kinds` (see report.faults.run_kinds)."""
-    w = walk_history(ops, anomalies)
+         fault_kinds: Sequence[FaultKind] = FAULT_KINDS,
+         each: Callable[[dict[str, Any]], object] | None = None) -> Scan:
+    """Walk the history once (tolerant of shapes it does not know), handing each line to
+    `each` on the way if given; add the fault windows, read in the vocabulary of
+    `fault_kinds` (see report.faults.run_kinds)."""
+    w = walk_history(ops, anomalies, each)
     windows = fault_windows(w.nemesis, w.end_ns, fault_kinds)
     nodes: set[str] = set()
     for row in w.nemesis_ops:

@@ -9,7 +9,7 @@ does not know are skipped: the strict reader judges a history, this one draws it
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,9 +139,11 @@ def anomaly_refs(anomalies: Mapping[str, Any]) -> tuple[set[int], set[int]]:
     return indices, values
 
 
-def walk_history(ops: list[dict[str, Any]],
-                 anomalies: Mapping[str, Any] | None = None) -> HistoryWalk:
+def walk_history(ops: list[dict[str, Any]], anomalies: Mapping[str, Any] | None = None,
+                 each: Callable[[dict[str, Any]], object] | None = None) -> HistoryWalk:
     """Walk the history once; tolerant of shapes it does not know (they are skipped).
+    `each`, if given, is handed every line on the way, in order: what another view needs
+    from the history (the group's delivery) is gathered in this same pass.
 
     The hot loop only appends to flat lists; de-duplication and sorting of the
     records seen happen afterwards in numpy (a million operations in seconds).
@@ -186,6 +188,8 @@ def walk_history(ops: list[dict[str, Any]],
     client_ops = 0
     kind_codes = KIND_CODES
     for op in ops:
+        if each is not None:
+            each(op)
         t = op.get("time")
         if type(t) is not int:
             t = end_ns
