@@ -26,7 +26,7 @@ from harness.report.causes import causes
 from harness.report.faultlog import fault_rows, legend
 from harness.report.faults import run_kinds
 from harness.report.glossary import define
-from harness.report.lanes import completions, example_lanes
+from harness.report.lanes import example_lanes
 from harness.report.liveness import liveness_section
 from harness.report.losses import KeyLoss, Losses, losses, replica_losses, safety_line
 from harness.report.scan import Scan, scan
@@ -102,7 +102,7 @@ def report_context(run: RunFiles) -> dict[str, Any]:
     linked = {i for a in anomalies for ex in a.examples
               for part in [ex.parts, *ex.steps] for _, i in part if i is not None}
     ops_table = sections.op_rows(run.ops, sorted(set(s.involved) | linked), s.txns)
-    liveness = liveness_section(run.results, run.ops, run.test, run.run_dir)
+    liveness = liveness_section(run.results, s.nemesis_ops, run.test, run.run_dir)
     fault_table = fault_rows(test, s.nemesis_ops, kinds, s.end_ns)
     explained = causes(anomalies, anomalies_raw if isinstance(anomalies_raw, dict) else None,
                        loss, s.acked, s.faults, run.ops)
@@ -158,6 +158,7 @@ def report_context(run: RunFiles) -> dict[str, Any]:
         "replica_keys": replica_keys,
         "replica_key_count": replica_key_count,
         "node_logs": sections.node_logs(run.run_dir),
+        "op_pairs": s.pairs,
         "css": _static("report.css"),
         "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
     }
@@ -172,7 +173,8 @@ def render_run(run_dir: Path) -> Path:
         run = load_run(run_dir)
         ctx = report_context(run)
         html = _ENV.get_template("report.html.j2").render(**ctx)
-        pairs = completions(run.ops)
+        pairs = ctx["op_pairs"].of(i for a in ctx["anomalies"] for ex in a.examples
+                                   for i in ex.ops)
         ops_html = _ENV.get_template("ops.html.j2").render(
             **ctx, lanes={(a.name, n): Markup(example_lanes(run.ops, ex.ops, pairs))
                           for a in ctx["anomalies"] for n, ex in enumerate(a.examples, 1)})

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.report.faults import FaultWindow, fault_nodes, fault_windows
-from harness.runfiles.walk import Acked, Completions, KeyLog, Txns, walk_history
+from harness.runfiles.walk import Acked, Completions, KeyLog, Pairs, Txns, walk_history
 from nemesis.kinds import KINDS as FAULT_KINDS
 from nemesis.kinds import FaultKind
 
@@ -28,6 +28,7 @@ class Scan:
     nemesis_ops: list[dict[str, Any]] = field(default_factory=list)
     txns: Txns = field(default_factory=lambda: Txns.of([], [], [], set()))
     acked: Acked | None = None
+    pairs: Pairs | None = None  # each client operation's invoke and completion indices
 
 
 def scan(ops: list[dict[str, Any]], anomalies: Mapping[str, Any] | None = None,
@@ -45,4 +46,4 @@ def scan(ops: list[dict[str, Any]], anomalies: Mapping[str, Any] | None = None,
     return Scan(completions=w.completions, faults=windows, nodes=sorted(nodes), end_ns=w.end_ns,
                 keys=w.keys, involved=w.involved, by_value=w.by_value, processes=w.processes,
                 op_count=w.op_count, client_ops=w.client_ops, nemesis_ops=w.nemesis_ops,
-                txns=w.txns, acked=w.acked)
+                txns=w.txns, acked=w.acked, pairs=w.pairs)
