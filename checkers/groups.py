@@ -32,7 +32,7 @@ processed twice. Also a report section, not an anomaly type.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -76,73 +76,6 @@ def _sent(value: Any) -> Iterable[tuple[int, int]]:
             yield int(micro[1]), int(micro[2][0])
 
 
-@dataclass(slots=True)
-class _GroupWalk:
-    """One pass over a history's client operations, as both views read it: which process is
-    in the group at each completion, what it read, the known offsets of each key, and the
-    group's final committed positions."""
-
-    known: dict[int, set[int]] = field(default_factory=dict)
-    committed: Mapping[str, Any] | None = None
-    committed_index: int | None = None
-    any_subscribe: bool = False
-
-    def completions(self, ops: Iterable[Mapping[str, Any]]
-                    ) -> Iterator[tuple[Mapping[str, Any], bool, set[tuple[int, int]]]]:
-        """Each client completion, whether its process was subscribed, and the (key,
-        offset) records it read; `known` and `committed` follow as the walk goes."""
-        subscribed: set[Any] = set()
-        for o in ops:
-            p, f, typ = o.get("process"), o.get("f"), o.get("type")
-            if p == "nemesis":
-                continue
-            if typ == "invoke":
-                if f == "subscribe":
-                    subscribed.add(p)
-                    self.any_subscribe = True
-                elif f == "assign":
-                    subscribed.discard(p)
-                continue
-            c = o.get("committed")
-            if isinstance(c, Mapping):
-                self.committed, self.committed_index = c, o.get("index")
-            value = o.get("value")
-            read = set(_records(value))
-            # an `info` transaction may have been aborted: its sends are not known offsets
-            sent = _sent(value) if typ == "ok" or (typ == "info" and f != "txn") else ()
-            for k, off in (*sent, *read):
-                self.known.setdefault(k, set()).add(off)
-            yield o, p in subscribed, read
-
-    def positions(self) -> Iterator[tuple[int, int, list[int]]]:
-        """Per key of the final committed positions, in key order: the key, its position
-        and the known offsets below it, sorted."""
-        for ks, pos in sorted((self.committed or {}).items(), key=lambda kv: int(kv[0])):
-            k, pos = int(ks), int(pos)
-            yield k, pos, sorted(x for x in self.known.get(k, ()) if x < pos)
-
-
-def group_delivery(ops: Iterable[Mapping[str, Any]]) -> GroupDelivery | None:
-    """Per key, what the group read below its final committed position; None when the
-    history holds no `subscribe`."""
-    walk = _GroupWalk()
-    group_read: dict[int, set[int]] = {}
-    for _o, in_group, read in walk.completions(ops):
-        if in_group:
-            for k, off in read:
-                group_read.setdefault(k, set()).add(off)
-    if not walk.any_subscribe:
-        return None
-    rows = []
-    for k, pos, below in walk.positions():
-        if pos <= 0:
-            continue  # nothing below it to have read
-        got = group_read.get(k, set())
-        missing = tuple(x for x in below if x not in got)
-        rows.append(KeyDelivery(k, pos, len(below), len(below) - len(missing), missing))
-    return GroupDelivery(walk.committed_index, tuple(rows))
-
-
 @dataclass(frozen=True, slots=True)
 class KeyOnce:
     key: int
@@ -178,38 +111,6 @@ class ExactlyOnce:
         return sum(len(k.uncertain) for k in self.keys)
 
 
-def exactly_once(ops: Iterable[Mapping[str, Any]]) -> ExactlyOnce | None:
-    """Per key, how many committed transactions of the group read each known offset below
-    the group's final committed position; None when no subscribed process ran a `txn`."""
-    walk = _GroupWalk()
-    any_txn = False
-    by_ok: dict[tuple[int, int], int] = {}  # (key, offset) -> committed txns that read it
-    by_info: set[tuple[int, int]] = set()
-    transactions = 0
-    for o, in_group, read in walk.completions(ops):
-        if o.get("f") != "txn" or not in_group:
-            continue
-        any_txn = True
-        if o.get("type") == "ok":
-            transactions += bool(read)
-            for kv in read:
-                by_ok[kv] = by_ok.get(kv, 0) + 1
-        elif o.get("type") == "info":
-            by_info |= read
-    if not any_txn:
-        return None
-    rows = []
-    for k, pos, below in walk.positions():
-        if not below:
-            continue
-        unread = tuple(x for x in below if (k, x) not in by_ok and (k, x) not in by_info)
-        uncertain = tuple(x for x in below if (k, x) not in by_ok and (k, x) in by_info)
-        repeated = tuple((x, by_ok[(k, x)]) for x in below if by_ok.get((k, x), 0) > 1)
-        once = sum(1 for x in below if by_ok.get((k, x)) == 1)
-        rows.append(KeyOnce(k, pos, len(below), once, unread, uncertain, repeated))
-    return ExactlyOnce(walk.committed_index, transactions, tuple(rows))
-
-
 @dataclass(frozen=True, slots=True)
 class Held:
     """A stretch of time over which one process held one assignment of the group."""
@@ -221,42 +122,196 @@ class Held:
     keys: tuple[int, ...]
 
 
+class _Members:
+    """Each subscribed process's stretches of one assignment (see `membership`), one
+    operation at a time."""
+
+    __slots__ = ("done", "open")
+
+    def __init__(self) -> None:
+        self.done: list[Held] = []
+        # process -> start, generation, keys, time of its last operation
+        self.open: dict[Any, tuple[int, int | None, tuple[int, ...], int]] = {}
+
+    def _close(self, p: Any, end: int) -> None:
+        cur = self.open.pop(p, None)
+        if cur is not None and isinstance(p, int):
+            self.done.append(Held(p, cur[0], max(end, cur[3]), cur[1], cur[2]))
+
+    def add(self, o: Mapping[str, Any]) -> None:
+        """A client operation (never a nemesis one)."""
+        p, t = o.get("process"), int(o.get("time") or 0)
+        if o.get("type") == "invoke":
+            if o.get("f") in ("assign", "subscribe"):
+                self._close(p, t)
+            return
+        if "assignment" not in o:
+            if p in self.open:
+                start, gen, keys, _ = self.open[p]
+                self.open[p] = (start, gen, keys, t)
+            return
+        g = o.get("generation")
+        gen = int(g) if isinstance(g, int) and g >= 0 else None
+        keys = tuple(int(k) for k in o.get("assignment") or ())
+        cur = self.open.get(p)
+        if cur is not None and (cur[1], cur[2]) == (gen, keys):
+            self.open[p] = (cur[0], gen, keys, t)
+            return
+        self._close(p, t)
+        if keys:
+            self.open[p] = (t, gen, keys, t)
+
+    def held(self) -> list[Held]:
+        """The stretches so far; one still open lasts until its process's last operation."""
+        out = self.done + [Held(p, start, last, gen, keys)
+                           for p, (start, gen, keys, last) in self.open.items()
+                           if isinstance(p, int)]
+        return sorted(out, key=lambda h: (h.process, h.start_ns))
+
+
+class GroupFeed:
+    """The group views of one history (delivery, exactly-once, membership) fed one line at a
+    time, in history order, so that whoever already walks the history (the report's scan)
+    drives them from its own pass. Lines before the first `subscribe` are only kept, and
+    replayed at it: a history with none (most) costs one append per line."""
+
+    def __init__(self) -> None:
+        self._early: list[Mapping[str, Any]] | None = []  # None once a subscribe came
+        self._subscribed: set[Any] = set()  # processes in the group now
+        self._known: dict[int, set[int]] = {}
+        self._committed: Mapping[str, Any] | None = None
+        self._committed_index: int | None = None
+        self._group_read: dict[int, set[int]] = {}  # key -> offsets a subscribed poll read
+        self._any_txn = False
+        self._by_ok: dict[tuple[int, int], int] = {}  # (key, offset) -> committed txns
+        self._by_info: set[tuple[int, int]] = set()  # read by txns of unknown outcome
+        self._transactions = 0  # committed group transactions that read records
+        self._members = _Members()
+
+    def add(self, o: Mapping[str, Any]) -> None:
+        early = self._early
+        if early is None:
+            self._step(o)
+        elif o.get("f") == "subscribe" and o.get("type") == "invoke" \
+                and o.get("process") != "nemesis":
+            self._early = None
+            for e in early:
+                self._step(e)
+            self._step(o)
+        else:
+            early.append(o)
+
+    def _step(self, o: Mapping[str, Any]) -> None:
+        """Which process is in the group, what it read, the known offsets of each key and
+        the group's final committed positions, as of this line."""
+        p, f, typ = o.get("process"), o.get("f"), o.get("type")
+        if p == "nemesis":
+            return
+        self._members.add(o)
+        if typ == "invoke":
+            if f == "subscribe":
+                self._subscribed.add(p)
+            elif f == "assign":
+                self._subscribed.discard(p)
+            return
+        c = o.get("committed")
+        if isinstance(c, Mapping):
+            self._committed, self._committed_index = c, o.get("index")
+        value = o.get("value")
+        read = set(_records(value))
+        # an `info` transaction may have been aborted: its sends are not known offsets
+        sent = _sent(value) if typ == "ok" or (typ == "info" and f != "txn") else ()
+        known = self._known
+        for k, off in (*sent, *read):
+            known.setdefault(k, set()).add(off)
+        if p not in self._subscribed:
+            return
+        for k, off in read:
+            self._group_read.setdefault(k, set()).add(off)
+        if f != "txn":
+            return
+        self._any_txn = True
+        if typ == "ok":
+            self._transactions += bool(read)
+            for kv in read:
+                self._by_ok[kv] = self._by_ok.get(kv, 0) + 1
+        elif typ == "info":
+            self._by_info |= read
+
+    def _positions(self) -> Iterator[tuple[int, int, list[int]]]:
+        """Per key of the final committed positions, in key order: the key, its position
+        and the known offsets below it, sorted."""
+        for ks, pos in sorted((self._committed or {}).items(), key=lambda kv: int(kv[0])):
+            k, pos = int(ks), int(pos)
+            yield k, pos, sorted(x for x in self._known.get(k, ()) if x < pos)
+
+    def delivery(self) -> GroupDelivery | None:
+        """Per key, what the group read below its final committed position; None when the
+        history holds no `subscribe`."""
+        if self._early is not None:
+            return None
+        rows = []
+        for k, pos, below in self._positions():
+            if pos <= 0:
+                continue  # nothing below it to have read
+            got = self._group_read.get(k, set())
+            missing = tuple(x for x in below if x not in got)
+            rows.append(KeyDelivery(k, pos, len(below), len(below) - len(missing), missing))
+        return GroupDelivery(self._committed_index, tuple(rows))
+
+    def exactly_once(self) -> ExactlyOnce | None:
+        """Per key, how many committed transactions of the group read each known offset
+        below the group's final committed position; None when no subscribed process ran a
+        `txn`."""
+        if not self._any_txn:
+            return None
+        by_ok, by_info = self._by_ok, self._by_info
+        rows = []
+        for k, pos, below in self._positions():
+            if not below:
+                continue
+            unread = tuple(x for x in below if (k, x) not in by_ok and (k, x) not in by_info)
+            uncertain = tuple(x for x in below if (k, x) not in by_ok and (k, x) in by_info)
+            repeated = tuple((x, by_ok[(k, x)]) for x in below if by_ok.get((k, x), 0) > 1)
+            once = sum(1 for x in below if by_ok.get((k, x)) == 1)
+            rows.append(KeyOnce(k, pos, len(below), once, unread, uncertain, repeated))
+        return ExactlyOnce(self._committed_index, self._transactions, tuple(rows))
+
+    def membership(self) -> list[Held]:
+        """Each subscribed process's group generation and assigned keys over time (see
+        `membership`)."""
+        if self._early is None:
+            return self._members.held()
+        m = _Members()  # no subscribe: the lines kept are read for their assignments alone
+        for o in self._early:
+            if o.get("process") != "nemesis":
+                m.add(o)
+        return m.held()
+
+
+def fed(ops: Iterable[Mapping[str, Any]]) -> GroupFeed:
+    """A GroupFeed given every line of `ops`."""
+    feed = GroupFeed()
+    for o in ops:
+        feed.add(o)
+    return feed
+
+
+def group_delivery(ops: Iterable[Mapping[str, Any]]) -> GroupDelivery | None:
+    """Per key, what the group read below its final committed position; None when the
+    history holds no `subscribe`."""
+    return fed(ops).delivery()
+
+
+def exactly_once(ops: Iterable[Mapping[str, Any]]) -> ExactlyOnce | None:
+    """Per key, how many committed transactions of the group read each known offset below
+    the group's final committed position; None when no subscribed process ran a `txn`."""
+    return fed(ops).exactly_once()
+
+
 def membership(ops: Iterable[Mapping[str, Any]]) -> list[Held]:
     """Each subscribed process's group generation and assigned keys over time, from the
     `generation` and `assignment` its polls' completions carry: a stretch starts at the
     first poll that reports it and lasts until the process reports another, leaves the
     group (an `assign`), or its last operation."""
-    out: list[Held] = []
-    open_: dict[Any, tuple[int, int | None, tuple[int, ...], int]] = {}  # start, gen, keys, last
-
-    def close(p: Any, end: int) -> None:
-        cur = open_.pop(p, None)
-        if cur is not None and isinstance(p, int):
-            out.append(Held(p, cur[0], max(end, cur[3]), cur[1], cur[2]))
-
-    for o in ops:
-        p, t = o.get("process"), int(o.get("time") or 0)
-        if p == "nemesis":
-            continue
-        if o.get("type") == "invoke":
-            if o.get("f") in ("assign", "subscribe"):
-                close(p, t)
-            continue
-        if "assignment" not in o:
-            if p in open_:
-                start, gen, keys, _ = open_[p]
-                open_[p] = (start, gen, keys, t)
-            continue
-        gen = o.get("generation")
-        gen = int(gen) if isinstance(gen, int) and gen >= 0 else None
-        keys = tuple(int(k) for k in o.get("assignment") or ())
-        cur = open_.get(p)
-        if cur is not None and (cur[1], cur[2]) == (gen, keys):
-            open_[p] = (cur[0], gen, keys, t)
-            continue
-        close(p, t)
-        if keys:
-            open_[p] = (t, gen, keys, t)
-    for p in list(open_):
-        close(p, open_[p][3])
-    return sorted(out, key=lambda h: (h.process, h.start_ns))
+    return fed(ops).membership()

@@ -17,23 +17,6 @@ WIDTH = 900
 LEFT = 70
 
 
-def completions(ops: Sequence[dict[str, Any]]) -> dict[int, int]:
-    """invoke index -> completion index, and completion -> invoke, for client operations."""
-    pending: dict[Any, int] = {}
-    out: dict[int, int] = {}
-    for op in ops:
-        p, i = op.get("process"), op.get("index")
-        if type(p) is not int or type(i) is not int:
-            continue
-        if op.get("type") == "invoke":
-            pending[p] = i
-        elif p in pending:
-            j = pending.pop(p)
-            out[j] = i
-            out[i] = j
-    return out
-
-
 def _op(ops: Sequence[dict[str, Any]], i: int) -> dict[str, Any] | None:
     if 0 <= i < len(ops) and ops[i].get("index") == i:
         return ops[i]

@@ -105,17 +105,17 @@ def _window_row(what: str, nodes: str, span: str, part: Mapping[str, Any]) -> Wi
                      {c: _gap(v) for c, v in longest.items()}, "; ".join(errs))
 
 
-def liveness_section(results: Mapping[str, Any] | None, ops: list[dict[str, Any]],
+def liveness_section(results: Mapping[str, Any] | None, nemesis_ops: list[dict[str, Any]],
                      test: Mapping[str, Any] | None, run_dir: Path) -> Liveness | None:
-    """None when the history has no heal (no fault was undone: nothing to recover from)."""
+    """None when the history has no heal (no fault was undone: nothing to recover from).
+    `nemesis_ops`: the nemesis operations' completion lines (the report's scan has them)."""
     av = measured(run_dir, results)
     heals = [h for h in av.get("heals") or [] if isinstance(h, Mapping)]
     if not heals and not av.get("error"):
         return None
     kinds = [c for c in SERVICE if c in (av.get("ops") or {})]
     end_s = float(av.get("end_s") or 0.0)
-    values = {o.get("index"): o.get("value") for o in ops
-              if o.get("process") == "nemesis" and o.get("type") != "invoke"}
+    values = {o.get("index"): o.get("value") for o in nemesis_ops}
     rows = []
     for h in heals:
         rec = {c: h.get(f"{c}_s") for c in kinds}

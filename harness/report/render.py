@@ -19,14 +19,14 @@ import jinja2
 import numpy as np
 from markupsafe import Markup
 
-from checkers.groups import exactly_once, group_delivery, membership
+from checkers.groups import GroupFeed
 from harness.report import figures, sections
 from harness.report.availability import availability_line
 from harness.report.causes import causes
 from harness.report.faultlog import fault_rows, legend
 from harness.report.faults import run_kinds
 from harness.report.glossary import define
-from harness.report.lanes import completions, example_lanes
+from harness.report.lanes import example_lanes
 from harness.report.liveness import liveness_section
 from harness.report.losses import KeyLoss, Losses, losses, replica_losses, safety_line
 from harness.report.scan import Scan, scan
@@ -83,7 +83,9 @@ def report_context(run: RunFiles) -> dict[str, Any]:
     anomalies_raw = (run.results or {}).get("anomalies")
     test = run.test or {}
     kinds = run_kinds(test)
-    s = scan(run.ops, anomalies_raw if isinstance(anomalies_raw, dict) else None, kinds)
+    feed = GroupFeed()  # the group-delivery section, gathered in the scan's own pass
+    s = scan(run.ops, anomalies_raw if isinstance(anomalies_raw, dict) else None, kinds,
+             feed.add)
     loss = losses(s.acked, run.replicas)
     focus = sections.anomaly_keys(run.results)
     key_plots = [KeyPlot(k, Markup(figures.key_log(s, k, s.keys[k], loss.values_of(k))),
@@ -92,15 +94,15 @@ def report_context(run: RunFiles) -> dict[str, Any]:
                          figures.aborted_offsets(s, s.keys[k]))
                  for k in _key_order(s, loss, focus)[: figures.MAX_KEYS]]
     timeline_svg, timeline_note = figures.timeline(s, _concurrency(test))
-    group = group_delivery(run.ops)
-    lanes_svg, lanes_note = figures.group_lanes(s, membership(run.ops), _concurrency(test)) \
+    group = feed.delivery()
+    lanes_svg, lanes_note = figures.group_lanes(s, feed.membership(), _concurrency(test)) \
         if group is not None else ("", "")
     replica_keys, replica_key_count = sections.replica_divergence(run.replicas, focus)
     anomalies = sections.anomalies(run.results, s, run.ops)
     linked = {i for a in anomalies for ex in a.examples
               for part in [ex.parts, *ex.steps] for _, i in part if i is not None}
     ops_table = sections.op_rows(run.ops, sorted(set(s.involved) | linked), s.txns)
-    liveness = liveness_section(run.results, run.ops, run.test, run.run_dir)
+    liveness = liveness_section(run.results, s.nemesis_ops, run.test, run.run_dir)
     fault_table = fault_rows(test, s.nemesis_ops, kinds, s.end_ns)
     explained = causes(anomalies, anomalies_raw if isinstance(anomalies_raw, dict) else None,
                        loss, s.acked, s.faults, run.ops)
@@ -140,7 +142,7 @@ def report_context(run: RunFiles) -> dict[str, Any]:
         "faults": s.faults,
         "liveness": liveness,
         "group": group,
-        "eos": exactly_once(run.ops) if group is not None else None,
+        "eos": feed.exactly_once() if group is not None else None,
         "group_lanes_svg": Markup(lanes_svg),
         "group_lanes_note": lanes_note,
         "latency_svg": Markup(figures.latency_scatter(s)),
@@ -156,6 +158,7 @@ def report_context(run: RunFiles) -> dict[str, Any]:
         "replica_keys": replica_keys,
         "replica_key_count": replica_key_count,
         "node_logs": sections.node_logs(run.run_dir),
+        "op_pairs": s.pairs,
         "css": _static("report.css"),
         "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
     }
@@ -170,7 +173,8 @@ def render_run(run_dir: Path) -> Path:
         run = load_run(run_dir)
         ctx = report_context(run)
         html = _ENV.get_template("report.html.j2").render(**ctx)
-        pairs = completions(run.ops)
+        pairs = ctx["op_pairs"].of(i for a in ctx["anomalies"] for ex in a.examples
+                                   for i in ex.ops)
         ops_html = _ENV.get_template("ops.html.j2").render(
             **ctx, lanes={(a.name, n): Markup(example_lanes(run.ops, ex.ops, pairs))
                           for a in ctx["anomalies"] for n, ex in enumerate(a.examples, 1)})

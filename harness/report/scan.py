@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from harness.report.faults import FaultWindow, fault_nodes, fault_windows
-from harness.runfiles.walk import Acked, Completions, KeyLog, Txns, walk_history
+from harness.runfiles.walk import Acked, Completions, KeyLog, Pairs, Txns, walk_history
 from nemesis.kinds import KINDS as FAULT_KINDS
 from nemesis.kinds import FaultKind
 
@@ -28,13 +28,16 @@ class Scan:
     nemesis_ops: list[dict[str, Any]] = field(default_factory=list)
     txns: Txns = field(default_factory=lambda: Txns.of([], [], [], set()))
     acked: Acked | None = None
+    pairs: Pairs | None = None  # each client operation's invoke and completion indices
 
 
 def scan(ops: list[dict[str, Any]], anomalies: Mapping[str, Any] | None = None,
-         fault_kinds: Sequence[FaultKind] = FAULT_KINDS) -> Scan:
-    """Walk the history once (tolerant of shapes it does not know); add the fault windows,
-    read in the vocabulary of `fault_kinds` (see report.faults.run_kinds)."""
-    w = walk_history(ops, anomalies)
+         fault_kinds: Sequence[FaultKind] = FAULT_KINDS,
+         each: Callable[[dict[str, Any]], object] | None = None) -> Scan:
+    """Walk the history once (tolerant of shapes it does not know), handing each line to
+    `each` on the way if given; add the fault windows, read in the vocabulary of
+    `fault_kinds` (see report.faults.run_kinds)."""
+    w = walk_history(ops, anomalies, each)
     windows = fault_windows(w.nemesis, w.end_ns, fault_kinds)
     nodes: set[str] = set()
     for row in w.nemesis_ops:
@@ -43,4 +46,4 @@ def scan(ops: list[dict[str, Any]], anomalies: Mapping[str, Any] | None = None,
     return Scan(completions=w.completions, faults=windows, nodes=sorted(nodes), end_ns=w.end_ns,
                 keys=w.keys, involved=w.involved, by_value=w.by_value, processes=w.processes,
                 op_count=w.op_count, client_ops=w.client_ops, nemesis_ops=w.nemesis_ops,
-                txns=w.txns, acked=w.acked)
+                txns=w.txns, acked=w.acked, pairs=w.pairs)

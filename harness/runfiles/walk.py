@@ -9,8 +9,8 @@ does not know are skipped: the strict reader judges a history, this one draws it
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -99,6 +99,25 @@ class Txns:
 
 
 @dataclass(frozen=True, slots=True)
+class Pairs:
+    """Each client operation's invoke and completion history indices, in step: one found
+    from the other without another pass over the history."""
+
+    invoke: I64
+    completion: I64
+
+    def of(self, indices: Iterable[int]) -> dict[int, int]:
+        """invoke -> completion and completion -> invoke, for those of `indices` that have a
+        partner."""
+        want = np.fromiter(set(indices), dtype=np.int64)
+        out: dict[int, int] = {}
+        for a, b in ((self.invoke, self.completion), (self.completion, self.invoke)):
+            hit = np.isin(a, want)
+            out.update(zip(a[hit].tolist(), b[hit].tolist(), strict=True))
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class HistoryWalk:
     """What one tolerant pass over the history found (see the module docstring)."""
 
@@ -114,6 +133,8 @@ class HistoryWalk:
     client_ops: int
     txns: Txns
     acked: Acked | None = None
+    pairs: Pairs = field(default_factory=lambda: Pairs(np.zeros(0, dtype=np.int64),
+                                                       np.zeros(0, dtype=np.int64)))
 
 
 def anomaly_refs(anomalies: Mapping[str, Any]) -> tuple[set[int], set[int]]:
@@ -139,9 +160,11 @@ def anomaly_refs(anomalies: Mapping[str, Any]) -> tuple[set[int], set[int]]:
     return indices, values
 
 
-def walk_history(ops: list[dict[str, Any]],
-                 anomalies: Mapping[str, Any] | None = None) -> HistoryWalk:
+def walk_history(ops: list[dict[str, Any]], anomalies: Mapping[str, Any] | None = None,
+                 each: Callable[[dict[str, Any]], object] | None = None) -> HistoryWalk:
     """Walk the history once; tolerant of shapes it does not know (they are skipped).
+    `each`, if given, is handed every line on the way, in order: what another view needs
+    from the history (the group's delivery) is gathered in this same pass.
 
     The hot loop only appends to flat lists; de-duplication and sorting of the
     records seen happen afterwards in numpy (a million operations in seconds).
@@ -168,6 +191,8 @@ def walk_history(ops: list[dict[str, Any]],
     involved: set[int] = set()
     by_value: dict[int, list[int]] = {}
     reads_linked: dict[int, int] = {}
+    pair_inv: list[int] = []  # every client invoke's index with its completion's
+    pair_comp: list[int] = []
     txn_inv: list[int] = []
     txn_comp: list[int] = []
     txn_kind: list[int] = []
@@ -186,6 +211,8 @@ def walk_history(ops: list[dict[str, Any]],
     client_ops = 0
     kind_codes = KIND_CODES
     for op in ops:
+        if each is not None:
+            each(op)
         t = op.get("time")
         if type(t) is not int:
             t = end_ns
@@ -225,6 +252,11 @@ def walk_history(ops: list[dict[str, Any]],
                                 link(v, idx)
             continue
         inv = pending.pop(p, None)
+        if inv is not None:
+            i0 = inv.get("index")
+            if type(i0) is int and type(idx) is int:
+                pair_inv.append(i0)
+                pair_comp.append(idx)
         kind = kind_codes.get(typ)  # type: ignore[arg-type]
         if inv is None or kind is None:
             continue
@@ -239,7 +271,6 @@ def walk_history(ops: list[dict[str, Any]],
         kinds.append(kind)
         procs.append(p)
         if f == "txn":
-            i0 = inv.get("index")
             if type(i0) is int and type(idx) is int:
                 txn_inv.append(i0)
                 txn_comp.append(idx)
@@ -312,7 +343,9 @@ def walk_history(ops: list[dict[str, Any]],
                        end_ns=end_ns, keys=keys, involved=sorted(involved),
                        by_value={v: sorted(set(ix)) for v, ix in by_value.items()},
                        processes=sorted(set(procs)), op_count=len(ops), client_ops=client_ops,
-                       txns=Txns.of(txn_inv, txn_comp, txn_kind, aborted), acked=acked)
+                       txns=Txns.of(txn_inv, txn_comp, txn_kind, aborted), acked=acked,
+                       pairs=Pairs(np.asarray(pair_inv, dtype=np.int64),
+                                   np.asarray(pair_comp, dtype=np.int64)))
 
 
 def _acked(a_key: list[int], a_off: list[int], a_val: list[int], a_t: list[int],

@@ -111,6 +111,8 @@ def test_consumers_killed_mid_batch_skip_offsets_only_when_commits_run_ahead(
     """Auto-commit every 100 ms commits a batch a consumer then dies holding: the group never
     returns those offsets. Committing only what was handed on leaves none behind."""
     from checkers.groups import group_delivery
+    from harness.report.render import report_context
+    from harness.runfiles import load_run
 
     spec = build_spec({"name": f"crash-{commit}", "sub_via": "subscribe", "time_limit_s": 20.0,
                        "nemesis": (), "crash_client_interval_s": 2.0, "seed": 3, "keys": 2,
@@ -123,6 +125,8 @@ def test_consumers_killed_mid_batch_skip_offsets_only_when_commits_run_ahead(
     assert sum(o["f"] == "crash" and o["type"] == "info" for o in ops) >= 3
     got = group_delivery(ops)
     assert got is not None and got.committed_index is not None and got.keys
+    # the report's section, gathered in its one scan of the history, is the same
+    assert report_context(load_run(outcome.run_dir))["group"] == got
     report = (outcome.run_dir / "report.html").read_text()
     assert 'id="group-delivery"' in report
     if commit == "auto":
