@@ -189,6 +189,22 @@ class _Side(asyncio.Protocol):
         self.into.update_reading()
 
 
+def _dialer_gone(down: asyncio.BaseTransport) -> bool:
+    """Whether the dialer closed (or reset) a connection the proxy held during a cut: its
+    reading is paused while held, so its FIN is still unread; peeked on a duplicate of the
+    socket, without reading or changing it."""
+    sock = down.get_extra_info("socket")
+    if sock is None:
+        return False
+    try:
+        with socket.fromfd(sock.fileno(), socket.AF_INET, socket.SOCK_STREAM) as dup:
+            return dup.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except (BlockingIOError, InterruptedError):
+        return False  # open, nothing sent yet
+    except OSError:
+        return True  # reset
+
+
 class _Conn:
     """One accepted connection and its upstream: two pipes."""
 
@@ -221,6 +237,9 @@ class _Conn:
         if self.closed or self.connecting or self.up is not None:
             return
         if self.link.shape("fwd").blocked or self.link.shape("bwd").blocked:
+            return
+        if self.down is not None and _dialer_gone(self.down):
+            self.close()  # it gave up during the cut: as under a DROP, dst never hears of it
             return
         self.connecting = True
         self.link.loop.create_task(self._connect())

@@ -25,7 +25,7 @@ SSHD_DOCKERFILE = IMAGE_DIR / "base" / "sshd" / "Dockerfile"
 
 
 @contextlib.contextmanager
-def sshd_hosts(workdir: Path, count: int = 3, *, ready_timeout_s: float = 30.0,
+def sshd_hosts(workdir: Path, count: int = 3, *, ready_timeout_s: float = 120.0,
                packages: tuple[str, ...] = ()) -> Iterator[tuple[Path, Any]]:
     """packages: Debian packages the hosts need beyond the base's (Kafka's hosts: a JRE)."""
     import paramiko

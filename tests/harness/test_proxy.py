@@ -147,6 +147,24 @@ def test_new_connection_during_partition_never_reaches_dst(echo: EchoServer,
     assert echo.accepted == 1
 
 
+def test_a_dialer_that_gave_up_during_the_cut_never_reaches_dst_after_it(
+        echo: EchoServer, proxy: LinkProxy) -> None:
+    """Under a DROP its SYN never arrived: the heal must not dial dst for a connection
+    whose dialer closed meanwhile (the proxy holds it with reading paused, FIN unread)."""
+    link = proxy.add_link("n1", "n2", echo.addr)
+    proxy.set_shapes([("n1", "n2", Shape(blocked=True), Shape(blocked=True))])
+    dial(link.listen).close()
+    still = dial(link.listen)  # and one that is still waiting is dialled at the heal
+    deadline = time.monotonic() + 5
+    while proxy.connection_count() < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proxy.set_shapes([("n1", "n2", CLEAN, CLEAN)])
+    with still:
+        assert roundtrip(still, b"up") == b"up"
+    time.sleep(0.3)  # a late dial would be accepted by now
+    assert echo.accepted == 1
+
+
 def test_no_handshake_while_answers_are_dropped(echo: EchoServer, proxy: LinkProxy) -> None:
     link = proxy.add_link("n1", "n2", echo.addr)
     proxy.set_shapes([("n1", "n2", CLEAN, Shape(blocked=True))])

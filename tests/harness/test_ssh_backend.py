@@ -59,7 +59,7 @@ def hosts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Pat
     monkeypatch.setenv(leftovers.STATE_ENV, str(tmp_path / "state"))
     stack = contextlib.ExitStack()
     try:
-        up = stack.enter_context(sshd_hosts(tmp_path / "sshd", ready_timeout_s=20))
+        up = stack.enter_context(sshd_hosts(tmp_path / "sshd", ready_timeout_s=120))
     except ImageError as e:
         pytest.skip(f"no Docker engine for the sshd hosts: {e}")
     with stack:
