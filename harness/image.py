@@ -15,7 +15,6 @@ full hash, so a build skips whatever is already current:
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import re
@@ -23,10 +22,12 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from harness.locks import exclusive
 
 HASH_LABEL = "undertow.content-hash"
 SUITE = "bookworm"
@@ -144,17 +145,10 @@ def current(client: Any, repo: str, content_hash: str) -> bool:
     return bool(labels.get(HASH_LABEL) == content_hash)
 
 
-@contextlib.contextmanager
-def _build_lock() -> Iterator[None]:
+def _build_lock() -> contextlib.AbstractContextManager[None]:
     """One build at a time on this machine (parallel tests share the images)."""
     state = Path(os.environ.get("UNDERTOW_STATE_DIR", "/tmp/undertow-state"))
-    state.mkdir(parents=True, exist_ok=True)
-    with (state / "image-build.lock").open("w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    return exclusive(state / "image-build.lock")
 
 
 def _ensure_debootstrap(progress: Progress) -> None:

@@ -14,20 +14,18 @@ ZooKeeper release needs its ZooKeeper before it starts.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import logging
 import os
 import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 from harness.control.launcher import die_with_parent
 from harness.control.local import free_port
 from harness.jvm_cds import DUMP_OPTION, archive_key, java_binary, publish, use_options
+from harness.locks import exclusive
 from harness.spec import BrokerSettings
 from systems.kafka import config
 from systems.kafka.jars import KafkaJars
@@ -50,7 +48,7 @@ def archive_path(java: str, jars: KafkaJars) -> Path | None:
     return None if key is None else jars.libs.parent / "cds" / f"kafka-{key}.jsa"
 
 
-def options(java: str, jars: KafkaJars, *, build: bool = True) -> tuple[str, ...]:
+def options(java: str, jars: KafkaJars) -> tuple[str, ...]:
     """The JVM options that map the release's archive, built first when it is missing
     (once: two processes asking at once wait for one build); () when there is none."""
     if os.environ.get(OFF_ENV) == "0":
@@ -58,9 +56,8 @@ def options(java: str, jars: KafkaJars, *, build: bool = True) -> tuple[str, ...
     path = archive_path(java, jars)
     if path is None:
         return ()
-    if not path.is_file() and build:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with _locked(path.parent / ".lock"):
+    if not path.is_file():
+        with exclusive(path.parent / ".lock"):
             failed = path.with_suffix(".failed")
             if not path.is_file() and not failed.exists():
                 try:
@@ -70,16 +67,6 @@ def options(java: str, jars: KafkaJars, *, build: bool = True) -> tuple[str, ...
                     log.warning("Kafka %s: no class-data archive (%s); its JVMs start as "
                                 "before", jars.version, e)
     return use_options(path) if path.is_file() else ()
-
-
-@contextlib.contextmanager
-def _locked(lock: Path) -> Iterator[None]:
-    with open(lock, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def build_archive(java: str, jars: KafkaJars, final: Path) -> None:
