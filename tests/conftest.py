@@ -30,8 +30,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups given here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Soak tests (long sweeps) and nightly variants (the other Kafka client of a pair:
-    tests/kafka/pairs.py) are left out of the default suite (`just test-soak`, the
+    """Soak tests (long sweeps) and nightly tests (the other Kafka client of a pair:
+    tests/kafka/pairs.py; a sweep's other cases; end-to-end tests whose parts the suite
+    covers, each saying where) are left out of the default suite (`just test-soak`, the
     nightly), deselected rather than skipped, so the suite's time is what its tests take;
     the others get their xdist group. The light tests run first, while the session's warm Spark
     starts beside them (`session_spark`): its JVM's start is then off the suite's path."""

@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from checkers.api import check_local, verdict
+from checkers.spark_cds import archive_path
 from checkers.sparkread import load_and_check, wants_spark_read
 from checkers.testing import HistoryBuilder
 from harness.runfiles import HistoryError, scan_history
@@ -40,6 +41,16 @@ def spark(session_spark: dict[str, Any]) -> Iterator[Any]:
 
     with spark_session("local[2]") as s:
         yield s
+
+
+def test_the_classic_session_maps_this_venvs_class_data_archive(spark: Any) -> None:
+    """checkers.spark_cds: the archive ./scripts/bootstrap built for this venv, JDK and
+    Spark's jars is mapped by a classic session's driver JVM (its build from scratch:
+    tests/checkers/test_spark_cds.py, at night)."""
+    archive = archive_path()
+    assert archive is not None and archive.is_file(), archive  # bootstrap builds it
+    pid = spark.sparkContext._gateway.proc.pid
+    assert str(archive) in Path(f"/proc/{pid}/maps").read_text()
 
 
 def by_spark(spark: Any, run_dir: Path, split: int) -> dict[str, Any]:
@@ -87,9 +98,16 @@ def test_other_shapes_same_outcome(spark: Any, tmp_path: Path, name: str,
             same(got, want)
 
 
-# each case's positive history in the suite; its negative twin (the anomaly absent) at night
+# One positive case per family of checks in the suite (a Spark job of 2 to 4 s each); the
+# other cases' positives and every negative twin (the anomaly absent) at night
+IN_SUITE = {"lost_write", "inconsistent", "int_poll_skip", "g1c_process", "divergence", "g1a"}
+CASE_PARAMS = [pytest.param(*c, id=c[1].__name__,
+                            marks=() if c[1].__name__ in IN_SUITE else pytest.mark.nightly)
+               for c in CASES]
+
+
 @pytest.mark.parametrize("positive", [True, pytest.param(False, marks=pytest.mark.nightly)])
-@pytest.mark.parametrize(("type_", "case", "bad"), CASES, ids=[c[1].__name__ for c in CASES])
+@pytest.mark.parametrize(("type_", "case", "bad"), CASE_PARAMS)
 def test_every_anomaly_case_alike(spark: Any, tmp_path: Path, type_: str, case: Any,
                                   bad: bool, positive: bool) -> None:
     b = HistoryBuilder()
@@ -117,7 +135,8 @@ def test_an_info_send_counts_once_any_record_reads_it(spark: Any, tmp_path: Path
 
 
 @needs_examples
-@pytest.mark.parametrize("split", (4096, 1 << 26))
+@pytest.mark.parametrize("split", (1 << 16, *(pytest.param(s, marks=pytest.mark.nightly)
+                                             for s in (4096, 1 << 26))))
 def test_shared_examples_as_expected(spark: Any, tmp_path: Path, split: int) -> None:
     for name in ("clean", "truncated"):
         got = by_spark(spark, EXAMPLES / name, split)

@@ -47,6 +47,10 @@ def _until(what: str, ok: Callable[[], bool], timeout_s: float = 60.0) -> None:
         time.sleep(0.5)
 
 
+# at night (a cluster of its own: 71 s of the suite); the suite's docker run below kills,
+# pauses, partitions (each fault seen to land and heal), dumps and collects on containers,
+# and tests/harness/test_docker_backend.py cuts real traffic and heals exactly our rules
+@pytest.mark.nightly
 def test_kill_pause_partition_dump_on_containers(tmp_path: Path, state: Path,
                                                  kafka_jars: jars.KafkaJars) -> None:
     """The DB on containers: ready, kill and restart, a frozen node, a partition that

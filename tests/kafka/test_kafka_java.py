@@ -1,5 +1,6 @@
 """--client java on the shared cluster: Kafka's Java client (in the harness's JVM) sends, reads,
-commits and aborts transactions, joins the group, and twenty threads drive their own."""
+commits and aborts transactions, joins the group, and twenty threads drive their own; a
+consume-transform-produce transaction on both clients."""
 
 from __future__ import annotations
 
@@ -13,11 +14,14 @@ import pytest
 
 from harness.runfiles import Op
 from harness.spec import ConsumerSettings
+from systems.kafka.client import KafkaQueueClient
+from systems.kafka.group_client import KafkaGroupClient
 from systems.kafka.jars import KafkaJars
 from systems.kafka.java import jars, jvm
 from systems.kafka.java.client import JavaQueueClient, warm_up
 from systems.kafka.java.group import JavaGroupClient
 from systems.kafka.java.txn import JavaTxnClient
+from systems.kafka.txn_client import KafkaTxnClient
 from tests.kafka.cluster import PARTITIONS, Cluster
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -84,7 +88,8 @@ def test_send_to_a_missing_partition_fails(kafka_cluster: Cluster, java: None) -
         c.close(None)
 
 
-def _txn(c: JavaTxnClient, sends: list[tuple[int, int]], abort: bool = False) -> Op:
+def _txn(c: JavaTxnClient | KafkaTxnClient, sends: list[tuple[int, int]],
+         abort: bool = False) -> Op:
     micro = [["send", k, v] for k, v in sends]
     return c.invoke(None, Op("invoke", 0, "txn", micro, extra={"abort": True} if abort else {}))
 
@@ -137,6 +142,86 @@ def test_a_group_member_reads_what_was_sent_and_commits_it(
     finally:
         g.close(None)
         g.spares.close_all()
+
+
+def _reads(done: Op) -> dict[str, list[list[int]]]:
+    """What the polls of a completed `txn` read, per key."""
+    out: dict[str, list[list[int]]] = {}
+    for m in done.value:
+        if m[0] == "poll" and len(m) > 1:
+            for k, recs in m[1].items():
+                out.setdefault(k, []).extend(recs)
+    return out
+
+
+def _txn_reading(c: JavaTxnClient | KafkaTxnClient, abort: bool = False, tries: int = 40) -> Op:
+    """A consume-transform-produce `txn` (polls, then a send) repeated until its polls read
+    something and it ended as asked: the group's first assignment comes in some poll, not
+    the first, and one that comes after a read aborts the transaction (REBALANCE)."""
+    want = "fail" if abort else "ok"
+    for _ in range(tries):
+        micro = [["poll"], ["poll"], ["send", 0, next(_values)]]
+        done = c.invoke(None, Op("invoke", 0, "txn", micro,
+                                 extra={"abort": True} if abort else {}))
+        if (done.error or "").startswith("REBALANCE"):
+            assert done.type == "fail", done
+            continue
+        assert done.type == want, done
+        if _reads(done):
+            return done
+    raise AssertionError(f"no txn read anything in {tries} tries")
+
+
+def _ctp_member(cluster: Cluster, client: str) -> JavaTxnClient | KafkaTxnClient:
+    """A transactional client of `client`'s library in the group, on a topic of its own,
+    committing offsets only inside its transactions (as the system assembles it)."""
+    topic = config_topic()
+    cluster.admin.create_topic(PARTITIONS, 3, 2, topic=topic)
+    off = ConsumerSettings(commit="off")
+    if client == "java":
+        q = JavaQueueClient(keys=PARTITIONS, acks="all", timeout_s=5.0,
+                            bootstrap=cluster.kafka.bootstrap, topic=topic)
+        group = JavaGroupClient(q, partitions=PARTITIONS, settings=off)
+        group.in_txn = True
+        return JavaTxnClient(q, group=group).open(None, "n1")
+    rq = KafkaQueueClient(keys=PARTITIONS, acks="all", timeout_s=5.0,
+                          bootstrap=cluster.kafka.bootstrap, topic=topic)
+    return KafkaTxnClient(rq, group=KafkaGroupClient(rq, partitions=PARTITIONS,
+                                                     settings=off)).open(None, "n1")
+
+
+# both clients: their end-to-end consume-transform-produce runs are one per client in the
+# suite (tests/kafka/test_kafka_txn.py), this is where the other one's path is walked
+@pytest.mark.parametrize("client", ["java", "librdkafka"])
+def test_a_consume_transform_produce_txn_commits_its_positions_and_an_abort_rewinds(
+        kafka_cluster: Cluster, java: None, client: str) -> None:
+    """--workload txn --sub-via subscribe: the group member's positions go into the
+    transaction (send_offsets_to_transaction), so a commit moves the group's committed
+    offsets past what it read; an abort leaves them, and the next transaction reads again
+    from them (the member rewinds)."""
+    c = _ctp_member(kafka_cluster, client)
+    assert c.group is not None
+    try:
+        assert c.invoke(None, _op("subscribe", list(range(PARTITIONS)))).type == "ok"
+        seed = _txn(c, [(k, next(_values)) for k in range(PARTITIONS) for _ in range(2)])
+        assert seed.type == "ok", seed
+        read = _reads(committed := _txn_reading(c))
+        assert committed.type == "ok", committed
+        after = c.group.committed()
+        for k, recs in read.items():  # past what it read (and maybe a commit marker)
+            assert after[k] > recs[-1][0], (k, recs, after)
+        aborted = _txn_reading(c, abort=True)
+        assert aborted.type == "fail" and aborted.error == "aborted", aborted
+        assert c.group.committed() == after  # the aborted txn's positions never landed
+        again = _reads(_txn_reading(c))
+        lost = _reads(aborted)
+        assert set(lost) & set(again), (lost, again)
+        for k in set(lost) & set(again):  # the same first record: read again from the
+            assert again[k][0] == lost[k][0], (k, lost[k], again[k])  # committed offset
+            assert after.get(k, 0) <= lost[k][0][0]
+    finally:
+        c.close(None)
+        c.group.spares.close_all()
 
 
 def config_topic() -> str:

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from harness import core
 from harness.control.local import free_port
 from harness.runfiles import Op
 from harness.spec import ConsumerSettings, SpecError, build_spec
@@ -80,14 +79,19 @@ def test_librdkafka_commits_and_reads_offsets_as_operations(tmp_path: Path,
     """--commit processed: each commit is an operation (auto-commit off), processes read
     the committed offsets, the register checker judges them, kills of the coordinator
     included."""
-    spec = build_spec({"name": "kafka-offset-ops", "system": "kafka", "sub_via": "subscribe",
-                       "nemesis": ("kill",), "nemesis_targets": ("coordinator",),
-                       "nemesis_interval_s": 6.0, "time_limit_s": 20.0, "seed": 12,
-                       "keys": 4, "key_pool": 4, "concurrency": 5,
-                       "results_dir": str(tmp_path), "consumer": {"commit": "processed"}})
-    outcome = core.run(spec)
-    assert outcome.valid is True, outcome.summary()
-    ops = [json.loads(x) for x in (outcome.run_dir / "history.jsonl").read_text().splitlines()]
+    def spec(seconds: float, results: Path) -> RunSpec:
+        return build_spec({"name": "kafka-offset-ops", "system": "kafka",
+                           "sub_via": "subscribe", "nemesis": ("kill",),
+                           "nemesis_targets": ("coordinator",), "nemesis_interval_s": 6.0,
+                           "time_limit_s": seconds, "seed": 12, "keys": 4, "key_pool": 4,
+                           "concurrency": 5, "results_dir": str(results),
+                           "consumer": {"commit": "processed"}})
+
+    def enough(ops: Ops) -> bool:  # no commit at all in a 20 s run at load 30
+        fs = Counter((o["f"], o["type"]) for o in ops)
+        return fs["commit", "ok"] >= 5 and fs["committed", "ok"] >= 3
+
+    outcome, ops = valid_run_with_enough(spec, enough, tmp_path, 20.0, 60.0)
     fs = Counter((o["f"], o["type"]) for o in ops)
     assert fs["commit", "ok"] >= 5 and fs["committed", "ok"] >= 3, fs
     commits = [o for o in ops if o["f"] == "commit" and o["type"] == "invoke"]

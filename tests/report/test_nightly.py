@@ -117,7 +117,11 @@ def test_nightly_runs_a_scenario_on_the_local_backend(tmp_path: Path) -> None:
     assert '<a href="trends.html">' in (results / "index.html").read_text()
 
 
+# at night (two runs and a warm Spark of its own: 79 s of the suite); the suite keeps the
+# nightly's whole path on one scenario (above) and its judging of a bug and its control
+# (test_judge), and the nightly workflow runs every known bug with its control
 @pytest.mark.slow
+@pytest.mark.nightly
 def test_nightly_runs_a_known_bug_and_then_its_fix(tmp_path: Path) -> None:
     """--controls (the default): the same scenario again with its fix's options, judged as
     safe. The fixed run must really carry the fix (test.json) and be judged by `valid`."""
