@@ -21,6 +21,7 @@ from harness.spec import build_spec
 from systems.kafka import jars
 from systems.kafka.remote import KafkaRemoteDB
 from tests.kafka.cluster import known_leader
+from tests.kafka.test_kafka_unflushed import cut_on_any_backend, remote_node
 
 pytestmark = [pytest.mark.kafka, pytest.mark.docker, pytest.mark.slow]
 
@@ -133,3 +134,28 @@ def test_a_short_docker_run_with_kills_pauses_and_partitions_is_valid(
     m = re.search(r"docker: network (\S+)-net on", log)
     assert m is not None, "the run's docker network is not in harness.log"
     assert _ours(client, m[1]) == ([], []), "the run left containers or its network"
+
+
+# at night (a cluster of its own); the suite cuts a node's tail on the local backend
+# (tests/kafka/test_kafka_unflushed.py), whose plan is the same code
+@pytest.mark.nightly
+def test_lose_unflushed_cuts_a_container_node_back_to_its_recovery_point(
+        tmp_path: Path, state: Path, kafka_jars: jars.KafkaJars) -> None:
+    """lose-unflushed on containers: planned on a copy of the node's log dir, applied in the
+    container; after the restart the node serves exactly its flushed records."""
+    from harness.control.docker import DockerBackend
+
+    client = _docker()
+    spec = build_spec({"system": "kafka", "backend": "docker", "keys": 2, "key_pool": 2})
+    root = tmp_path / "run"
+    root.mkdir()
+    run = Run(spec=spec, nodes=spec.nodes, paths=RunPaths(root), log=logging.getLogger("test"))
+    backend = DockerBackend()
+    try:
+        core.cluster_up(backend, run)
+        db = run.db
+        assert isinstance(db, KafkaRemoteDB) and db.admin is not None
+        cut_on_any_backend(db.bootstrap, db.admin, remote_node(db, run, tmp_path))
+    finally:
+        core.cluster_down(backend, run)
+    assert _ours(client, backend.key) == ([], [])

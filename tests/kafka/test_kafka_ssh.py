@@ -17,7 +17,9 @@ from harness.protocols import Run
 from harness.runfiles import RunPaths
 from harness.spec import build_spec
 from systems.kafka import jars
+from systems.kafka.remote import KafkaRemoteDB
 from systems.kafka.system import JRE_PACKAGES
+from tests.kafka.test_kafka_unflushed import cut_on_any_backend, remote_node
 
 pytestmark = [pytest.mark.kafka, pytest.mark.ssh, pytest.mark.slow]
 
@@ -31,7 +33,7 @@ def hosts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Pat
     monkeypatch.setenv(leftovers.STATE_ENV, str(tmp_path / "state"))
     stack = contextlib.ExitStack()
     try:
-        up = stack.enter_context(sshd_hosts(tmp_path / "sshd", ready_timeout_s=20,
+        up = stack.enter_context(sshd_hosts(tmp_path / "sshd", ready_timeout_s=120,
                                             packages=JRE_PACKAGES))
     except ImageError as e:
         pytest.skip(f"no Docker engine for the sshd hosts: {e}")
@@ -101,3 +103,29 @@ def test_heal_stops_kafka_left_behind_on_ssh_hosts(
     assert len(lines) == 3, lines
     for n in run.nodes:
         assert _host_state(docker_hosts, n, backend.key) == ("", "", ""), (n, lines)
+
+
+# at night (three sshd hosts and a cluster of their own); the suite cuts a node's tail on
+# the local backend (tests/kafka/test_kafka_unflushed.py), whose plan is the same code
+@pytest.mark.nightly
+def test_lose_unflushed_cuts_an_ssh_node_back_to_its_recovery_point(
+        hosts: tuple[Path, Any], tmp_path: Path, kafka_jars: jars.KafkaJars) -> None:
+    """lose-unflushed over ssh: the log dir copied over SFTP, the cut applied on the host."""
+    from harness.control.ssh import SshBackend
+
+    cluster, docker_hosts = hosts
+    spec = build_spec({"system": "kafka", "backend": "ssh", "cluster_file": str(cluster),
+                       "keys": 2, "key_pool": 2})
+    root = tmp_path / "run"
+    root.mkdir()
+    run = Run(spec=spec, nodes=spec.nodes, paths=RunPaths(root), log=logging.getLogger("test"))
+    backend = SshBackend()
+    try:
+        core.cluster_up(backend, run)
+        db = run.db
+        assert isinstance(db, KafkaRemoteDB) and db.admin is not None
+        cut_on_any_backend(db.bootstrap, db.admin, remote_node(db, run, tmp_path))
+    finally:
+        core.cluster_down(backend, run)
+    for n in spec.nodes:
+        assert _host_state(docker_hosts, n, backend.key) == ("", "", ""), n
