@@ -44,16 +44,33 @@ def test_the_reports_reading_gives_the_checkers_figures(faulty_run: Path,
         assert history_availability(run) == availability(load_tables(run), run)
 
 
+def _bare(faulty_run: Path, dest: Path) -> Path:
+    """A copy of the run whose results.json has no availability block."""
+    results = json.loads((faulty_run / "results.json").read_text())
+    del results["availability"]
+    dest.mkdir()
+    for f in ("history.jsonl", "replicas.jsonl", "test.json"):
+        (dest / f).write_bytes((faulty_run / f).read_bytes())
+    (dest / "results.json").write_text(json.dumps(results))
+    return dest
+
+
 def test_the_page_is_the_same_with_the_block_or_measured_without_it(faulty_run: Path,
                                                                      tmp_path: Path) -> None:
     with_block = _tables(render_run(faulty_run).read_text())
-    results = json.loads((faulty_run / "results.json").read_text())
-    del results["availability"]
-    bare = tmp_path / "bare"
-    bare.mkdir()
-    for f in ("history.jsonl", "replicas.jsonl", "test.json"):
-        (bare / f).write_bytes((faulty_run / f).read_bytes())
-    (bare / "results.json").write_text(json.dumps(results))
-    measured = _tables(render_run(bare).read_text())
+    measured = _tables(render_run(_bare(faulty_run, tmp_path / "bare")).read_text())
     assert measured == with_block
     assert 'id="availability-table"' in measured and "partition" in measured
+
+
+def test_a_replicas_file_the_strict_reader_refuses_does_not_stop_the_measure(
+        faulty_run: Path, tmp_path: Path) -> None:
+    """Availability comes from the history alone: a replica summary with a string hw (the
+    strict replicas reader refuses it; the report's tolerant one draws the rest) leaves
+    the tables as they are."""
+    bare = _bare(faulty_run, tmp_path / "bare")
+    with open(bare / "replicas.jsonl", "a") as fh:
+        fh.write(json.dumps({"node": "n1", "key": 0, "hw": "x", "leo": 0}) + "\n")
+    measured = _tables(render_run(bare).read_text())
+    assert "not measured" not in measured
+    assert measured == _tables(render_run(faulty_run).read_text())
