@@ -63,12 +63,11 @@ def measured(run_dir: Path, results: Mapping[str, Any] | None) -> dict[str, Any]
     av = (results or {}).get("availability")
     if isinstance(av, Mapping) and isinstance(av.get("heals"), list):
         return dict(av)
-    from checkers.availability import availability
-    from checkers.tables import load_tables
+    from checkers.availability import history_availability
     from harness.runfiles import HistoryError
 
     try:
-        return availability(load_tables(run_dir), run_dir)
+        return history_availability(run_dir)
     except (HistoryError, OSError) as e:
         return {"error": str(e)}
 
