@@ -32,9 +32,16 @@ class KeyLoss:
     read_past: int  # of them, never read although reads went past them
     values: frozenset[int] = field(default_factory=frozenset)
 
+    @property
+    def where(self) -> str:
+        """"offset 8" or "offsets 0-2047" ("" when no offset is known)."""
+        if self.offsets is None:
+            return ""
+        lo, hi = self.offsets
+        return f"offset {lo}" if lo == hi else f"offsets {_span(lo, hi)}"
+
     def words(self) -> str:
-        where = "" if self.offsets is None else \
-            f", offsets {_span(self.offsets[0], self.offsets[1])}"
+        where = f", {self.where}" if self.where else ""
         a, b = self.acked_s
         return (f"key {self.key}: {self.lost:,} lost{where}, acknowledged "
                 f"{_span(round(a, 1), round(b, 1))} s")

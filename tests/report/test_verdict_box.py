@@ -50,7 +50,7 @@ def test_losses_come_from_the_full_sets_not_the_examples(tmp_path: Path) -> None
     for k, body in figs:
         m = re.search(r'class="mark-lost" data-count="(\d+)"', body)
         assert (int(m.group(1)) if m else 0) == want.per_key.get(int(k), (0,))[0], k
-    assert f"key {SMALL_KEY}: 1 lost, offsets 4" in box
+    assert f"key {SMALL_KEY}: 1 lost, offset 4," in box
     assert "kip101-loss expects lost-write, replica-lost-write: found" in box
     # the replicas section names every key that lost acknowledged writes
     reps = html[html.index('id="replica-loss-table"'):]
