@@ -21,7 +21,7 @@ from harness.spec import build_spec
 from systems.kafka import jars
 from systems.kafka.remote import KafkaRemoteDB
 from tests.kafka.cluster import known_leader
-from tests.kafka.test_kafka_unflushed import cut_on_any_backend, remote_node
+from tests.kafka.test_kafka_unflushed import cut_on_a_remote_cluster
 
 pytestmark = [pytest.mark.kafka, pytest.mark.docker, pytest.mark.slow]
 
@@ -146,16 +146,7 @@ def test_lose_unflushed_cuts_a_container_node_back_to_its_recovery_point(
     from harness.control.docker import DockerBackend
 
     client = _docker()
-    spec = build_spec({"system": "kafka", "backend": "docker", "keys": 2, "key_pool": 2})
-    root = tmp_path / "run"
-    root.mkdir()
-    run = Run(spec=spec, nodes=spec.nodes, paths=RunPaths(root), log=logging.getLogger("test"))
     backend = DockerBackend()
-    try:
-        core.cluster_up(backend, run)
-        db = run.db
-        assert isinstance(db, KafkaRemoteDB) and db.admin is not None
-        cut_on_any_backend(db.bootstrap, db.admin, remote_node(db, run, tmp_path))
-    finally:
-        core.cluster_down(backend, run)
+    cut_on_a_remote_cluster(backend, build_spec({"system": "kafka", "backend": "docker",
+                                                 "keys": 2, "key_pool": 2}), tmp_path)
     assert _ours(client, backend.key) == ([], [])

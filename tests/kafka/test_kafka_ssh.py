@@ -17,9 +17,8 @@ from harness.protocols import Run
 from harness.runfiles import RunPaths
 from harness.spec import build_spec
 from systems.kafka import jars
-from systems.kafka.remote import KafkaRemoteDB
 from systems.kafka.system import JRE_PACKAGES
-from tests.kafka.test_kafka_unflushed import cut_on_any_backend, remote_node
+from tests.kafka.test_kafka_unflushed import cut_on_a_remote_cluster
 
 pytestmark = [pytest.mark.kafka, pytest.mark.ssh, pytest.mark.slow]
 
@@ -116,16 +115,7 @@ def test_lose_unflushed_cuts_an_ssh_node_back_to_its_recovery_point(
     cluster, docker_hosts = hosts
     spec = build_spec({"system": "kafka", "backend": "ssh", "cluster_file": str(cluster),
                        "keys": 2, "key_pool": 2})
-    root = tmp_path / "run"
-    root.mkdir()
-    run = Run(spec=spec, nodes=spec.nodes, paths=RunPaths(root), log=logging.getLogger("test"))
     backend = SshBackend()
-    try:
-        core.cluster_up(backend, run)
-        db = run.db
-        assert isinstance(db, KafkaRemoteDB) and db.admin is not None
-        cut_on_any_backend(db.bootstrap, db.admin, remote_node(db, run, tmp_path))
-    finally:
-        core.cluster_down(backend, run)
+    cut_on_a_remote_cluster(backend, spec, tmp_path)
     for n in spec.nodes:
         assert _host_state(docker_hosts, n, backend.key) == ("", "", ""), n

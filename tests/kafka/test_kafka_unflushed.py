@@ -10,6 +10,7 @@ of the node's log dir and applied there with truncate and rm."""
 
 from __future__ import annotations
 
+import logging
 import tempfile
 import time
 import uuid
@@ -26,7 +27,10 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     NewTopic,
 )
 
-from harness.protocols import Run
+from harness import core
+from harness.protocols import Backend, Run
+from harness.runfiles import RunPaths
+from harness.spec import TestSpec
 from systems.kafka import unflushed
 from systems.kafka.admin import KafkaAdmin
 from systems.kafka.remote import KafkaRemoteDB
@@ -160,7 +164,7 @@ def test_lose_unflushed_cuts_a_node_back_to_its_recovery_point(kafka_cluster: Cl
         kafka_cluster.ready(timeout_s=120)
 
 
-def remote_node(db: KafkaRemoteDB, run: Run, scratch: Path) -> Callable[[str], Node]:
+def _remote_node(db: KafkaRemoteDB, run: Run, scratch: Path) -> Callable[[str], Node]:
     """The scenario's Node on a docker or ssh host: its log dir read through a copy of what
     a plan reads (the DB's own fetch), each look a fresh one."""
     def node_of(name: str) -> Node:
@@ -176,3 +180,18 @@ def remote_node(db: KafkaRemoteDB, run: Run, scratch: Path) -> Callable[[str], N
         return Node(kill=lambda: db.kill(run, name), start=start,
                     lose_unflushed=lambda: db.lose_unflushed(run, name), log_dir=log_dir)
     return node_of
+
+
+def cut_on_a_remote_cluster(backend: Backend, spec: TestSpec, scratch: Path) -> None:
+    """The scenario on a cluster the docker or ssh backend brings up for it, taken down
+    after, whatever happened."""
+    root = scratch / "run"
+    root.mkdir()
+    run = Run(spec=spec, nodes=spec.nodes, paths=RunPaths(root), log=logging.getLogger("test"))
+    try:
+        core.cluster_up(backend, run)
+        db = run.db
+        assert isinstance(db, KafkaRemoteDB) and db.admin is not None
+        cut_on_any_backend(db.bootstrap, db.admin, _remote_node(db, run, scratch))
+    finally:
+        core.cluster_down(backend, run)
