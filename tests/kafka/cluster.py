@@ -42,11 +42,12 @@ class Cluster:
                               SETTINGS.min_insync_replicas, timeout_s=timeout_s)
 
 
-def txn_member(cluster: Cluster) -> KafkaTxnClient:
+def txn_member(cluster: Cluster, topic: str = config.TOPIC, timeout_s: float = 3.0
+               ) -> KafkaTxnClient:
     """A transactional client in the cluster's consumer group (commits only in
-    transactions), subscribed to every partition."""
-    queue = KafkaQueueClient(keys=PARTITIONS, acks="all", timeout_s=3.0,
-                             bootstrap=cluster.kafka.bootstrap)
+    transactions), subscribed to every partition of `topic`."""
+    queue = KafkaQueueClient(keys=PARTITIONS, acks="all", timeout_s=timeout_s,
+                             bootstrap=cluster.kafka.bootstrap, topic=topic)
     group = KafkaGroupClient(queue, partitions=PARTITIONS,
                              settings=ConsumerSettings(commit="off"))
     c = KafkaTxnClient(queue, group=group).open(None, "n1")

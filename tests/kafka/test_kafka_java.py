@@ -14,15 +14,13 @@ import pytest
 
 from harness.runfiles import Op
 from harness.spec import ConsumerSettings
-from systems.kafka.client import KafkaQueueClient
-from systems.kafka.group_client import KafkaGroupClient
 from systems.kafka.jars import KafkaJars
 from systems.kafka.java import jars, jvm
 from systems.kafka.java.client import JavaQueueClient, warm_up
 from systems.kafka.java.group import JavaGroupClient
 from systems.kafka.java.txn import JavaTxnClient
 from systems.kafka.txn_client import KafkaTxnClient
-from tests.kafka.cluster import PARTITIONS, Cluster
+from tests.kafka.cluster import PARTITIONS, Cluster, txn_member
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 _values = itertools.count(3_000_000)
@@ -174,20 +172,19 @@ def _txn_reading(c: JavaTxnClient | KafkaTxnClient, abort: bool = False, tries: 
 
 def _ctp_member(cluster: Cluster, client: str) -> JavaTxnClient | KafkaTxnClient:
     """A transactional client of `client`'s library in the group, on a topic of its own,
-    committing offsets only inside its transactions (as the system assembles it)."""
+    committing offsets only inside its transactions (as the system assembles it),
+    subscribed to every partition."""
     topic = config_topic()
     cluster.admin.create_topic(PARTITIONS, 3, 2, topic=topic)
-    off = ConsumerSettings(commit="off")
-    if client == "java":
-        q = JavaQueueClient(keys=PARTITIONS, acks="all", timeout_s=5.0,
-                            bootstrap=cluster.kafka.bootstrap, topic=topic)
-        group = JavaGroupClient(q, partitions=PARTITIONS, settings=off)
-        group.in_txn = True
-        return JavaTxnClient(q, group=group).open(None, "n1")
-    rq = KafkaQueueClient(keys=PARTITIONS, acks="all", timeout_s=5.0,
-                          bootstrap=cluster.kafka.bootstrap, topic=topic)
-    return KafkaTxnClient(rq, group=KafkaGroupClient(rq, partitions=PARTITIONS,
-                                                     settings=off)).open(None, "n1")
+    if client != "java":
+        return txn_member(cluster, topic, timeout_s=5.0)
+    q = JavaQueueClient(keys=PARTITIONS, acks="all", timeout_s=5.0,
+                        bootstrap=cluster.kafka.bootstrap, topic=topic)
+    group = JavaGroupClient(q, partitions=PARTITIONS, settings=ConsumerSettings(commit="off"))
+    group.in_txn = True
+    c = JavaTxnClient(q, group=group).open(None, "n1")
+    assert c.invoke(None, _op("subscribe", list(range(PARTITIONS)))).type == "ok"
+    return c
 
 
 # both clients: their end-to-end consume-transform-produce runs are one per client in the
@@ -202,7 +199,6 @@ def test_a_consume_transform_produce_txn_commits_its_positions_and_an_abort_rewi
     c = _ctp_member(kafka_cluster, client)
     assert c.group is not None
     try:
-        assert c.invoke(None, _op("subscribe", list(range(PARTITIONS)))).type == "ok"
         seed = _txn(c, [(k, next(_values)) for k in range(PARTITIONS) for _ in range(2)])
         assert seed.type == "ok", seed
         read = _reads(committed := _txn_reading(c))
