@@ -116,6 +116,8 @@ def test_a_short_docker_run_with_kills_pauses_and_partitions_is_valid(
     client = _docker()
     spec = build_spec({"name": "kafka-docker", "system": "kafka", "backend": "docker",
                        "nemesis": ("kill", "pause", "partition"), "time_limit_s": 20.0,
+                       # the controller target reads the containers' quorum-state files
+                       "nemesis_targets": ("one", "controller"),
                        "nemesis_interval_s": 4.0, "seed": 11, "keys": 4, "key_pool": 16,
                        "results_dir": str(tmp_path)})
     outcome = core.run(spec)
@@ -129,6 +131,7 @@ def test_a_short_docker_run_with_kills_pauses_and_partitions_is_valid(
     history = (outcome.run_dir / "history.jsonl").read_text()
     for f in ("kill", "pause", "partition"):
         assert f'"f":"{f}"' in history.replace(" ", ""), f"no {f} in the history"
+    assert '"controller":"n' in history.replace(" ", ""), "no fault found the controller"
     assert (outcome.run_dir / "nodes" / "n2" / "kafka.log").is_file()
     log = (outcome.run_dir / "harness.log").read_text()
     m = re.search(r"docker: network (\S+)-net on", log)
