@@ -126,3 +126,26 @@ def test_a_broken_archive_is_ignored_by_the_driver_jvm(tmp_path: Path) -> None:
                              capture_output=True, text=True, timeout=120)
     assert started.returncode == 0, started.stderr
     assert "cds" not in started.stderr.lower() and "shared" not in started.stderr.lower()
+
+
+def test_if_missing_leaves_a_current_archive_alone_and_off_builds_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`python -m checkers.spark_cds --if-missing` (what ./scripts/bootstrap runs) returns at
+    once while a current archive is there, and UNDERTOW_CDS=0 never builds one."""
+    from checkers import spark_cds
+
+    monkeypatch.setenv(CDS_DIR_ENV, str(tmp_path / "cds"))
+    archive = archive_path()
+    if archive is None:
+        pytest.skip("no pyspark jars or no java")
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(b"the current archive")
+    monkeypatch.setattr(sys, "argv", ["spark_cds", "--if-missing"])
+    spark_cds.main()
+    assert archive.read_bytes() == b"the current archive"
+    archive.unlink()
+    monkeypatch.setenv(spark_cds.OFF_ENV, "0")
+    spark_cds.main()
+    assert java_options() == "" and not archive.exists()
+    assert capsys.readouterr().out == ""

@@ -286,3 +286,22 @@ def test_children_are_started_with_no_python_between_fork_and_exec() -> None:
     assert path is not None and argv == [path, "--pdeathsig", "KILL", "--", "true"]
     assert preexec is None
     assert subprocess.run(argv).returncode == 0
+
+
+def test_without_setpriv_a_preexec_fn_ties_the_child_to_the_thread_that_forked_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fallback where setpriv lacks --pdeathsig: the child dies when the forking thread
+    ends, and one whose harness is already gone exits before it runs anything."""
+    from harness.control import launcher
+
+    monkeypatch.setattr(launcher, "setpriv", lambda: None)
+    argv, preexec = launcher.die_with_parent(["sleep", "60"])
+    assert argv == ["sleep", "60"] and preexec is not None
+    started: list[subprocess.Popen[bytes]] = []
+    forker = threading.Thread(target=lambda: started.append(
+        subprocess.Popen(argv, preexec_fn=preexec)))
+    forker.start()
+    forker.join()
+    assert started[0].wait(timeout=30) == -signal.SIGKILL
+    orphan = launcher._die_with_parent(os.getpid() + 4_000_000)  # not this child's parent
+    assert subprocess.Popen(["sleep", "60"], preexec_fn=orphan).wait(timeout=30) == 1
