@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from checkers.register import INF, RegOp, linearizable, prune, stale_reads
+from checkers.register import INF, RegOp, _sweep, linearizable, prune, stale_reads
 
 
 def brute_linearizable(ops: Sequence[RegOp]) -> bool:
@@ -81,6 +81,56 @@ def test_the_search_agrees_with_every_order(h: tuple[list[RegOp], list[RegOp]]) 
     assert linearizable([*kept, *reads[:1]]) == brute_linearizable([*writes, *reads[:1]])
 
 
+def bisect_stale(writes: Sequence[RegOp], reads: Sequence[RegOp]) -> list[RegOp]:
+    """HISTORY.md's counting rule by depth-first searches alone: the first failing prefix
+    of the reads found by bisection, counted, left out, again (the count before the
+    breadth-first pass; each search is checked against the brute force above)."""
+    written = {w.value for w in writes}
+    counted = [r for r in reads if r.value is not None and r.value not in written]
+    rest = sorted((r for r in reads if r.value is None or r.value in written),
+                  key=lambda r: (r.ret, r.op))
+    kept: list[RegOp] = []
+    while rest and not linearizable([*writes, *kept, *rest]):
+        lo, hi = 0, len(rest) - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if linearizable([*writes, *kept, *rest[:mid + 1]]):
+                lo = mid + 1
+            else:
+                hi = mid
+        kept += rest[:lo]
+        counted.append(rest[lo])
+        rest = rest[lo + 1:]
+    return sorted(counted, key=lambda r: (r.ret, r.op))
+
+
+@st.composite
+def long_histories(draw: Any) -> tuple[list[RegOp], list[RegOp]]:
+    """A committed offset's register as a group writes it: 10 to 40 commits and reads of
+    a few values, overlapping, some commits `info`, reads often of an older value."""
+    writes: list[RegOp] = []
+    reads: list[RegOp] = []
+    for i in range(draw(st.integers(10, 40))):
+        call = draw(st.integers(0, 60))
+        ret = call + draw(st.integers(0, 8))
+        value = draw(st.integers(0, 4))
+        if draw(st.booleans()):
+            reads.append(RegOp(call, ret, False, draw(st.sampled_from([None, value])), i))
+        else:
+            writes.append(RegOp(call, INF if draw(st.integers(0, 9)) == 0 else ret, True,
+                                value, i))
+    return writes, reads
+
+
+@settings(max_examples=150, deadline=None)
+@given(long_histories())
+def test_the_one_pass_count_agrees_with_a_search_per_stale_read(
+        h: tuple[list[RegOp], list[RegOp]]) -> None:
+    writes, reads = h
+    got, finished = stale_reads(writes, reads)
+    assert finished and [r.op for r in got] == [r.op for r in bisect_stale(writes, reads)]
+
+
 def test_a_search_out_of_time_answers_unknown() -> None:
     """Many concurrent writes, then a read of the first one's value after a later write
     of another: the search must try every order of them before it can say no; with its
@@ -90,6 +140,8 @@ def test_a_search_out_of_time_answers_unknown() -> None:
     assert linearizable([*writes, *reads], time.monotonic() - 1) is None
     got, finished = stale_reads(writes, reads, time.monotonic() - 1)
     assert got == [] and not finished
+    # the counting pass too: 2^18 orders of the writes' values to walk first
+    assert _sweep([*writes, *reads], time.monotonic() - 1) is None
 
 
 def test_prune_keeps_only_the_writes_a_read_can_see() -> None:
