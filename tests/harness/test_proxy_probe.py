@@ -143,7 +143,9 @@ def test_round_trips_show_the_delay_and_the_stalls(cluster: Cluster) -> None:
     net.fast(None)
     net.lossy(None, ["n2"], 1.0)
     lossy = net.round_trips(["n2"], 0.3)["n2"]
-    assert lossy and min(lossy) >= 200.0  # every chunk waits a retransmission timeout
+    # every chunk waits a retransmission timeout (200 ms; the same early timer: 199.999 ms
+    # was seen in a quiet run)
+    assert lossy and min(lossy) >= 198.0
     net.fast(None)
     net.partition(None, {"n3": ["n1", "n2", CLIENT]})
     assert net.round_trips(["n3"], 0.2) == {"n3": []}  # every link of n3 holds its probe

@@ -142,6 +142,27 @@ def test_a_group_member_reads_what_was_sent_and_commits_it(
         g.spares.close_all()
 
 
+def test_a_fenced_producer_is_dropped_and_the_next_transaction_has_a_new_one(
+        kafka_cluster: Cluster, java: None) -> None:
+    """Another producer took its transactional.id: its next transaction fails (its send is
+    refused with the old epoch: ProducerFenced or InvalidProducerEpoch, both fatal), the
+    producer is closed, and the transaction after that runs on a new producer."""
+    a = JavaTxnClient(_client(kafka_cluster)).open(None, "n1")
+    b = JavaTxnClient(_client(kafka_cluster)).open(None, "n1")
+    b.tid = a.tid
+    try:
+        assert _txn(a, [(0, next(_values))]).type == "ok"
+        assert _txn(b, [(0, next(_values))]).type == "ok"  # its initTransactions fences a
+        fenced = _txn(a, [(0, next(_values))])
+        assert fenced.type == "fail" and (fenced.error or "").startswith(
+            ("ProducerFencedException", "InvalidProducerEpochException")), fenced
+        assert a.producer is None and not a.ready
+        assert _txn(a, [(0, next(_values))]).type == "ok"
+    finally:
+        a.close(None)
+        b.close(None)
+
+
 def _reads(done: Op) -> dict[str, list[list[int]]]:
     """What the polls of a completed `txn` read, per key."""
     out: dict[str, list[list[int]]] = {}

@@ -112,3 +112,25 @@ def test_client_options_add_to_a_scenarios_extra() -> None:
                                   "--print-spec"])
     extra = json.loads(r.output)["extra"]
     assert extra == {"controller_voters": 1, "client": "java"}
+
+
+def test_a_second_client_version_in_one_harness_process_is_refused(java: None) -> None:
+    """One JVM per process, its classpath fixed at its start: a run asking for another
+    client version is refused at setup (exit 2), naming the one that runs."""
+    running = jvm.running_version()
+    other = "4.3.0" if running != "4.3.0" else "4.4.0"
+    with pytest.raises(SpecError, match=f"already runs Kafka's Java client {running}"):
+        assemble(_spec(extra={"kafka_client_version": other}))
+
+
+def test_each_workload_assembles_its_java_client(java: None) -> None:
+    from systems.kafka.java.group import JavaGroupClient
+    from systems.kafka.java.txn import JavaTxnClient
+
+    txn = assemble(_spec(workload="txn", sub_via="subscribe"))
+    client: Any = txn.system.client(txn)
+    # offsets are committed inside its transactions only
+    assert isinstance(client, JavaTxnClient) and client.group.in_txn
+    assert client.group.settings.commit == "off"
+    crash = assemble(_spec(crash_client_interval_s=5.0))  # crashes rejoin the group
+    assert isinstance(crash.system.client(crash), JavaGroupClient)

@@ -92,7 +92,16 @@ def test_committed_and_aborted_transactions_under_both_isolation_levels(tmp_path
         assert own.type == "ok", own
         polled = {v for _o, v in own.value[2][1].get("0", [])}
         assert polled == {1, 5, 6}
-        for c in (w, *readers.values()):
+        # fenced between its sends and its commit (another client took its transactional.id):
+        # the commit is refused, reported aborted, and its next transaction begins anew
+        shared = TxnClient(QueueClient(keys=2, timeout_s=10, retries=3,
+                                       enable_idempotence=True), shared_ids=1)
+        a, b = shared.open(run, "n1"), shared.open(run, "n1")
+        assert a.begin({0}) is None and a.send_run([(0, 9)])[1] is None
+        assert b.invoke(run, Op("invoke", 1, "txn", [["send", 1, 10]])).type == "ok"
+        assert a.commit() == ("fail", "aborted")
+        assert a.invoke(run, Op("invoke", 0, "txn", [["send", 0, 11]])).type == "ok"
+        for c in (w, a, b, *readers.values()):
             c.close(run)
     finally:
         core.cluster_down(backend, run)
