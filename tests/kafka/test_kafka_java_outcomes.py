@@ -130,7 +130,7 @@ def test_each_workload_assembles_its_java_client(java: None) -> None:
     txn = assemble(_spec(workload="txn", sub_via="subscribe"))
     client: Any = txn.system.client(txn)
     # offsets are committed inside its transactions only
-    assert isinstance(client, JavaTxnClient) and client.group.in_txn
-    assert client.group.settings.commit == "off"
+    assert isinstance(client, JavaTxnClient) and client.group is not None
+    assert client.group.in_txn and client.group.settings.commit == "off"
     crash = assemble(_spec(crash_client_interval_s=5.0))  # crashes rejoin the group
     assert isinstance(crash.system.client(crash), JavaGroupClient)
