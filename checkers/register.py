@@ -48,9 +48,7 @@ def linearizable(ops: Sequence[RegOp], deadline: float = float("inf")) -> bool |
     n = len(ops)
     if n == 0 or all(o.write for o in ops):
         return True
-    # events: call of op i is 2i, its return 2i+1; a call before a return at equal times
-    events = sorted(range(2 * n), key=lambda e: ((ops[e >> 1].ret if e & 1 else
-                                                  ops[e >> 1].call), e & 1, e))
+    events = _events(ops)
     head, nil = 2 * n, -1
     nxt = [nil] * (2 * n + 1)
     prv = [nil] * (2 * n + 1)
@@ -97,6 +95,13 @@ def linearizable(ops: Sequence[RegOp], deadline: float = float("inf")) -> bool |
                 nxt[prv[e]] = e
             entry = nxt[2 * i]
     return True
+
+
+def _events(ops: Sequence[RegOp]) -> list[int]:
+    """The call (2i) and return (2i + 1) of each operation i in time order, a call before a
+    return at equal times (HISTORY.md's "before" is strict), then by operation."""
+    return sorted(range(2 * len(ops)), key=lambda e: ((ops[e >> 1].ret if e & 1 else
+                                                       ops[e >> 1].call), e & 1, e))
 
 
 def _trim(ops: Sequence[RegOp]) -> list[RegOp]:
@@ -198,9 +203,7 @@ def _sweep(ops: Sequence[RegOp], deadline: float) -> list[RegOp] | None:
     of the history without it). Of configurations alike but for info writes applied, only
     those that applied fewest are kept: an info write may also take effect later, or
     never, so they allow everything the others do."""
-    n = len(ops)
-    events = sorted(range(2 * n), key=lambda e: ((ops[e >> 1].ret if e & 1 else
-                                                  ops[e >> 1].call), e & 1, e))
+    events = _events(ops)
     writes = [o.write for o in ops]
     values = [o.value for o in ops]
     info = 0
@@ -236,7 +239,8 @@ def _sweep(ops: Sequence[RegOp], deadline: float) -> list[RegOp] | None:
                     if c not in configs:
                         configs.add(c)
                         frontier.append(c)
-            configs = _fewest_info(configs)
+            if info:
+                configs = _fewest_info(configs)
         elif ops[i].ret != INF:
             open_ops &= ~bit
             went_on = {(v, lin & ~bit, d) for v, lin, d in configs if lin & bit}
