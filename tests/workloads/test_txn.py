@@ -63,10 +63,12 @@ def test_committed_and_aborted_transactions_under_both_isolation_levels(tmp_path
     try:
         core.cluster_up(backend, run)
 
+        def queue(isolation: str | None = None) -> QueueClient:
+            return QueueClient(keys=2, timeout_s=10, retries=3, enable_idempotence=True,
+                               isolation=isolation)
+
         def client(isolation: str) -> TxnClient:
-            q = QueueClient(keys=2, timeout_s=10, retries=3, enable_idempotence=True,
-                            isolation=isolation)
-            return TxnClient(q).open(run, "n1")
+            return TxnClient(queue(isolation)).open(run, "n1")
 
         w = client("read_committed")
         ok = w.invoke(run, Op("invoke", 0, "txn", [["send", 0, 1], ["send", 1, 2]]))
@@ -94,8 +96,7 @@ def test_committed_and_aborted_transactions_under_both_isolation_levels(tmp_path
         assert polled == {1, 5, 6}
         # fenced between its sends and its commit (another client took its transactional.id):
         # the commit is refused, reported aborted, and its next transaction begins anew
-        shared = TxnClient(QueueClient(keys=2, timeout_s=10, retries=3,
-                                       enable_idempotence=True), shared_ids=1)
+        shared = TxnClient(queue(), shared_ids=1)
         a, b = shared.open(run, "n1"), shared.open(run, "n1")
         assert a.begin({0}) is None and a.send_run([(0, 9)])[1] is None
         assert b.invoke(run, Op("invoke", 1, "txn", [["send", 1, 10]])).type == "ok"
