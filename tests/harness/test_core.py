@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -93,17 +94,23 @@ def test_unknown_toml_key_is_named(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_short_run_end_to_end(tmp_path: Path) -> None:
+def test_short_run_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`undertow run` in this process (click's runner), as a user's command line runs it."""
     env = {**os.environ, "UNDERTOW_STATE_DIR": str(tmp_path / "state")}
-    p = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", "--time-limit", "10", "--nemesis", "kill",
-         "--nemesis-interval", "2", "--nemesis-schedule", "phases", "--concurrency", "5",
-         "--keys", "3", "--max-writes-per-key", "40", "--key-pool", "64", "--seed", "11",
-         "--results-dir", str(tmp_path / "results")],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
+    monkeypatch.setenv("UNDERTOW_STATE_DIR", env["UNDERTOW_STATE_DIR"])
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # rich: stderr is a terminal (the status line)
+    p = CliRunner().invoke(main, [
+        "run", "--time-limit", "10", "--nemesis", "kill",
+        "--nemesis-interval", "2", "--nemesis-schedule", "phases", "--concurrency", "5",
+        "--keys", "3", "--max-writes-per-key", "40", "--key-pool", "64", "--seed", "11",
+        "--results-dir", str(tmp_path / "results")])
+    assert p.exit_code == 0, p.output[-3000:] + repr(p.exception)
+    assert p.stderr.startswith("undertow run: queue-kill, undertow on 3 nodes (local)")
     last = p.stdout.strip().splitlines()[-1]
-    assert p.returncode == 0, p.stdout + p.stderr[-3000:]
     assert last.startswith("VALID") and "report" in last
+    # the live status line, redrawn on stderr while the run went on
+    assert re.search(r"\[running\] +[\d.]+/10 s \| ok \d+ fail \d+ info \d+ \| faults: ",
+                     p.stderr), p.stderr[-2000:]
     run = (tmp_path / "results" / "latest").resolve()
     assert run.parent.name == "queue-kill"
     for f in ("test.json", "history.jsonl", "replicas.jsonl", "results.json", "report.html",

@@ -45,6 +45,13 @@ def test_packages_are_what_the_nemesis_needs() -> None:
         assert p in pkgs
 
 
+def test_an_engine_that_does_not_answer_says_how_to_start_it(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
+    with pytest.raises(image.ImageError, match=r"does not answer .*scripts/docker-up"):
+        image.docker_client()
+
+
 @pytest.mark.docker
 @pytest.mark.slow
 def test_build_skips_what_is_current_and_rebuilds_what_changed(tmp_path: Path) -> None:
@@ -73,7 +80,10 @@ def test_build_skips_what_is_current_and_rebuilds_what_changed(tmp_path: Path) -
         assert out == b""
     finally:
         client.images.get(again.node.tag).tag(node.repo, "latest")
-        client.images.remove(changed.node.tag)  # its last tag: the image goes too
+        # what a build with prune does: the repo's other hash tags go (the image with them)
+        removed = image.prune_old(client, node.repo, again.node.tag)
+    assert changed.node.tag in removed and again.node.tag not in removed
+    assert client.images.get(f"{node.repo}:latest").id == client.images.get(again.node.tag).id
 
     result = CliRunner().invoke(image_cmd, ["build"])
     assert result.exit_code == 0, result.output

@@ -106,7 +106,22 @@ def test_bad_grudges_and_nodes_are_refused(cluster: Cluster) -> None:
         net.slow(None, ["n7"], 10, 0)
     with pytest.raises(ValueError, match="drop_probability"):
         net.lossy(None, ["n1"], 1.5)
-    assert blocked(net) == set()
+    with pytest.raises(ValueError, match="must not be negative"):
+        net.slow(None, ["n1"], -5, 0)
+    assert blocked(net) == set() and net.grudge == {}
+
+
+def test_the_grudge_in_force_and_a_failed_observation(cluster: Cluster) -> None:
+    """`grudge` is what partition set; a probe or timing that cannot be made (the proxy is
+    gone) says so as `unknown` evidence, and never fails the fault it judges."""
+    net, _ = cluster
+    net.partition(None, {"n1": ["n2"]})
+    assert net.grudge == {"n1": frozenset({"n2"})}
+    assert net.probe([("n1", "n2")])[("n1", "n2")].seen == "dropped"
+    net.proxy.stop()
+    seen = net.probe([("n1", "n2")])[("n1", "n2")]
+    assert seen.seen == "unknown" and seen.how.startswith("probe failed: "), seen
+    assert net.round_trips(["n1"], 0.1) == {"n1": []}
 
 
 def test_slow_and_lossy_act_on_a_nodes_egress(cluster: Cluster) -> None:

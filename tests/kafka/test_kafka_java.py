@@ -14,6 +14,7 @@ import pytest
 
 from harness.runfiles import Op
 from harness.spec import ConsumerSettings
+from systems.kafka.client import KafkaQueueClient
 from systems.kafka.jars import KafkaJars
 from systems.kafka.java import jars, jvm
 from systems.kafka.java.client import JavaQueueClient, warm_up
@@ -41,7 +42,7 @@ def _client(cluster: Cluster, acks: str = "all", **kw: Any) -> JavaQueueClient:
                            bootstrap=cluster.kafka.bootstrap, **kw).open(None, "n1")
 
 
-def _read_all(c: JavaQueueClient | JavaGroupClient, want: dict[int, int],
+def _read_all(c: JavaQueueClient | JavaGroupClient | KafkaQueueClient, want: dict[int, int],
               tries: int = 60) -> dict[str, list[list[int]]]:
     """Polls until each key of `want` was read up to that offset (or tries run out)."""
     read: dict[str, list[list[int]]] = {}
@@ -161,6 +162,80 @@ def test_a_fenced_producer_is_dropped_and_the_next_transaction_has_a_new_one(
     finally:
         a.close(None)
         b.close(None)
+
+
+def _txn_pair(cluster: Cluster, client: str
+              ) -> tuple[JavaTxnClient | KafkaTxnClient, JavaTxnClient | KafkaTxnClient]:
+    """Two transactional clients of `client`'s library with one transactional.id: the
+    second's initTransactions fences the first."""
+    if client == "java":
+        a: JavaTxnClient | KafkaTxnClient = JavaTxnClient(_client(cluster)).open(None, "n1")
+        b: JavaTxnClient | KafkaTxnClient = JavaTxnClient(_client(cluster)).open(None, "n1")
+        b.tid = a.tid
+        return a, b
+    queue = KafkaQueueClient(keys=PARTITIONS, acks="all", timeout_s=5.0,
+                             bootstrap=cluster.kafka.bootstrap)
+    a, b = KafkaTxnClient(queue).open(None, "n1"), KafkaTxnClient(queue).open(None, "n1")
+    assert isinstance(b, KafkaTxnClient)
+    b.tid = b.producer_config["transactional.id"] = a.tid
+    return a, b
+
+
+@pytest.mark.parametrize("client", ["java", "librdkafka"])
+def test_a_commit_fenced_after_its_sends_is_info_and_the_next_txn_runs(
+        kafka_cluster: Cluster, java: None, client: str) -> None:
+    """Another producer took the transactional.id between a transaction's sends and its
+    commit (its initTransactions aborted the open transaction): the commit is refused, the
+    producer cannot abort either, so the outcome is `info` (a commit whose answer was lost
+    before the fence would have been refused the same way) and the producer is dropped; the
+    transaction's records are never read, and the next transaction runs on a new producer."""
+    a, b = _txn_pair(kafka_cluster, client)
+    try:
+        assert _txn(a, [(0, next(_values))]).type == "ok"
+        fenced = next(_values)
+        assert a.begin({0}) is None
+        offsets, error = a.send_run([(0, fenced)])
+        assert error is None and isinstance(offsets[0], int), (offsets, error)
+        assert b.begin({0}) is None  # fences a, aborting its open transaction
+        b.abort()
+        typ, why = a.commit()
+        assert typ == "info" and (why or "").startswith("commit outcome unknown: "), (typ, why)
+        assert a.producer is None and not a.ready
+        after = _txn(a, [(0, next(_values))])
+        assert after.type == "ok", after
+        (_, _, (last, kept)), = after.value
+        assert a.invoke(None, _op("assign", [0], seek_to_beginning=True)).type == "ok"
+        read = {v for _, v in _read_all(a.queue, {0: last})["0"]}
+        assert kept in read and fenced not in read
+    finally:
+        a.close(None)
+        b.close(None)
+
+
+def test_a_group_member_commits_only_while_subscribed_and_a_crash_closes_it(
+        kafka_cluster: Cluster, java: None) -> None:
+    """--client java, --sub-via subscribe: a `commit` before any membership fails (nothing
+    was sent); a crash fetches, closes the member and ends `info`; a new member joins."""
+    q = JavaQueueClient(keys=PARTITIONS, acks="all", timeout_s=5.0,
+                        bootstrap=kafka_cluster.kafka.bootstrap, topic=config_topic())
+    kafka_cluster.admin.create_topic(PARTITIONS, 3, 2, topic=q.topic)
+    g = JavaGroupClient(q, partitions=PARTITIONS, settings=ConsumerSettings(commit="off"),
+                        offset_ops=True).open(None, "n1")
+    try:
+        early = g.invoke(None, _op("commit", [["commit", {"0": 1}]]))
+        assert early.type == "fail" and "not subscribed" in (early.error or ""), early
+        assert g.invoke(None, _op("subscribe", list(range(PARTITIONS)))).type == "ok"
+        assert g.invoke(None, _op("send", [["send", 0, next(_values)]])).type == "ok"
+        crashed = g.invoke(None, _op("crash", None))
+        assert crashed.type == "info" and (crashed.error or "").startswith("crashed"), crashed
+        assert g.member is None
+        again = g.open(None, "n1")
+        assert again.invoke(None, _op("subscribe", list(range(PARTITIONS)))).type == "ok"
+        assert again.member is not None
+        again.close(None)
+    finally:
+        g.close(None)
+        g.spares.close_all()
 
 
 def _reads(done: Op) -> dict[str, list[list[int]]]:
