@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from checkers.register import INF, RegOp, prune_mask, stale_reads
+from checkers.register import INF, RegOp, prune_mask, read_classes, stale_reads
 from harness.runfiles import (
     COMMIT_ANSWERED,
     COMMIT_WRITE,
@@ -66,28 +66,33 @@ def registers(scan: HistoryScan, status: Any, cmp_time: Any) -> Registers:
     rows = scan.commit
     if not len(rows):
         return Registers({}, scan.groups)
-    line, group, key, off, kind = (rows[:, i] for i in range(5))
+    line, kind = rows[:, 0], rows[:, 4]
     typ = scan.type[line]
     comp = typ != 0
-    inv = np.where(comp, scan.pair[line], line)
+    # the rows that are writes or answers (a committed invoke's keys asked only lend
+    # their group to its completion)
+    w = np.flatnonzero((kind == COMMIT_WRITE) & ~comp)
+    r = np.flatnonzero((kind == COMMIT_ANSWERED) & comp & (typ == OK))
+    inv_lines, first = np.unique(line[~comp], return_index=True)
+    inv_group = rows[~comp, 1][first]
+    sel = rows[np.concatenate([w, r])]  # writes first, then answers
+    line, group, key, off = (sel[:, i] for i in range(4))
+    nw = len(w)
+    inv = np.where(np.arange(len(sel)) >= nw, scan.pair[line], line)
     st = status[inv]
     call, ret = scan.time[inv], cmp_time[inv]
-    # a completion's rows take the group of its invoke's rows, when it has any
-    inv_rows = np.flatnonzero(~comp)
-    if len(inv_rows):
-        o = inv_rows[np.argsort(line[inv_rows], kind="stable")]
-        at = np.minimum(np.searchsorted(line[o], inv), len(o) - 1)
-        group = np.where(comp & (line[o][at] == inv), group[o][at], group)
-    is_w = (kind == COMMIT_WRITE) & ~comp & (st != FAIL)
+    if len(inv_lines) and len(sel) > nw:  # an answer takes its invoke's group, if any
+        at = np.minimum(np.searchsorted(inv_lines, inv[nw:]), len(inv_lines) - 1)
+        group[nw:] = np.where(inv_lines[at] == inv[nw:], inv_group[at], group[nw:])
     txn_ok = (st == OK) & (scan.f[inv] == F_CODES["txn"])
     w_call = np.where(txn_ok, ret, call)  # a transaction's commit: at its completion
     w_ret = np.where(st == OK, ret, INF)
-    w = np.flatnonzero(is_w)
+    w = np.flatnonzero((np.arange(len(sel)) < nw) & (st != FAIL))
     w = w[np.lexsort((w, key[w], group[w], inv[w]))]
     if len(w):  # an operation's last commit of a key (in the order written)
         w = w[np.r_[(inv[w][1:] != inv[w][:-1]) | (group[w][1:] != group[w][:-1])
                     | (key[w][1:] != key[w][:-1]), True]]
-    r = np.flatnonzero((kind == COMMIT_ANSWERED) & comp & (typ == OK))
+    r = np.arange(nw, len(sel))
     proc = scan.process[inv]
     table = np.concatenate([
         np.stack([np.zeros(len(w), np.int64), group[w], key[w], w_call[w], w_ret[w], off[w],
@@ -123,9 +128,17 @@ def check_offsets(reg: Registers, budget_s: float = BUDGET_S) -> dict[str, Any]:
             continue
         keep = prune_mask(w[:, W_CALL], w[:, W_RET], w[:, W_VALUE], r[:, W_CALL],
                           r[:, W_RET], r[:, W_VALUE])
-        stale, finished = stale_reads(_regops(w[keep], True), _regops(r, False), deadline)
+        kept = w[keep]
+        rep = read_classes(kept[:, W_CALL], kept[:, W_RET], r[:, W_CALL], r[:, W_RET],
+                           r[:, W_VALUE])
+        alone = rep == np.arange(len(r))
+        stale, finished = stale_reads(_regops(kept, True), _regops(r[alone], False),
+                                      deadline)
         if not finished:
             unknown.append({"group": reg.groups[g], "key": k})
+        if stale and not alone.all():  # each read counted with those it stands for
+            of = np.isin(r[rep, W_OP], [read.op for read in stale])
+            stale = sorted(_regops(r[of], False), key=lambda read: (read.ret, read.op))
         count += len(stale)
         for read in stale[:max(0, EXAMPLES - len(examples))]:
             examples.append(_example(reg.groups[g], k, read, w, r))

@@ -160,6 +160,43 @@ def prune_mask(w_call: Any, w_ret: Any, w_value: Any, r_call: Any, r_ret: Any,
     return keep & ~(has_next & ~seen)
 
 
+def read_classes(w_call: Any, w_ret: Any, r_call: Any, r_ret: Any, r_value: Any) -> Any:
+    """For each read, the index of the read that stands for it (numpy arrays; a read of
+    null has a value no write has): reads of one value that lie in one gap between the
+    writes' windows (no write's [call, ret] meets either read) are alike, so a check
+    needs one of them.
+
+    Why: no write can take effect between two such reads (it would have to do so inside
+    the gap), so the register holds one value through both: any order that allows one
+    read allows the other in its place. Under HISTORY.md's count they are counted
+    together: when the one that completes first is kept, the other adds nothing; when it
+    is counted, the other, tried later with at least the same reads kept, is too. In a
+    group, every member asks for every key's offset between commits: most reads of a
+    register are alike."""
+    import numpy as np
+
+    n = len(r_call)
+    rep = np.arange(n)
+    if n < 2:
+        return rep
+    order = np.argsort(w_call, kind="stable")
+    starts, ends = w_call[order], np.maximum.accumulate(w_ret[order])
+    # merged windows: a new one where a write begins after every earlier one ended
+    new = np.r_[True, starts[1:] > ends[:-1]] if len(starts) else np.zeros(0, bool)
+    m_start = np.r_[starts[new], INF]
+    m_end = np.r_[np.r_[ends[:-1][new[1:]], ends[-1:]] if len(starts) else ends, INF]
+    gap = np.searchsorted(m_end, r_call, "left")  # merged windows ended before the call
+    free = m_start[gap] > r_ret  # and the next one begins after the read returned
+    idx = np.flatnonzero(free)
+    if not len(idx):
+        return rep
+    ranked = idx[np.lexsort((r_ret[idx], r_value[idx], gap[idx]))]
+    first = np.r_[True, (gap[ranked][1:] != gap[ranked][:-1])
+                  | (r_value[ranked][1:] != r_value[ranked][:-1])]
+    rep[ranked] = ranked[first][np.cumsum(first) - 1]
+    return rep
+
+
 def stale_reads(writes: Sequence[RegOp], reads: Sequence[RegOp],
                 deadline: float = float("inf")) -> tuple[list[RegOp], bool]:
     """HISTORY.md's count: (the reads counted stale, whether every search finished).

@@ -116,7 +116,7 @@ def _grow(a: Any, n: int) -> Any:
     return b
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _row(rows: Any, n: int, a: int, b: int, c: int, d: int, e: int) -> Any:
     """rows (flat, five values a row) with row n set to (a, b, c, d, e), grown first
     when it has no room."""

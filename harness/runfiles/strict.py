@@ -248,15 +248,15 @@ def parse_chunk(path: str, start: int, end: int, first_line: int) -> tuple[Any, 
     with open(path, "rb") as fh:
         fh.seek(start)
         data = fh.read(end - start)
-    head, send, read, declined = scan_lines(data)
+    head, send, read, commit, declined = scan_lines(data)
     del data
     err: tuple[int, str] | None = None
-    commit = np.zeros((0, len(COMMIT_COLUMNS)), np.int64)
-    groups: list[str] = [DEFAULT_GROUP]
+    groups: list[str] = [DEFAULT_GROUP]  # the compiled parser's rows are all in it
     if declined:
-        err, slow_send, slow_read, commit, groups = _parse_declined(declined, head)
+        err, slow_send, slow_read, slow_commit, groups = _parse_declined(declined, head)
         send = _merge_rows(send, slow_send)
         read = _merge_rows(read, slow_read)
+        commit = _merge_rows(commit, slow_commit)
     if err is not None:  # the columns cover the lines before it
         cut = err[0]
         head, send, read = head[:cut], send[send[:, 0] < cut], read[read[:, 0] < cut]
@@ -322,22 +322,29 @@ def parse_commit_lines(raws: list[bytes]) -> tuple[list[int], Any, tuple[str, ..
     """The commit rows of whole lines given apart from the rest of the file (a faster
     reader's lines that hold commit or committed micro-ops), numbered by their `index`:
     (each line's index, rows, group names), or None when some line breaks the contract
-    (the caller then lets `scan_history` name it)."""
+    (the caller then lets `scan_history` name it). The compiled parser takes the lines
+    it can; the per-line code the others."""
     import numpy as np
 
+    from harness.runfiles.fastlines import scan_lines
+
+    if any(b"\n" in raw for raw in raws):
+        return None
+    head, _, _, fast, declined = scan_lines(b"".join(raw + b"\n" for raw in raws))
     cols = _Cols()
-    lines: list[int] = []
-    for raw in raws:
+    for line, raw in declined:
         n = len(cols.commit)
         try:
             _parse_line(raw, -1, cols)
         except LineError:
             return None
-        lines.append(cols.head[-6])
+        head[line, 0] = cols.head[-6]
         for i in range(n, len(cols.commit), len(COMMIT_COLUMNS)):
-            cols.commit[i] = lines[-1]
-    rows = np.array(cols.commit, np.int64).reshape(-1, len(COMMIT_COLUMNS))
-    return lines, rows, tuple(cols.groups)
+            cols.commit[i] = line
+    slow = np.array(cols.commit, np.int64).reshape(-1, len(COMMIT_COLUMNS))
+    rows = _merge_rows(fast, slow)
+    rows[:, 0] = head[rows[:, 0], 0]  # each line's index
+    return head[:, 0].tolist(), rows, tuple(cols.groups)
 
 
 def _merge_rows(fast: Any, slow: Any) -> Any:

@@ -8,10 +8,19 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from checkers.register import INF, RegOp, _sweep, linearizable, prune, stale_reads
+from checkers.register import (
+    INF,
+    RegOp,
+    _sweep,
+    linearizable,
+    prune,
+    read_classes,
+    stale_reads,
+)
 
 
 def brute_linearizable(ops: Sequence[RegOp]) -> bool:
@@ -156,3 +165,59 @@ def test_null_is_the_initial_value() -> None:
     assert linearizable([RegOp(0, 5, False, None, 1), w])
     assert not linearizable([w, RegOp(30, 40, False, None, 1)])
     assert linearizable([w, RegOp(15, 40, False, None, 1)])  # concurrent: either
+
+
+def _classes(writes: Sequence[RegOp], reads: Sequence[RegOp]) -> list[int]:
+    def col(ops: Sequence[RegOp], f: int) -> Any:
+        return np.array([-1 if o[f] is None else o[f] for o in ops], np.int64)
+
+    return [int(i) for i in read_classes(col(writes, 0), col(writes, 1), col(reads, 0),
+                                         col(reads, 1), col(reads, 3))]
+
+
+def collapsed_stale(writes: Sequence[RegOp], reads: Sequence[RegOp]) -> list[int]:
+    """The count as checkers.offsets makes it: one read of each class searched, and each
+    read counted with the one that stands for it."""
+    rep = _classes(writes, reads)
+    stale, finished = stale_reads(writes, [r for i, r in enumerate(reads) if rep[i] == i])
+    assert finished
+    counted = {r.op for r in stale}
+    return [r.op for r in sorted((r for i, r in enumerate(reads) if reads[rep[i]].op in counted),
+                                 key=lambda r: (r.ret, r.op))]
+
+
+@st.composite
+def asked_histories(draw: Any) -> tuple[list[RegOp], list[RegOp]]:
+    """A group's register as its members ask for it: a few commits, and many short reads
+    of a few values between and across them (many alike)."""
+    writes = [RegOp(c, INF if draw(st.integers(0, 7)) == 0 else c + draw(st.integers(0, 4)),
+                    True, draw(st.integers(0, 3)), i)
+              for i, c in enumerate(draw(st.lists(st.integers(0, 60), min_size=1, max_size=8)))]
+    reads = []
+    for i in range(draw(st.integers(1, 30))):
+        call = draw(st.integers(0, 70))
+        reads.append(RegOp(call, call + draw(st.integers(0, 3)), False,
+                           draw(st.sampled_from([None, 0, 1, 2, 3])), 100 + i))
+    return writes, reads
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(asked_histories(), long_histories()))
+def test_reads_alike_are_counted_together(h: tuple[list[RegOp], list[RegOp]]) -> None:
+    writes, reads = h
+    got, finished = stale_reads(writes, reads)
+    assert finished and collapsed_stale(writes, reads) == [r.op for r in got]
+    kept = prune(writes, reads)  # as checkers.offsets does: pruned first
+    assert collapsed_stale(kept, reads) == [r.op for r in got]
+
+
+def test_alike_reads_are_those_of_one_value_in_one_gap() -> None:
+    writes = [RegOp(10, 20, True, 1, 0), RegOp(40, 45, True, 2, 1)]
+    reads = [RegOp(0, 5, False, None, 10), RegOp(2, 9, False, None, 11),  # before any write
+             RegOp(21, 22, False, 1, 12), RegOp(25, 39, False, 1, 13),  # in the gap
+             RegOp(30, 31, False, 2, 14),  # another value there
+             RegOp(20, 21, False, 1, 15),  # meets the first write's return: not in the gap
+             RegOp(46, 50, False, 2, 16), RegOp(39, 41, False, 2, 17)]  # the last meets it
+    assert _classes(writes, reads) == [0, 0, 2, 2, 4, 5, 6, 7]
+    info = [RegOp(10, INF, True, 1, 0)]  # never returns: no gap after its call
+    assert _classes(info, reads) == [0, 0, 2, 3, 4, 5, 6, 7]

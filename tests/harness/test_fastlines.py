@@ -84,6 +84,10 @@ def ops(draw: Any) -> dict[str, Any]:
         op["seek_to_beginning"] = draw(st.sampled_from([True, False, None, 1]))
     if draw(st.integers(0, 9)) == 0:
         op["extra"] = {"any": [1, 2.5]}
+    if draw(st.integers(0, 3)) == 0:  # keys the strict reader ignores, with plain values
+        op[draw(st.sampled_from(["generation", "final", "note"]))] = draw(st.one_of(
+            ints, st.integers(-5, 5), st.booleans(), st.none(), st.just("a \\ b"),
+            st.just(2.5)))
     if draw(st.integers(0, 4)) == 0:  # another order of the fields
         op = dict(reversed(list(op.items())))
     return op
@@ -173,11 +177,77 @@ def test_the_harness_shapes_take_the_compiled_path() -> None:
     ]
     for style in (0, 1):
         data = b"".join(dump(op, style) + b"\n" for op in lines)
-        head, send, read, declined = scan_lines(data)
-        assert declined == []
+        head, send, read, commit, declined = scan_lines(data)
+        assert declined == [] and commit.shape == (0, 5)
         assert head[:, 0].tolist() == list(range(6))
         assert send.tolist() == [[0, 2, 10**17 + 5, -1, 0], [1, 2, 10**17 + 5, 5, 0],
                                  [2, 2, -3, -1, 0]]
         assert read.tolist() == [[2, 2, 4, 12, 0], [2, 2, 5, 17, 1]]
     nemesis = b'{"index":0,"time":0,"type":"info","process":"nemesis","f":"kill","value":{}}'
-    assert scan_lines(nemesis)[3] == [(0, nemesis)]
+    assert scan_lines(nemesis)[4] == [(0, nemesis)]
+
+
+@st.composite
+def offset_ops(draw: Any) -> dict[str, Any]:
+    """Lines of committed offsets as a group's members write them (every value in range,
+    so most take the compiled path), some in shapes the strict reader refuses."""
+    small = st.integers(0, 10**18)
+    typ = draw(st.sampled_from(["invoke", "ok", "fail", "info"]))
+    f = draw(st.sampled_from(["commit", "committed", "txn"]))
+    offsets = st.dictionaries(st.integers(0, 99).map(str), small, max_size=4)
+    if f == "commit":
+        mop: Any = offsets.map(lambda d: ["commit", d])
+    elif f == "txn":
+        mop = st.one_of(offsets.map(lambda d: ["commit", d]), st.just(["poll"]),
+                        st.tuples(st.just("send"), small, small).map(list))
+    else:
+        answered = st.dictionaries(st.integers(0, 99).map(str), st.one_of(small, st.none()),
+                                   max_size=4)
+        mop = st.one_of(st.lists(small, max_size=4).map(lambda ks: ["committed", ks]),
+                        answered.map(lambda d: ["committed", d]))
+    value = draw(st.one_of(st.lists(mop, max_size=2), st.none()))
+    op = {"index": draw(small), "time": draw(small), "type": typ, "process": draw(small),
+          "f": f, "value": value}
+    if draw(st.booleans()):
+        op["generation"] = draw(small)
+    return op
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=SLOW_OK)
+@given(st.lists(st.tuples(offset_ops(), st.integers(0, 2)), min_size=1, max_size=8))
+def test_offset_lines_parse_as_the_strict_code_parses_them(
+        tmp_path: Path, lines: list[tuple[Any, int]]) -> None:
+    same_as_python(tmp_path, b"".join(dump(op, s) + b"\n" for op, s in lines))
+
+
+def test_the_harness_s_committed_offsets_take_the_compiled_path() -> None:
+    """A group member's commits and committed reads (asked for every key, answered with
+    null where none was committed), a transaction's offsets, and their failures."""
+    lines = [
+        {"index": 0, "time": 5, "type": "invoke", "process": 3, "f": "commit",
+         "value": [["commit", {"0": 2, "17": 0}]], "generation": 3},
+        {"index": 1, "time": 6, "type": "ok", "process": 3, "f": "commit",
+         "value": [["commit", {"0": 2, "17": 0}]], "generation": 3},
+        {"index": 2, "time": 7, "type": "invoke", "process": 4, "f": "committed",
+         "value": [["committed", [0, 1, 17]]]},
+        {"index": 3, "time": 8, "type": "ok", "process": 4, "f": "committed",
+         "value": [["committed", {"0": 2, "1": None, "17": 0}]]},
+        {"index": 4, "time": 9, "type": "fail", "process": 4, "f": "committed",
+         "value": [["committed", [0, 1, 17]]], "error": "NOT_COORDINATOR: \"n2\""},
+        {"index": 5, "time": 9, "type": "invoke", "process": 5, "f": "txn",
+         "value": [["poll"], ["send", 1, 40], ["commit", {"1": 7}]]},
+        {"index": 6, "time": 9, "type": "info", "process": 3, "f": "commit", "value": None,
+         "error": "timed out", "generation": 3},
+    ]
+    for style in (0, 1):
+        data = b"".join(dump(op, style) + b"\n" for op in lines)
+        head, send, read, commit, declined = scan_lines(data)
+        assert declined == [] and read.shape == (0, 5)
+        assert head[:, 4].tolist() == [6, 6, 7, 7, 7, 2, 6]
+        assert commit.tolist() == [[0, 0, 0, 2, 0], [0, 0, 17, 0, 0], [1, 0, 0, 2, 0],
+                                   [1, 0, 17, 0, 0], [2, 0, 0, -1, 1], [2, 0, 1, -1, 1],
+                                   [2, 0, 17, -1, 1], [3, 0, 0, 2, 2], [3, 0, 1, -1, 2],
+                                   [3, 0, 17, 0, 2], [5, 0, 1, 7, 0]]
+        assert send.tolist() == [[5, 1, 40, -1, 0]]
+    named = dump({**lines[0], "group": "g1"}, 0)  # the strict reader numbers the groups
+    assert scan_lines(named)[4] == [(0, named)]
