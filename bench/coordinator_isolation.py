@@ -1,18 +1,19 @@
-"""python -m bench.coordinator_isolation [--runs 10] [--seconds 90] [--releases A,B,C]
-[--out DIR] [--stop-at HH:MM] [--summary-only]: the KAFKA-20634 hunt
+"""python -m bench.coordinator_isolation [--runs 10] [--first-seed 1] [--seconds 90]
+[--releases A,B,C] [--out DIR] [--stop-at HH:MM] [--summary-only]: the KAFKA-20634 hunt
 (systems/kafka/coordinator_hunt.py), seeded runs per release, as a table.
 
 The runs are `undertow matrix --scenario kafka-coordinator-isolation --kafka-versions R
---runs i` for i = 1, 2, ... and each release R in turn (the matrix keeps finished runs),
-so the releases alternate seed by seed and each sees the machine's load alike; one run
-at a time; --stop-at HH:MM (UTC) starts none after that. Then, per run: the verdict, the
-bad anomalies with counts, commit operations ok / info / fail, committed reads ok, and
-lines counted in the brokers' logs that say how far the cycles got: `moved` (a leader
-of __consumer_offsets-0 became its follower: the coordinator moved), `failAll`
-(the old coordinator's unload failing its pending writes with NOT_COORDINATOR: the
-ordinary path, commits were waiting when leadership moved) and `HighWatermarkUpdate
-failed` (the error the pull request names: a high watermark reached the old
-coordinator after its log was truncated, i.e. the window of the bug was entered).
+--first-seed F --runs n`, seed by seed from F up to --runs, each release R in turn (the
+matrix keeps finished runs), so the releases alternate seed by seed and each sees the
+machine's load alike; one run at a time; --stop-at HH:MM (UTC) starts none after that.
+Then, per run: the verdict, the bad anomalies with counts, commit operations ok / info /
+fail, committed reads ok, and lines counted in the brokers' logs that say how far the
+cycles got: `moved` (a leader of __consumer_offsets-0 became its follower: the
+coordinator moved), `failAll` (the old coordinator's unload failing its pending writes
+with NOT_COORDINATOR: the ordinary path, commits were waiting when leadership moved) and
+`HighWatermarkUpdate failed` (the error the pull request names: a high watermark reached
+the old coordinator after its log was truncated, i.e. the window of the bug was
+entered).
 Writes bench/out/coordinator_isolation.json.
 """
 
@@ -36,15 +37,17 @@ LOG_MARKS = {"failAll": "failAll(NotCoordinatorException)",
 
 
 def run_matrix(releases: str, runs: int, seconds: float, out: Path,
-               stop_at: str | None = None) -> None:
-    """Seed by seed, release by release; no run starts at or after `stop_at` (HH:MM UTC)."""
-    for i in range(1, runs + 1):
+               stop_at: str | None = None, first_seed: int = 1) -> None:
+    """Seed by seed (first_seed to runs), release by release; no run starts at or after
+    `stop_at` (HH:MM UTC)."""
+    for i in range(first_seed, runs + 1):
         for release in releases.split(","):
             if stop_at and time.strftime("%H:%M", time.gmtime()) >= stop_at:
                 print(f"stop: {stop_at} UTC reached, no new run", flush=True)
                 return
             subprocess.run([sys.executable, "-m", "harness.cli", "matrix", "--scenario",
-                            SCENARIO, "--kafka-versions", release, "--runs", str(i),
+                            SCENARIO, "--kafka-versions", release, "--first-seed",
+                            str(first_seed), "--runs", str(i - first_seed + 1),
                             "--time-limit", str(seconds), "--out", str(out)], check=False)
 
 
@@ -105,7 +108,9 @@ def table(found: list[dict[str, Any]]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--runs", type=int, default=10, help="the last seed")
+    ap.add_argument("--first-seed", type=int, default=1,
+                    help="the first seed (another batch's folder keeps the seeds before)")
     ap.add_argument("--seconds", type=float, default=90.0)
     ap.add_argument("--releases", default=RELEASES)
     ap.add_argument("--out", type=Path, default=Path("results/coordinator-isolation"))
@@ -115,7 +120,7 @@ def main() -> None:
                     help="summarise the matrix folder as it is; run nothing")
     a = ap.parse_args()
     if not a.summary_only:
-        run_matrix(a.releases, a.runs, a.seconds, a.out, a.stop_at)
+        run_matrix(a.releases, a.runs, a.seconds, a.out, a.stop_at, a.first_seed)
     found = rows(a.out)
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(found, indent=1))

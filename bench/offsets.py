@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import heapq
 import random
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -120,7 +121,11 @@ def _answer(writes: list[tuple[int, dict[int, int]]],
 
 
 def write(rows: list[dict[str, Any]], run: Path) -> Path:
-    run.mkdir(parents=True, exist_ok=True)
+    """A run folder holding only this history (an earlier --run's replicas and test.json,
+    which would be checked with it, removed)."""
+    if run.exists():
+        shutil.rmtree(run)
+    run.mkdir(parents=True)
     (run / "history.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
     return run
 
