@@ -1,10 +1,10 @@
 """The grammar of committed offsets in history.jsonl (shared/HISTORY.md): the `commit`
 and `committed` micro-ops, and the group an operation names.
 
-The strict reader calls these for every line that holds them; each appends rows
-of COMMIT_COLUMNS (line, group code, key, offset, kind) to a flat list. Commits
-are operations, never records: a history holds few of them, so they are parsed
-by this Python code alone (the compiled parser declines their lines).
+The strict reader calls these for every line that holds them and the compiled
+parser (`fastlines`) leaves to it; each appends rows of COMMIT_COLUMNS (line,
+group code, key, offset, kind) to a flat list. The compiled parser gives the same
+rows for the lines it takes, and leaves every line that names a `group` here.
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ from harness.runfiles.fasttokens import (
     _grow,
     _int,
     _is,
+    _offset,
     _pair,
     _row,
     _sep,
@@ -106,14 +107,9 @@ def _offsets(buf: Any, p: int, end: int, line: int, kind: int, nullable: bool, c
             return -1, commit, nc, keys
         nkeys += 1
         top = max(top, key)
-        offset = NO_OFFSET
-        q = _word(buf, p, end, _NULL) if nullable else -1
-        if q >= 0:
-            p = q
-        else:
-            offset, p = _int(buf, p, end, False)
-            if p < 0:
-                return -1, commit, nc, keys
+        offset, p = _offset(buf, p, end, nullable)
+        if p < 0:
+            return -1, commit, nc, keys
         commit = _row(commit, nc, line, 0, key, offset, kind)
         nc += 1
         p, closed = _sep(buf, p, end, 125)
@@ -168,9 +164,9 @@ def _micro_ops(buf: Any, p: int, end: int, line: int, completion: bool, fc: int,
         a, p = _string(buf, _ws(buf, p + 1, end), end)
         if p < 0:
             return -1, send, ns, read, nr, commit, nc, has_poll
-        if fc >= _COMMIT:  # a commit or committed operation holds only its own
-            if not _is(buf, a, p - 1, _F_COMMIT if fc == _COMMIT else _F_COMMITTED):
-                return -1, send, ns, read, nr, commit, nc, has_poll
+        if (fc in (_COMMIT, _TXN) and _is(buf, a, p - 1, _F_COMMIT)) or (
+                fc == _COMMITTED and _is(buf, a, p - 1, _F_COMMITTED)):
+            # a commit (in a txn: send_offsets_to_transaction) or a committed read
             p, closed = _sep(buf, p, end, 93)
             if p < 0 or closed:
                 return -1, send, ns, read, nr, commit, nc, has_poll
@@ -190,18 +186,8 @@ def _micro_ops(buf: Any, p: int, end: int, line: int, completion: bool, fc: int,
             if p >= end or buf[p] != 93:
                 return -1, send, ns, read, nr, commit, nc, has_poll
             p += 1
-        elif fc == _TXN and _is(buf, a, p - 1, _F_COMMIT):  # send_offsets_to_transaction
-            p, closed = _sep(buf, p, end, 93)
-            if p < 0 or closed:
-                return -1, send, ns, read, nr, commit, nc, has_poll
-            p, commit, nc, keys = _offsets(buf, p, end, line, COMMIT_WRITE, False, commit, nc,
-                                           keys)
-            if p < 0:
-                return -1, send, ns, read, nr, commit, nc, has_poll
-            p = _ws(buf, p, end)
-            if p >= end or buf[p] != 93:
-                return -1, send, ns, read, nr, commit, nc, has_poll
-            p += 1
+        elif fc >= _COMMIT:  # a commit or committed operation holds only its own
+            return -1, send, ns, read, nr, commit, nc, has_poll
         elif _is(buf, a, p - 1, _F_SEND):
             p, closed = _sep(buf, p, end, 93)
             if p < 0 or closed:

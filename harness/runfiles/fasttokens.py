@@ -142,21 +142,25 @@ def _sep(buf: Any, p: int, end: int, close: int) -> tuple[int, bool]:
     return -1, False
 
 
+@njit(cache=True, inline="always")
+def _offset(buf: Any, p: int, end: int, may_be_null: bool) -> tuple[int, int]:
+    """(offset, p after it) of a non-negative integer at p, or NO_OFFSET for a null one
+    where allowed; p = -1 for anything else."""
+    q = _word(buf, p, end, _NULL) if may_be_null else -1
+    if q >= 0:
+        return NO_OFFSET, q
+    return _int(buf, p, end, False)
+
+
 @njit(cache=True)
 def _pair(buf: Any, p: int, end: int, offset_may_be_null: bool) -> tuple[int, int, int]:
     """(offset, value, p after the closing bracket) of `[offset, value]` at p, the
     offset NO_OFFSET for a null one where allowed; p = -1 for anything else."""
     if p >= end or buf[p] != 91:
         return 0, 0, -1
-    p = _ws(buf, p + 1, end)
-    offset = NO_OFFSET
-    q = _word(buf, p, end, _NULL) if offset_may_be_null else -1
-    if q >= 0:
-        p = q
-    else:
-        offset, p = _int(buf, p, end, False)
-        if p < 0:
-            return 0, 0, -1
+    offset, p = _offset(buf, _ws(buf, p + 1, end), end, offset_may_be_null)
+    if p < 0:
+        return 0, 0, -1
     p, closed = _sep(buf, p, end, 93)
     if p < 0 or closed:
         return 0, 0, -1
