@@ -251,6 +251,8 @@ class _Conn:
         probe = self.probe
         target = probe.redirect if probe is not None and probe.redirect else self.link.info.target
         host, port = _split(target)
+        if probe is not None:
+            probe.dialled = target
         try:
             transport, _ = await self.link.loop.create_connection(
                 lambda: _Side(self.bwd, self.fwd), host, port)

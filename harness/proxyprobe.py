@@ -4,11 +4,12 @@ Why: a partition, a slow or a lossy link made by the proxy is a fault's evidence
 it is seen acting on traffic, not only written in its table. A probe dials the link's
 own listening port, as the node does, and the proxy reports what it did with that
 connection: held (the link is cut: dst was never dialled), or dialled dst's real
-listener (connected, or refused when dst is down: either way the link carries
-traffic). The link's counters around the probe say whether any byte crossed a cut
-direction meanwhile. Round trips go through the same pipes (so the same delay, jitter
-and loss) to an echo listener of the proxy's own instead of dst, since a broker does
-not echo: a 1-byte ping, again and again for a time budget.
+listener (connected, refused when dst is down, or no answer when dst's process is paused
+and its listen backlog full: either way the link carries traffic). The link's counters
+around the probe say whether any byte crossed a cut direction meanwhile. Round trips go
+through the same pipes (so the same delay, jitter and loss) to an echo listener of the
+proxy's own instead of dst, since a broker does not echo: a 1-byte ping, again and again
+for a time budget.
 
 Every link is probed at once in the proxy's loop, so a partition costs about one
 probe timeout and a heal a few milliseconds.
@@ -36,11 +37,13 @@ HELD = "held"
 
 @dataclass(slots=True)
 class Probe:
-    """A connection the proxy dials through one of its own links: `outcome` is set when
-    the link dials its upstream (`redirect`, else dst's listener)."""
+    """A connection the proxy dials through one of its own links: `dialled` is set when
+    the link starts dialling its upstream (`redirect`, else dst's listener), `outcome`
+    when that dial is answered."""
 
     outcome: asyncio.Future[str]
     redirect: str | None = None
+    dialled: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +74,8 @@ class LinkProbe:
     """One probe through one link: what the proxy did with it, and the link's counters
     just before and after."""
 
-    outcome: str  # "held", "connected to ADDR", "refused by ADDR: why", "error: why"
+    outcome: str  # "held", "connected to ADDR", "refused by ADDR: why",
+    #               "dialled ADDR, no answer" (a paused peer's full backlog), "error: why"
     waited_ms: float
     before: LinkCounters
     after: LinkCounters
@@ -82,7 +86,7 @@ class LinkProbe:
 
     @property
     def flowing(self) -> bool:
-        return self.outcome.startswith(("connected", "refused"))
+        return self.outcome.startswith(("connected", "refused", "dialled"))
 
     def crossed_cut(self) -> int:
         """Bytes delivered, while the probe waited, in a direction that is cut."""
@@ -97,6 +101,9 @@ class LinkProbe:
             return f"connected in {self.waited_ms:.0f} ms"
         if self.outcome.startswith("refused"):
             return f"refused by the peer's port in {self.waited_ms:.0f} ms"
+        if self.outcome.startswith("dialled"):
+            return (f"dialled the peer's port, no answer in {self.waited_ms / 1e3:.1f} s "
+                    "(the peer is not accepting: paused or overloaded)")
         return self.outcome
 
 
@@ -151,8 +158,8 @@ class Prober:
             left = max(0.0, timeout_s - (time.monotonic() - t0))
             try:
                 outcome = await asyncio.wait_for(asyncio.shield(probe.outcome), left)
-            except TimeoutError:
-                outcome = HELD
+            except TimeoutError:  # held by a cut, or dialled and the peer did not answer
+                outcome = HELD if probe.dialled is None else f"dialled {probe.dialled}, no answer"
         except (OSError, TimeoutError) as e:
             sock.close()
             return f"error: {type(e).__name__}: {e}", None, (time.monotonic() - t0) * 1e3

@@ -3,9 +3,13 @@ trips; over real proxies (in a thread and in its own process) and real echo serv
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import socket
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -117,6 +121,48 @@ def test_client_links_and_a_peer_that_is_down(cluster: Cluster) -> None:
     down = net.probe([("n1", "n9")])[("n1", "n9")]
     assert down.seen == "flowing" and down.how.startswith("n1->n9 refused by the peer's port in ")
     assert net.proxy.counters()[("n1", "n9")].refused == 1
+
+
+@pytest.fixture
+def paused_listener() -> Iterator[str]:
+    """A real process listening with a backlog of one, its backlog filled and the process
+    stopped (SIGSTOP): as a paused broker whose clients kept reconnecting. The kernel drops
+    further SYNs, so a dial to it is never answered."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import socket, time; s = socket.socket(); "
+         "s.bind(('127.0.0.1', 0)); s.listen(0); print(s.getsockname()[1], flush=True); "
+         "time.sleep(600)"], stdout=subprocess.PIPE, text=True)
+    fillers: list[socket.socket] = []
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline())
+        os.kill(proc.pid, signal.SIGSTOP)
+        for _ in range(3):  # one completes into the queue; the rest wait in SYN_SENT
+            f = socket.socket()
+            f.setblocking(False)
+            f.connect_ex(("127.0.0.1", port))
+            fillers.append(f)
+        time.sleep(0.2)
+        yield f"127.0.0.1:{port}"
+    finally:
+        for f in fillers:
+            f.close()
+        proc.kill()
+        proc.wait()
+
+
+def test_a_paused_peer_is_not_a_cut(cluster: Cluster, paused_listener: str) -> None:
+    """A heal's probe to a peer that is paused is dialled and not answered: the link
+    carries traffic (the proxy dialled), so it is flowing, not held as by a cut."""
+    net = ProxyNet(cluster[0].proxy, (*NODES, "n8"))
+    net.proxy.add_link("n1", "n8", paused_listener)
+    seen = net.probe([("n1", "n8")])[("n1", "n8")]
+    assert seen.seen == "flowing", seen
+    assert re.fullmatch(r"n1->n8 dialled the peer's port, no answer in 1\.\d s "
+                        r"\(the peer is not accepting: paused or overloaded\)", seen.how), seen.how
+    net.partition(None, {"n8": ["n1"]})  # a cut of the same link is still a cut
+    cut = net.probe([("n1", "n8")])[("n1", "n8")]
+    assert cut.seen == "dropped" and cut.how.startswith("n1->n8 held 1."), cut
 
 
 def test_planted_misses_make_no_claim(cluster: Cluster) -> None:
