@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from harness.protocols import LinkSeen
 
 if TYPE_CHECKING:
-    from harness.proxy import _Link
+    from harness.proxylinks import Link
 
 PROBE_TIMEOUT_S = 1.0   # as harness.linkprobe: a cut link holds the probe this long
 MAX_PINGS = 50
@@ -59,7 +59,7 @@ class LinkCounters:
     queued: int               # bytes read and not yet delivered (held by a cut or a delay)
 
 
-def counters(link: _Link) -> LinkCounters:
+def counters(link: Link) -> LinkCounters:
     """The link's counters now (in the proxy's loop)."""
     return LinkCounters(
         blocked=tuple(d for d in ("fwd", "bwd") if link.shapes[d].blocked),
@@ -140,7 +140,7 @@ class Prober:
             self.echo_addr = f"{self.host}:{self.echo.sockets[0].getsockname()[1]}"
         return self.echo_addr
 
-    async def _dial(self, link: _Link, timeout_s: float,
+    async def _dial(self, link: Link, timeout_s: float,
                     redirect: str | None) -> tuple[str, socket.socket | None, float]:
         """Connect to the link's port as src does; the outcome once the proxy dialled
         upstream, or "held" after timeout_s. The socket is open unless it failed."""
@@ -167,8 +167,8 @@ class Prober:
             link.probes.pop(local, None)
         return outcome, sock, (time.monotonic() - t0) * 1e3
 
-    async def probe(self, links: Sequence[_Link], timeout_s: float) -> list[LinkProbe]:
-        async def one(link: _Link) -> LinkProbe:
+    async def probe(self, links: Sequence[Link], timeout_s: float) -> list[LinkProbe]:
+        async def one(link: Link) -> LinkProbe:
             before = counters(link)
             outcome, sock, waited_ms = await self._dial(link, timeout_s, None)
             after = counters(link)
@@ -178,10 +178,10 @@ class Prober:
 
         return list(await asyncio.gather(*(one(link) for link in links)))
 
-    async def round_trips(self, links: Sequence[_Link], budget_s: float) -> list[LinkTiming]:
+    async def round_trips(self, links: Sequence[Link], budget_s: float) -> list[LinkTiming]:
         echo = await self._echo_addr()
 
-        async def one(link: _Link) -> LinkTiming:
+        async def one(link: Link) -> LinkTiming:
             outcome, sock, _ = await self._dial(link, PROBE_TIMEOUT_S, echo)
             if sock is None or not outcome.startswith("connected"):
                 if sock is not None:
