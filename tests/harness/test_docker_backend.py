@@ -22,6 +22,8 @@ from harness.runfiles import RunPaths
 from harness.spec import build_spec
 from systems.undertow.remote_db import RemoteBroker
 
+from .remote_claims import assert_faults_say_whether_they_landed
+
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
@@ -302,7 +304,7 @@ def test_brokers_up_kill_start_pause_partition_collect(tmp_path: Path, state: Pa
         db.pause(run, "n3")
         db.resume(run, "n3")
         assert not db.frozen("n3")
-        _faults_say_whether_they_landed(run)
+        assert_faults_say_whether_they_landed(run, paused_shows="cgroup frozen")
         run.net.partition(run, {"n1": ["n2", "n3"]})
         run.net.heal(run)
         db.shift_clock(run, "n2", 5_000_000_000)
@@ -320,41 +322,6 @@ def test_brokers_up_kill_start_pause_partition_collect(tmp_path: Path, state: Pa
     finally:
         core.cluster_down(backend, run)
     assert _ours(client, backend.key) == ([], [])
-
-
-def _faults_say_whether_they_landed(run: Run) -> None:
-    """The nemesis's kill and pause on containers: each completion's `landed` and evidence,
-    read in the container's /proc or from its frozen cgroup; those that cannot land say so."""
-    from harness.runfiles import NEMESIS, Op
-    from nemesis.compose import compose
-    from nemesis.faults import Kill, Pause
-    from nemesis.netfaults import Partition
-
-    nem = compose(Kill(1), Pause(1), Partition(1))
-    nem.setup(run)
-
-    def inv(f: str, value: dict[str, Any]) -> dict[str, Any]:
-        out = nem.invoke(run, Op(type="invoke", process=NEMESIS, f=f, value=value))
-        return dict(out.extra)
-
-    killed = inv("kill", {"nodes": ["n3"]})
-    assert killed["landed"] is True and killed["evidence"].endswith(" gone"), killed
-    again = inv("kill", {"nodes": ["n3"]})
-    assert again["landed"] is False
-    assert again["evidence"].startswith("n3: nothing to kill: no live process on n3"), again
-    frozen_empty = inv("pause", {"nodes": ["n3"]})  # the container freezes, nothing runs in it
-    assert frozen_empty["landed"] is False and "no process to pause" in frozen_empty["evidence"]
-    inv("resume", {})
-    started = inv("start", {})
-    assert started["landed"] is True and "n3: new pid " in started["evidence"], started
-    paused = inv("pause", {"nodes": ["n2"]})
-    assert paused["landed"] is True and paused["evidence"].endswith("cgroup frozen"), paused
-    resumed = inv("resume", {})
-    assert resumed["landed"] is True and resumed["evidence"].endswith("running again"), resumed
-    cut = inv("partition", {"grudge": {"n1": ["n2"]}})  # probes from inside n1's namespace
-    assert cut == {"landed": True, "evidence": "n1->n2 dropped"}, cut
-    healed = inv("heal", {})
-    assert healed == {"landed": True, "evidence": "n1->n2 flowing"}, healed
 
 
 def test_a_broker_image_pruned_by_another_build_is_rebuilt(tmp_path: Path, state: Path) -> None:

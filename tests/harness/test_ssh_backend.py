@@ -18,6 +18,8 @@ from harness.protocols import Run
 from harness.runfiles import RunPaths
 from harness.spec import SpecError, build_spec
 
+from .remote_claims import assert_faults_say_whether_they_landed
+
 # -- parsing (fast) ---------------------------------------------------------------------
 
 
@@ -113,6 +115,7 @@ def test_ssh_backend_end_to_end(hosts: tuple[Path, Any], tmp_path: Path,
                                   f"/var/tmp/undertow/{backend.key}/broker.pid)"]).stdout
         assert stat.startswith("T"), stat
         db.resume(run, "n2")
+        assert_faults_say_whether_they_landed(run, paused_shows=r"\d+ of \d+ threads stopped")
         net.partition(run, {"n1": ["n2"], "n2": ["n1"]})
         assert backend.key in _host_state(docker_hosts, "n1", backend.key)[1]
         probe = "import socket; socket.create_connection(('%s', 9092), timeout=1.5)"

@@ -1,0 +1,52 @@
+"""The nemesis's claims on a backend that reaches its nodes through Remote (docker, ssh):
+each fault's `landed` and evidence, read on the node itself, and the faults that cannot
+land saying so. Shared by the docker and ssh backend tests, which run it on their own
+clusters of our broker."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from harness.protocols import Run
+from harness.runfiles import NEMESIS, Op
+from nemesis.compose import compose
+from nemesis.faults import Clock, Kill, Pause
+from nemesis.netfaults import Partition
+
+
+def assert_faults_say_whether_they_landed(run: Run, *, paused_shows: str) -> None:
+    """kill, start, pause, resume, partition, heal and clock faults on n1..n3 of a running
+    cluster; `paused_shows` is how the backend sees a paused broker (the end of its
+    evidence: its cgroup frozen, or its threads stopped)."""
+    nem = compose(Kill(1), Pause(1), Partition(1), Clock(1))
+    nem.setup(run)
+
+    def inv(f: str, value: dict[str, Any]) -> dict[str, Any]:
+        out = nem.invoke(run, Op(type="invoke", process=NEMESIS, f=f, value=value))
+        return dict(out.extra)
+
+    killed = inv("kill", {"nodes": ["n3"]})
+    assert killed["landed"] is True and killed["evidence"].endswith(" gone"), killed
+    again = inv("kill", {"nodes": ["n3"]})
+    assert again["landed"] is False
+    assert again["evidence"].startswith("n3: nothing to kill: no live process on n3"), again
+    empty = inv("pause", {"nodes": ["n3"]})
+    assert empty["landed"] is False and "no process to pause" in empty["evidence"], empty
+    inv("resume", {})
+    started = inv("start", {})
+    assert started["landed"] is True and "n3: new pid " in started["evidence"], started
+    paused = inv("pause", {"nodes": ["n2"]})
+    assert paused["landed"] is True and re.search(paused_shows + "$", paused["evidence"]), paused
+    resumed = inv("resume", {})
+    assert resumed["landed"] is True and resumed["evidence"].endswith("running again"), resumed
+    cut = inv("partition", {"grudge": {"n1": ["n2"]}})  # probes from inside n1's namespace
+    assert cut == {"landed": True, "evidence": "n1->n2 dropped"}, cut
+    healed = inv("heal", {})
+    assert healed == {"landed": True, "evidence": "n1->n2 flowing"}, healed
+    bump = inv("clock-bump", {"nodes": ["n2"], "delta_ns": 3_000_000_000})
+    assert bump["landed"] is True, bump  # the broker's own clock, read back over its port
+    assert bump["evidence"].endswith("offset +3.000 s in force, +3.000 s asked"), bump
+    reset = inv("clock-reset", {})
+    assert reset["landed"] is True, reset
+    assert reset["evidence"].endswith("offset +0.000 s in force, +0.000 s asked"), reset
