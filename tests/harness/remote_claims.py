@@ -5,6 +5,7 @@ clusters of our broker."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -50,3 +51,15 @@ def assert_faults_say_whether_they_landed(run: Run, *, paused_shows: str) -> Non
     reset = inv("clock-reset", {})
     assert reset["landed"] is True, reset
     assert reset["evidence"].endswith("offset +0.000 s in force, +0.000 s asked"), reset
+
+
+def assert_each_fault_landed(history: str, verbs: tuple[str, ...]) -> None:
+    """In a run's history.jsonl text: each verb's completions landed at least once, with
+    evidence; every one that did not says why; no completion of the run's faults makes no
+    claim (the backend and system observe every one of them)."""
+    done = [o for o in map(json.loads, history.splitlines())
+            if o["process"] == NEMESIS and o["type"] != "invoke" and o["f"] in verbs]
+    for verb in verbs:
+        ops = [o for o in done if o["f"] == verb]
+        assert any(o.get("landed") is True and o.get("evidence") for o in ops), (verb, ops)
+    assert all("landed" in o and o.get("evidence") for o in done if not o.get("final")), done

@@ -20,6 +20,7 @@ from harness.runfiles import RunPaths
 from harness.spec import build_spec
 from systems.kafka import jars
 from systems.kafka.remote import KafkaRemoteDB
+from tests.harness.remote_claims import assert_each_fault_landed
 from tests.kafka.cluster import known_leader
 from tests.kafka.test_kafka_unflushed import cut_on_a_remote_cluster
 
@@ -132,6 +133,7 @@ def test_a_short_docker_run_with_kills_pauses_and_partitions_is_valid(
     for f in ("kill", "pause", "partition"):
         assert f'"f":"{f}"' in history.replace(" ", ""), f"no {f} in the history"
     assert '"controller":"n' in history.replace(" ", ""), "no fault found the controller"
+    assert_each_fault_landed(history, ("kill", "start", "pause", "resume", "partition", "heal"))
     assert (outcome.run_dir / "nodes" / "n2" / "kafka.log").is_file()
     log = (outcome.run_dir / "harness.log").read_text()
     m = re.search(r"docker: network (\S+)-net on", log)

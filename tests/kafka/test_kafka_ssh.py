@@ -18,6 +18,7 @@ from harness.runfiles import RunPaths
 from harness.spec import build_spec
 from systems.kafka import jars
 from systems.kafka.system import JRE_PACKAGES
+from tests.harness.remote_claims import assert_each_fault_landed
 from tests.kafka.test_kafka_unflushed import cut_on_a_remote_cluster
 
 pytestmark = [pytest.mark.kafka, pytest.mark.ssh, pytest.mark.slow]
@@ -69,6 +70,8 @@ def test_a_short_ssh_run_with_kills_pauses_and_partitions_is_valid(
     rows = (outcome.run_dir / "replicas.jsonl").read_text().splitlines()
     assert sum('"hw"' in r for r in rows) == 3 * spec.partitions
     assert "Kafka version" in (outcome.run_dir / "nodes" / "n1" / "kafka.log").read_text()
+    assert_each_fault_landed((outcome.run_dir / "history.jsonl").read_text(),
+                             ("kill", "start", "pause", "resume", "partition", "heal"))
     key = run_key(Run(spec=spec, nodes=spec.nodes, paths=RunPaths(outcome.run_dir),
                       log=logging.getLogger("test")))
     for n in spec.nodes:
