@@ -1,7 +1,7 @@
-"""The nemesis's claims on a backend that reaches its nodes through Remote (docker, ssh):
-each fault's `landed` and evidence, read on the node itself, and the faults that cannot
-land saying so. Shared by the docker and ssh backend tests, which run it on their own
-clusters of our broker."""
+"""The nemesis's claims where nodes have hosts of their own (containers, ssh hosts,
+network namespaces): each fault's `landed` and evidence, read on the node itself, and
+the faults that cannot land saying so. Shared by the docker and ssh backend tests (on
+their clusters of our broker) and Kafka's runs on each backend (from their histories)."""
 
 from __future__ import annotations
 

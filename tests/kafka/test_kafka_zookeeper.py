@@ -11,6 +11,7 @@ import pytest
 from harness import core, netns
 from harness.spec import build_spec
 from systems.kafka import jars, releases
+from tests.harness.remote_claims import assert_each_fault_landed
 
 OLD = "0.10.2.2"
 # what 0.10.2.2's high-watermark truncation (before KIP-101) can show in a short run with
@@ -53,6 +54,8 @@ def test_a_short_run_on_0_10_2_2_with_zookeeper(tmp_path: Path,
     assert "unclean.leader.election.enable=false" in props and "zookeeper.connect=" in props
     assert "transaction.state.log" not in props  # 0.10 has no transactions
     assert "binding to port" in (run / "nodes" / "n2" / "zookeeper.log").read_text()
+    # the brokers' JVMs seen killed and paused, the namespaces' links seen cut
+    assert_each_fault_landed((run / "history.jsonl").read_text(), nemesis)
     rows = [json.loads(x) for x in (run / "replicas.jsonl").read_text().splitlines()]
     records = [r for r in rows if "value" in r]
     assert records and {r["epoch"] for r in records} == {0}  # no leader epochs before 0.11
