@@ -24,8 +24,8 @@ from typing import Any
 
 import orjson
 
+from harness.faultkinds import KILL, PARTITION, PAUSE
 from harness.report.render import render_run
-from nemesis.kinds import KILL, PARTITION, PAUSE
 
 DURATION_NS = 600 * 10**9
 NODES = ("n1", "n2", "n3")

@@ -386,8 +386,17 @@ class Workload(Protocol):
     def checkers(self, test: Test) -> Sequence[Checker]: ...
 
 
+@runtime_checkable
+class MeasuresAvailability(Protocol):
+    """A workload whose checkers measure results.json's `availability` from any history in
+    HISTORY.md's format: the report asks the default workload for a folder whose
+    results.json lacks one, so it reads the measurement without importing the checkers."""
+
+    def availability(self, run_dir: Path) -> dict[str, Any]: ...
+
+
 class FaultKind(Protocol):
-    """A fault kind as the harness reads it; the nemesis package declares each once.
+    """A fault kind as the harness reads it; harness/faultkinds.py declares each once.
 
     Its window runs from `start` to the completion of `stop` (None: an instant, the
     op is its window); `aims` says whether its value names `nodes` or a `grudge`.

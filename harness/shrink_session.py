@@ -18,11 +18,11 @@ from typing import Any
 import click
 
 from harness import store
+from harness.faultplan import Step
 from harness.shrink_cli import Failing
 from harness.shrink_page import render, stopped_text
 from harness.spec import TestSpec
 from nemesis import replay
-from nemesis.plan import Step
 from nemesis.shrink import Candidate, Progress, Shrinker, Shrunk, TrialResult
 from nemesis.windows import Windowed, windows
 

@@ -23,6 +23,7 @@ TARGETS = ("one", "minority", "majority", "all", "leader", "followers", "control
 SPARK_CHOICES = ("auto", "cold", "warm")  # checkers.spark_server says what each means
 READERS = ("auto", "spark", "driver")  # who reads history.jsonl: checkers.sparkread says
 SCHEDULES = ("stagger", "phases")  # nemesis/schedule.py says what each does
+DEFAULT_WORKLOAD = "queue"  # a run without --workload; the report measures availability by it
 # what a consumer reads: committed transactions only (stopping at the last stable offset),
 # or every record below the high watermark, open and aborted transactions' included
 ISOLATIONS = ("read-committed", "read-uncommitted")
@@ -170,7 +171,7 @@ class TestSpec:
     node_count: int = 3
     hosts: tuple[str, ...] = ()  # ssh backend: HOST[:PORT] per node
     cluster_file: str | None = None  # ssh backend: ducktape-style cluster.json
-    workload: str = "queue"
+    workload: str = DEFAULT_WORKLOAD
     nemesis: tuple[str, ...] = ("kill", "partition")
     nemesis_interval_s: float = 10.0
     nemesis_targets: tuple[str, ...] = ("one", "minority", "majority")

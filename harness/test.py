@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from harness import registry
+from harness.faultplan import NEMESIS_PACKAGE
 from harness.spec import SpecError, TestSpec
 
 if TYPE_CHECKING:
@@ -48,7 +49,8 @@ def assemble(spec: TestSpec) -> Test:
         raise SpecError("nemesis_plan: a plan to replay needs the faults that inject it "
                         "(`nemesis`, e.g. [\"kill\", \"partition\"])")
     if spec.nemesis:
-        package: Callable[[TestSpec], NemesisPackage] = registry.get("nemesis", "standard")
+        package: Callable[[TestSpec], NemesisPackage] = registry.get("nemesis",
+                                                                        NEMESIS_PACKAGE)
         nemesis = package(spec)
     return Test(spec=spec, system=system, workload=workload, nemesis=nemesis,
                 backend=make_backend(spec))

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from harness.faultkinds import CLOCK_BUMP, CLOCK_SKEW, KILL, LOSE_UNFLUSHED, PAUSE, FaultKind, verbs
 from harness.protocols import DumpsReplicas, HasClock, Killable, LosesUnflushed, Pausable, Run
 from harness.runfiles import Op, recent_send_keys
 from nemesis.evidence import (
@@ -26,7 +27,6 @@ from nemesis.evidence import (
     observe_after,
     read_clocks,
 )
-from nemesis.kinds import CLOCK_BUMP, CLOCK_SKEW, KILL, LOSE_UNFLUSHED, PAUSE, FaultKind, verbs
 from nemesis.targets import LiveView, resolve
 
 

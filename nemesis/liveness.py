@@ -3,7 +3,7 @@
 Pure over a history (a list of Op or of history.jsonl dicts). A heal is the
 completion of a nemesis op that ends a fault: a kind's stop verb (start, resume,
 heal, ...) or an instant kind's own verb (lose-unflushed: its node is back when
-it completes), as nemesis.kinds declares them; the harness's own final heal
+it completes), as harness.faultkinds declares them; the harness's own final heal
 (`"final": true`) is not one. The recovery time is from that completion to the
 next `ok` send, poll or transaction that was invoked after it (an op invoked
 before the heal proves nothing; an `assign` or `subscribe` succeeds while writes
@@ -23,9 +23,9 @@ from itertools import accumulate, pairwise
 from pathlib import Path
 from typing import Any
 
+from harness.faultkinds import KINDS, recovery_verbs
 from harness.runfiles import FINAL, NEMESIS, Op, iter_history
 from harness.spec import TestSpec
-from nemesis.kinds import KINDS, recovery_verbs
 
 HEAL_VERBS = recovery_verbs(KINDS)
 NS = 1_000_000_000

@@ -16,12 +16,12 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
+from harness.faultkinds import LOSSY, PARTITION, SLOW, verbs
 from harness.protocols import ProbesLinks, Run
 from harness.runfiles import Op
 from nemesis import grudges as g
 from nemesis import shaping as sh
 from nemesis.faults import NemesisError, resolve_key, roles_of, target_nodes
-from nemesis.kinds import LOSSY, PARTITION, SLOW, verbs
 from nemesis.targets import LiveView, resolve
 
 log = logging.getLogger("undertow.nemesis")

@@ -3,7 +3,8 @@
 `nemesis_package(spec)` is what the runner uses: the composed nemesis, the
 generator of its ops for the main phase (a seeded `Timeline`, or the recorded
 plan the spec replays), and a final generator that heals everything the package
-can break.
+can break. Besides its own faults it plans the sequences each registered system
+declares (harness.faultplan), read through harness.registry.
 """
 
 from __future__ import annotations
@@ -13,18 +14,20 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness import faultkinds as fk
 from harness import generator as gen
+from harness import registry
+from harness.faultplan import FaultSequence, HasSequences, Step
 from harness.protocols import Checker, Nemesis
 from harness.runfiles import FINAL
 from harness.spec import SpecError, TestSpec
 from nemesis import grudges as g
-from nemesis import kinds as fk
 from nemesis import replay
 from nemesis.compose import Composed, compose
 from nemesis.faults import Clock, Kill, LoseUnflushed, Pause
 from nemesis.liveness import LivenessChecker
 from nemesis.netfaults import Links, Partition
-from nemesis.plan import Step, merge, timeline
+from nemesis.plan import merge, timeline
 from nemesis.schedule import schedule_of
 from nemesis.targets import PURE_TARGETS, pick
 
@@ -154,14 +157,43 @@ FAULTS: dict[str, Fault] = {
 }
 
 
+# the nemeses that inject the kinds a system's sequence declares (slow and lossy: one Links)
+INJECTORS: tuple[Callable[[int], Nemesis], ...] = (Kill, Pause, Partition, Links, Clock,
+                                                    LoseUnflushed)
+
+
 def register(fault: Fault) -> None:
-    """Add a fault kind (the scenarios module registers its precise sequences)."""
+    """Add a fault kind (nemesis.sequences registers our broker's precise sequences)."""
     FAULTS[fault.name] = fault
 
 
+def _fault_of(seq: FaultSequence) -> Fault:
+    """A system's sequence as a fault: the nemeses of its kinds, in its order, and its
+    cycle repeated on the schedule."""
+    from nemesis.sequences import cycles
+
+    needs: dict[Callable[[int], Nemesis], None] = {}
+    for kind in seq.kinds:
+        make = next((m for m in INJECTORS if kind in getattr(m, "kinds", ())), None)
+        if make is None:
+            raise ValueError(f"fault sequence {seq.name!r}: no nemesis injects {kind.start!r}")
+        needs[make] = None
+    return Fault(seq.name, tuple(needs), cycles(seq.period_s, seq.cycle))
+
+
 def known_faults() -> list[str]:
+    """Every `--nemesis` name: the nemesis's own faults and sequences, then those of every
+    registered system that imports (one that does not is left out, as in --help)."""
     import nemesis.sequences  # noqa: F401  (registers the scenarios' precise sequences)
 
+    for name in registry.names("system"):
+        try:
+            system = registry.get("system", name)
+        except (ImportError, SpecError):
+            continue
+        if isinstance(system, HasSequences):
+            for seq in system.sequences.values():
+                FAULTS[seq.name] = _fault_of(seq)
     return sorted(FAULTS)
 
 
@@ -184,7 +216,7 @@ def _rng(seed: int, name: str) -> random.Random:
     return random.Random(f"{seed}:{name}")
 
 
-def nemesis_package(spec: TestSpec) -> NemesisPackage:
+def build(spec: TestSpec) -> NemesisPackage:
     """The faults spec.nemesis names, composed, each on its own seeded schedule."""
     known_faults()
     unknown = [n for n in spec.nemesis if n not in FAULTS]
@@ -207,3 +239,17 @@ def nemesis_package(spec: TestSpec) -> NemesisPackage:
     return NemesisPackage(nemesis=nemesis, generator=timeline(plan),
                           final_generator=final_generator(nemesis), plan=plan,
                           schedule=schedule_of(spec).to_json())
+
+
+class Standard:
+    """The `standard` nemesis part as harness.registry hands it out: called with a spec,
+    the run's package; asked, the kinds named faults inject (harness.faultplan)."""
+
+    def __call__(self, spec: TestSpec) -> NemesisPackage:
+        return build(spec)
+
+    def fault_kinds(self, names: Iterable[str]) -> frozenset[fk.FaultKind]:
+        return fault_kinds(names)
+
+
+nemesis_package = Standard()

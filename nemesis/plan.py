@@ -10,26 +10,14 @@ first asked (later if the nemesis is still busy with the previous step).
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from harness import generator as gen
+from harness.faultplan import Step
 from harness.runfiles import Op
 
 NS = 1_000_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One planned nemesis op: at `at_s` seconds after the schedule starts."""
-
-    at_s: float
-    f: str
-    value: Mapping[str, Any]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"at_s": round(self.at_s, 3), "f": self.f, "value": dict(self.value)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,8 +17,8 @@ from typing import Any
 
 import tomli_w
 
+from harness.faultplan import Step
 from harness.spec import SpecError, TestSpec
-from nemesis.plan import Step
 
 PLAN_KEY = "nemesis_plan"  # in test.json, in TOML experiment files, and the TestSpec field
 # spec fields an experiment file leaves to the command line that replays it

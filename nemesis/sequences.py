@@ -14,12 +14,12 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
+from harness.faultkinds import KILL, LOSE_UNFLUSHED, PARTITION
+from harness.faultplan import Step
 from harness.spec import TestSpec
 from nemesis.faults import Kill, LoseUnflushed
-from nemesis.kinds import KILL, LOSE_UNFLUSHED, PARTITION
 from nemesis.netfaults import Partition
 from nemesis.packages import Fault, register
-from nemesis.plan import Step
 from nemesis.schedule import schedule_of
 
 WARMUP_S = 4.0  # let every partition take writes before the first fault

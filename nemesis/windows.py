@@ -16,8 +16,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from nemesis import kinds as fk
-from nemesis.plan import Step
+from harness import faultkinds as fk
+from harness.faultplan import Step
 
 # the stop verb of each fault's start verb (an instant, as lose-unflushed, has none)
 HEAL_OF = {k.start: k.stop for k in fk.KINDS if k.stop is not None}

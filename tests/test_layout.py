@@ -3,6 +3,12 @@
 - the generic harness (runner, backends, network shaping, report) imports no system,
   no workload and not the broker: parts are found through harness.registry;
 - nemesis and workloads never import each other;
+- systems import nothing of the nemesis: a system declares its fault sequences as data
+  (harness.faultplan, kinds from harness.faultkinds) and the nemesis reads them through
+  harness.registry;
+- the report (harness/report/) imports nothing of the checkers: it reads what they wrote
+  (results.json) and, for a folder they never measured, asks the default workload
+  through harness.registry;
 - the backends (harness/backends.py, harness/control/) import nothing of the nemesis: the
   fault kinds of a run reach them on the Run, handed over by assembly;
 - the nemesis imports nothing of the backends or the network modules (proxy, net, netns,
@@ -83,6 +89,14 @@ def test_the_nemesis_imports_no_backend_and_no_network_module() -> None:
     assert _reaching(_files("nemesis"), (*BACKENDS, *NETWORK)) == []
 
 
+def test_systems_import_nothing_of_the_nemesis() -> None:
+    assert _violations("systems", ("nemesis",)) == []
+
+
+def test_the_report_imports_nothing_of_the_checkers() -> None:
+    assert _reaching(sorted((ROOT / "harness" / "report").rglob("*.py")), ("checkers",)) == []
+
+
 def test_the_broker_imports_nothing_of_the_harness() -> None:
     assert _violations("broker", PACKAGES) == []
 
@@ -100,6 +114,10 @@ def test_the_rules_see_a_violation(tmp_path: Path) -> None:
     """The check reads real import lines: a planted one is found."""
     planted = tmp_path / "m.py"
     planted.write_text("def f():\n    from systems.undertow import admin\n"
-                       "from harness import netns\n")
-    assert {m for _, m, _ in _imports(planted)} == {"systems.undertow", "harness"}
+                       "from harness import netns\n"
+                       "from checkers.groups import Held\n")
+    assert {m for _, m, _ in _imports(planted)} == {"systems.undertow", "harness",
+                                                     "checkers.groups"}
     assert _reaching([planted], NETWORK) == [f"{planted}:3: imports harness.netns"]
+    assert _reaching([planted], ("checkers",)) == [
+        f"{planted}:4: imports checkers.groups", f"{planted}:4: imports checkers.groups.Held"]

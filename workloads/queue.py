@@ -26,7 +26,7 @@ Kafka's subscribe() to the same topics does, e.g. after its last process ended
 Before the final reads each process leaves the group (an empty `assign`), and
 one more empty `assign` with `"fetch_committed": true` asks the group's final
 committed offsets, which its completion carries as `"committed": {"key":
-offset}` (read by checkers/groups.py). `--crash-client-interval` crashes a random
+offset}` (read by harness/report/groups.py). `--crash-client-interval` crashes a random
 process now and then (`crash`: abandoned without closing, as a consumer that
 dies while it processes what it last fetched).
 """
@@ -294,7 +294,8 @@ def read_targets(history: Path) -> dict[int, int]:
 
 
 class QueueWorkload:
-    """harness.protocols.Workload: sends, polls and assigns; the run-file checkers judge it."""
+    """harness.protocols.Workload (and MeasuresAvailability): sends, polls and assigns;
+    the run-file checkers judge it."""
 
     name = "queue"
 
@@ -306,6 +307,12 @@ class QueueWorkload:
 
     def checkers(self, test: Test) -> Sequence[Checker]:
         return [RunFileChecker()]
+
+    def availability(self, run_dir: Path) -> dict[str, Any]:
+        """harness.protocols.MeasuresAvailability: what its checkers write, measured now."""
+        from checkers.availability import history_availability
+
+        return history_availability(run_dir)
 
 
 workload = QueueWorkload()

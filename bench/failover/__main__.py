@@ -21,7 +21,7 @@ from typing import Any
 
 from broker.localcluster import LocalCluster
 
-from nemesis.kinds import KILL, PAUSE
+from harness.faultkinds import KILL, PAUSE
 from systems.undertow.client import BrokerClient, ClientError
 
 SETTINGS = {"min.insync.replicas": 2, "truncation": "leader-epoch",

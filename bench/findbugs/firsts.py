@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from nemesis.kinds import KINDS, stops
+from harness.faultkinds import KINDS, stops
 
 NS = 1_000_000_000
 HEALS = frozenset(stops(KINDS))  # a nemesis invoke of any other verb injects a fault

@@ -4,7 +4,7 @@ Each planned step is matched, in order, to the next nemesis completion of the sa
 what it named by role ("the node called A") is then resolved to the nodes the history
 shows. A planned step with no such operation never ran; an operation after the time
 limit that the plan did not ask for is the harness's final heal. Colours are the fault
-kinds' (nemesis.kinds, or test.json's `fault_kinds`), the same in every report.
+kinds' (harness.faultkinds, or test.json's `fault_kinds`), the same in every report.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from harness.faultkinds import FaultKind
 from harness.report.faults import UNKNOWN_COLOUR, fault_nodes
 from harness.report.plan import describe
-from nemesis.kinds import FaultKind
 
 
 @dataclass(frozen=True, slots=True)

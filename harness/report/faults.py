@@ -1,7 +1,7 @@
 """Fault windows from the nemesis operations of a history, per node, for shading plots.
 
 The vocabulary is the fault kinds: those a run recorded in its test.json, then
-those nemesis.kinds declares (which hold HISTORY.md's kill..start, pause..resume
+those harness.faultkinds declares (which hold HISTORY.md's kill..start, pause..resume
 and partition..heal, so histories from other tools draw too). A window runs from
 a kind's start to the completion of its stop; a kind with no stop (lose-unflushed)
 is an instant, its op's own span. An unknown verb X is closed by stop-X, X-stop,
@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nemesis.kinds import KINDS, FaultKind
+from harness.faultkinds import KINDS, FaultKind
 
 _PREFIXES = ("stop-", "end-", "heal-", "undo-", "reset-")
 _SUFFIXES = ("-stop", "-end", "-heal", "-undo", "-reset")

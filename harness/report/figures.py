@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from checkers.groups import Held
 from harness.report import svg
+from harness.report.groups import Held
 from harness.report.scan import Scan
 from harness.runfiles.walk import KINDS, KeyLog
 

@@ -1,10 +1,11 @@
 """The report's "Recovery after heals" section and its compact availability table.
 
-Both come from results.json's `availability` (checkers.availability: sends and polls
+Both come from results.json's `availability`, as the checkers wrote it (sends and polls
 apart, an `assign` never a recovery, the harness's final heal listed apart). A run
 folder without it (a history from another tool, or results written before it existed)
-has it measured here from the history, the same way; a history the strict reader
-refuses shows no table, and says why.
+has it measured from the history by the default workload's checkers, reached through
+harness.registry (`MeasuresAvailability`), so the report imports nothing of the
+checkers; a history the strict reader refuses shows no table, and says why.
 """
 
 from __future__ import annotations
@@ -63,12 +64,17 @@ def measured(run_dir: Path, results: Mapping[str, Any] | None) -> dict[str, Any]
     av = (results or {}).get("availability")
     if isinstance(av, Mapping) and isinstance(av.get("heals"), list):
         return dict(av)
-    from checkers.availability import history_availability
+    from harness import registry
+    from harness.protocols import MeasuresAvailability
     from harness.runfiles import HistoryError
+    from harness.spec import DEFAULT_WORKLOAD, SpecError
 
     try:
-        return history_availability(run_dir)
-    except (HistoryError, OSError) as e:
+        workload = registry.get("workload", DEFAULT_WORKLOAD)
+        if not isinstance(workload, MeasuresAvailability):
+            return {"error": f"the {DEFAULT_WORKLOAD} workload measures no availability"}
+        return workload.availability(run_dir)
+    except (HistoryError, OSError, SpecError, ImportError) as e:
         return {"error": str(e)}
 
 

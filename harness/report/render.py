@@ -19,13 +19,13 @@ import jinja2
 import numpy as np
 from markupsafe import Markup
 
-from checkers.groups import GroupFeed
 from harness.report import figures, sections
 from harness.report.availability import availability_line
 from harness.report.causes import causes
 from harness.report.faultlog import fault_rows, legend
 from harness.report.faults import run_kinds
 from harness.report.glossary import define
+from harness.report.groups import GroupFeed
 from harness.report.lanes import example_lanes
 from harness.report.liveness import liveness_section
 from harness.report.losses import KeyLoss, Losses, losses, replica_losses, safety_line

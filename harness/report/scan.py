@@ -7,10 +7,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.faultkinds import KINDS as FAULT_KINDS
+from harness.faultkinds import FaultKind
 from harness.report.faults import FaultWindow, fault_nodes, fault_windows
 from harness.runfiles.walk import Acked, Completions, KeyLog, Pairs, Txns, walk_history
-from nemesis.kinds import KINDS as FAULT_KINDS
-from nemesis.kinds import FaultKind
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,12 +30,9 @@ from __future__ import annotations
 
 import random
 
+from harness.faultkinds import PARTITION
+from harness.faultplan import FaultSequence, Step
 from harness.scenarios import Scenario
-from nemesis.kinds import PARTITION
-from nemesis.netfaults import Partition
-from nemesis.packages import Fault, register
-from nemesis.plan import Step
-from nemesis.sequences import cycles
 
 PERIOD_S = 15.0  # a cut and the group's settling afterwards (a rebalance at N)
 HEAL_AFTER_S = (4.0, 8.0)
@@ -55,9 +52,8 @@ def coordinator_isolation(t: float, rng: random.Random) -> list[Step]:
     ]
 
 
-SEQUENCE = Fault("kafka-coordinator-isolation", (Partition,),
-                 cycles(PERIOD_S, coordinator_isolation))
-register(SEQUENCE)
+SEQUENCE = FaultSequence("kafka-coordinator-isolation", (PARTITION,), PERIOD_S,
+                         coordinator_isolation)
 
 SETTINGS = {
     "name": "kafka-coordinator-isolation", "scenario": "kafka-coordinator-isolation",

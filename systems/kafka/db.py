@@ -17,10 +17,10 @@ import re
 from typing import Any
 
 from harness import netns
+from harness.faultkinds import KILL, LOSE_UNFLUSHED, PARTITION, PAUSE
+from harness.faultplan import fault_kinds
 from harness.runfiles import amend_test_json
 from harness.spec import SpecError, TestSpec
-from nemesis.kinds import KILL, LOSE_UNFLUSHED, PARTITION, PAUSE
-from nemesis.packages import fault_kinds
 from systems.kafka import config, features, jars, releases
 from systems.kafka.admin import TXN_STATE_TOPIC, KafkaAdmin, active_controller
 from systems.kafka.client import warm_up
@@ -72,8 +72,6 @@ def check_spec(spec: TestSpec) -> None:
     if spec.backend not in BACKENDS:
         raise SpecError(f"--backend {spec.backend}: Kafka runs on the "
                         f"{', '.join(BACKENDS)} backends")
-    import systems.kafka.scenarios  # noqa: F401  (registers Kafka's sequences)
-
     unsupported = [f for f in spec.nemesis if not fault_kinds([f]) <= set(FAULTS)]
     if unsupported:
         raise SpecError(f"--nemesis {','.join(unsupported)}: unsupported for Kafka on the "

@@ -21,12 +21,9 @@ from __future__ import annotations
 
 import random
 
+from harness.faultkinds import PAUSE
+from harness.faultplan import FaultSequence, Step
 from harness.scenarios import Scenario
-from nemesis.faults import Pause
-from nemesis.kinds import PAUSE
-from nemesis.packages import Fault, register
-from nemesis.plan import Step
-from nemesis.sequences import cycles
 
 PERIOD_S = 9.0
 
@@ -46,8 +43,7 @@ def late_marker_pauses(t: float, rng: random.Random) -> list[Step]:
     ]
 
 
-SEQUENCE = Fault("kafka-txn-late-marker", (Pause,), cycles(PERIOD_S, late_marker_pauses))
-register(SEQUENCE)
+SEQUENCE = FaultSequence("kafka-txn-late-marker", (PAUSE,), PERIOD_S, late_marker_pauses)
 
 SETTINGS = {
     "name": "kafka-txn-late-marker", "scenario": "kafka-txn-late-marker", "system": "kafka",

@@ -31,12 +31,8 @@ from __future__ import annotations
 
 import random
 
-from nemesis.faults import Kill
-from nemesis.kinds import KILL, PARTITION
-from nemesis.netfaults import Partition
-from nemesis.packages import Fault, register
-from nemesis.plan import Step
-from nemesis.sequences import cycles
+from harness.faultkinds import KILL, PARTITION
+from harness.faultplan import FaultSequence, Step
 
 SESSION_MS = 3000  # zookeeper.session.timeout.ms: a dead broker is noticed after this
 LAG_MS = 10_000  # replica.lag.time.max.ms, 0.10's default: F stays in the ISR this long
@@ -72,14 +68,11 @@ def kafka_kip101_divergence(t: float, rng: random.Random) -> list[Step]:
             Step(back + 8.0, KILL.heal, {"role": "A"})]
 
 
-SEQUENCES = {
-    "kafka-kip101-loss": Fault("kafka-kip101-loss", (Kill, Partition),
-                               cycles(40.0, kafka_kip101_loss)),
-    "kafka-kip101-divergence": Fault("kafka-kip101-divergence", (Kill, Partition),
-                                     cycles(44.0, kafka_kip101_divergence)),
-}
-for _fault in SEQUENCES.values():
-    register(_fault)
+SEQUENCES = {s.name: s for s in (
+    FaultSequence("kafka-kip101-loss", (KILL, PARTITION), 40.0, kafka_kip101_loss),
+    FaultSequence("kafka-kip101-divergence", (KILL, PARTITION), 44.0,
+                  kafka_kip101_divergence),
+)}
 
 BROKER = {"replication_factor": 3, "acks": "all", "min_insync_replicas": 2,
           "unclean_leader_election": False, "session_timeout_ms": SESSION_MS,

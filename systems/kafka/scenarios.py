@@ -13,12 +13,9 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
+from harness.faultkinds import KILL, LOSE_UNFLUSHED, PAUSE
+from harness.faultplan import FaultSequence, Step
 from harness.scenarios import Scenario
-from nemesis.faults import Kill, LoseUnflushed, Pause
-from nemesis.kinds import KILL, LOSE_UNFLUSHED, PAUSE
-from nemesis.packages import Fault, register
-from nemesis.plan import Step
-from nemesis.sequences import cycles
 from systems.kafka import kip101
 
 
@@ -67,14 +64,12 @@ def last_replica_pauses(t: float, rng: random.Random) -> list[Step]:
     ]
 
 
-SEQUENCES = {
-    "kafka-last-replica": Fault("kafka-last-replica", (Kill, Pause, LoseUnflushed),
-                                cycles(200.0, last_replica_pauses)),
-    "kafka-unclean": Fault("kafka-unclean", (Kill, Pause), cycles(14.0, unclean_pauses)),
-    "kafka-acks-1": Fault("kafka-acks-1", (Kill, Pause), cycles(10.0, acks1_pauses)),
-}
-for _fault in SEQUENCES.values():
-    register(_fault)
+SEQUENCES = {s.name: s for s in (
+    FaultSequence("kafka-last-replica", (KILL, PAUSE, LOSE_UNFLUSHED), 200.0,
+                  last_replica_pauses),
+    FaultSequence("kafka-unclean", (KILL, PAUSE), 14.0, unclean_pauses),
+    FaultSequence("kafka-acks-1", (KILL, PAUSE), 10.0, acks1_pauses),
+)}
 
 
 def _scenario(name: str, description: str, expected: tuple[str, ...],

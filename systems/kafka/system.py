@@ -21,9 +21,19 @@ from harness.image import NodeImage
 from harness.protocols import DB, Client, LocalHost, NodeHost, ShellHost
 from harness.spec import SpecError, TestSpec
 from harness.test import Test
-from systems.kafka import config, features, jars, java, releases, zk
+from systems.kafka import (
+    config,
+    coordinator_hunt,
+    features,
+    hunts,
+    jars,
+    java,
+    kip101,
+    releases,
+    zk,
+)
+from systems.kafka import scenarios as kafka_scenarios
 from systems.kafka.client import KafkaQueueClient
-from systems.kafka.coordinator_hunt import SCENARIOS as COORDINATOR_HUNT
 from systems.kafka.db import (
     VERSION_ENV_KEY,
     KafkaLocalDB,
@@ -32,11 +42,9 @@ from systems.kafka.db import (
     release_of,
 )
 from systems.kafka.group_client import KafkaGroupClient
-from systems.kafka.hunts import SCENARIOS as HUNTS
 from systems.kafka.java.settings import client_of
 from systems.kafka.options import KafkaOptions
 from systems.kafka.remote import CONTROLLER_PORT, KafkaRemoteDB
-from systems.kafka.scenarios import SCENARIOS
 from systems.kafka.txn_client import KafkaTxnClient
 from workloads import offsets
 
@@ -45,11 +53,16 @@ JRE_PACKAGES = ("openjdk-17-jre-headless",)  # Debian's, debootstrapped into the
 
 
 class KafkaSystem:
-    """harness.protocols.System (and DirectLinks, HasNodeImage) for Apache Kafka."""
+    """harness.protocols.System (and DirectLinks, HasNodeImage, HasSequences) for Apache
+    Kafka."""
 
     name = "kafka"
     port = CLIENT_PORT
-    scenarios = {**SCENARIOS, **HUNTS, **COORDINATOR_HUNT}
+    scenarios = {**kafka_scenarios.SCENARIOS, **hunts.SCENARIOS, **coordinator_hunt.SCENARIOS}
+    # its fault sequences, as data: the nemesis reads them through harness.registry
+    sequences = {**kafka_scenarios.SEQUENCES, **kip101.SEQUENCES,
+                 hunts.SEQUENCE.name: hunts.SEQUENCE,
+                 coordinator_hunt.SEQUENCE.name: coordinator_hunt.SEQUENCE}
     release_key = VERSION_ENV_KEY
     options = KafkaOptions
 

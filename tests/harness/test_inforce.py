@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from harness.faultkinds import KILL, PAUSE
 from harness.inforce import InForce
 from harness.runfiles import NEMESIS, Op
-from nemesis.kinds import KILL, PAUSE
 
 
 def _done(f: str, nodes: list[str], **extra: object) -> Op:

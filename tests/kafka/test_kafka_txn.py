@@ -72,7 +72,7 @@ def test_a_short_consume_transform_produce_run_reads_each_offset_once(
     below the group's final committed positions was read by exactly one committed txn.
     Phases: the group forms before the first fault and commits again after the last (a
     run whose faults began before the group had formed once committed nothing at all)."""
-    from checkers.groups import exactly_once
+    from harness.report.groups import exactly_once
 
     def spec(seconds: float, results: Path) -> Any:
         return _spec(time_limit_s=seconds, nemesis_interval_s=6.0, seed=3, keys=4,

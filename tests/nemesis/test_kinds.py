@@ -1,4 +1,4 @@
-"""Each fault kind, declared once in nemesis.kinds, shows under that declaration in the
+"""Each fault kind, declared once in harness.faultkinds, shows under that declaration in the
 live status line and in the report's lanes.
 
 The real nemesis package injects each kind through the real interpreter, which
@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from harness import generator as g
+from harness.faultkinds import KINDS, PARTITION, FaultKind, kinds_json, verbs
 from harness.interpreter import Interpreter, Stats
 from harness.protocols import Client, Grudge, Run
 from harness.report.faults import UNKNOWN_COLOUR, fault_windows, run_kinds
@@ -27,7 +28,6 @@ from harness.report.render import render_run
 from harness.report.scan import scan
 from harness.runfiles import NEMESIS, HistoryWriter, Op, RunPaths
 from harness.spec import build_spec
-from nemesis.kinds import KINDS, PARTITION, FaultKind, kinds_json, verbs
 from nemesis.packages import nemesis_package
 
 NODES = ("n1", "n2", "n3")

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.faultplan import Step
 from harness.spec import SpecError, build_spec
 from nemesis import replay
 from nemesis.packages import nemesis_package
-from nemesis.plan import Step
 from nemesis.sequences import isr_shrink, kip101_loss
 from nemesis.windows import windows
 

@@ -1,6 +1,6 @@
 """The report's group sections (delivery, exactly-once, membership lanes) come from its one
-scan of the history, which drives a checkers.groups.GroupFeed: they must equal what
-checkers.groups computes on the same history.jsonl alone, read here with plain JSON."""
+scan of the history, which drives a harness.report.groups.GroupFeed: they must equal what
+harness.report.groups computes on the same history.jsonl alone, read here with plain JSON."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from checkers.groups import Held, exactly_once, group_delivery, membership
+from harness.report.groups import Held, exactly_once, group_delivery, membership
 from harness.report.render import render_run, report_context
 from harness.runfiles import load_run
 

@@ -104,7 +104,7 @@ def test_a_cycle_reads_as_steps_with_a_run_of_writes_folded() -> None:
 
 
 def test_plan_steps_say_targets_and_grudges_in_words() -> None:
-    from nemesis.kinds import KINDS
+    from harness.faultkinds import KINDS
 
     test = {"nemesis_plan": [
         {"at_s": 3.9, "f": "partition", "value": {"target": "minority", "kind": "random-halves",

@@ -110,7 +110,7 @@ def test_consumers_killed_mid_batch_skip_offsets_only_when_commits_run_ahead(
         tmp_path: Path, commit: str) -> None:
     """Auto-commit every 100 ms commits a batch a consumer then dies holding: the group never
     returns those offsets. Committing only what was handed on leaves none behind."""
-    from checkers.groups import group_delivery
+    from harness.report.groups import group_delivery
     from harness.report.render import report_context
     from harness.runfiles import load_run
 

@@ -142,7 +142,7 @@ def test_a_short_consume_transform_produce_run_with_faults_reads_each_offset_onc
     group's final committed positions was read by exactly one committed transaction."""
     import json
 
-    from checkers.groups import exactly_once
+    from harness.report.groups import exactly_once
 
     spec = build_spec({"name": "txn-subscribe", "workload": "txn", "sub_via": "subscribe",
                        "time_limit_s": 20.0, "nemesis": ("kill", "pause"),

@@ -7,7 +7,7 @@ below the position it finally committed: a member that commits records before it
 hands them on, then dies, leaves offsets that no member ever returns. This module
 states that per key, from history.jsonl alone. It is a report section, not an
 anomaly type: the contract names no such anomaly, and `--commit auto` makes it
-possible by design.
+possible by design; so it lives in the report, which imports nothing of the checkers.
 
 Read from the history:
 - *subscribed polls*: polls (any completion) of a process between its `subscribe` and

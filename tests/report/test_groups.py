@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from checkers.groups import group_delivery
+from harness.report.groups import group_delivery
 
 
 def line(i: int, typ: str, p: Any, f: str, value: Any, **extra: Any) -> dict[str, Any]:
@@ -54,7 +54,7 @@ def test_no_subscribe_no_section_and_no_committed_positions_no_verdict() -> None
 
 
 def test_membership_stretches_follow_what_each_poll_reported() -> None:
-    from checkers.groups import Held, membership
+    from harness.report.groups import Held, membership
 
     def poll(i: int, p: int, gen: int, keys: list[int]) -> dict[str, Any]:
         return line(i, "ok", p, "poll", [["poll", {}]], generation=gen, assignment=keys)
@@ -92,7 +92,7 @@ def _eos_history(second_reader: str) -> list[dict[str, Any]]:
 
 
 def test_exactly_once_lists_offsets_read_twice_and_offsets_no_committed_txn_read() -> None:
-    from checkers.groups import exactly_once
+    from harness.report.groups import exactly_once
 
     # process 1 re-read offset 1 (a rebalance it did not abort for), and offset 3 was
     # committed past without any committed transaction reading it: both are listed
@@ -111,7 +111,7 @@ def test_exactly_once_lists_offsets_read_twice_and_offsets_no_committed_txn_read
 
 
 def test_exactly_once_holds_when_each_offset_has_one_committed_reader() -> None:
-    from checkers.groups import exactly_once
+    from harness.report.groups import exactly_once
 
     ops = _eos_history("ok")
     ops[11] = line(11, "ok", 1, "txn", [["poll", {"0": [[2, 12], [3, 13]]}]])

@@ -1,8 +1,10 @@
 """Every fault kind, declared once: its verbs, what it aims at, its colour and label.
 
 The nemesis classes take their verbs from here; the interpreter's live status
-line, the report's fault lanes, liveness and the benchmarks read the same
-declarations, so a new fault kind is one entry in `KINDS` (and its nemesis).
+line, the report's fault lanes, liveness, the benchmarks and the systems' fault
+sequences read the same declarations, so a new fault kind is one entry in `KINDS`
+(and its nemesis). It lives in the harness, not the nemesis, because all of them
+share it: a system or the report names a kind without importing the nemesis.
 
 A kind's window runs from its `start` to the completion of its `stop` (a stop
 whose value names nodes ends the window on those nodes only; `{}` ends it
