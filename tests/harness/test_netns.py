@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Collection, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from harness import leftovers, netns
+from harness.protocols import Run
+from harness.runfiles import NEMESIS, Op, RunPaths
+from harness.spec import build_spec
+from nemesis.netfaults import Partition
 
 pytestmark = pytest.mark.skipif(netns.supported() is not None,
                                 reason=f"netns: {netns.supported()}")
@@ -83,6 +90,47 @@ def test_partition_heal_and_leftovers(state: Path) -> None:
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not any(name in listed for name in ns.ns.values())
     assert leftovers.heal_all(force=True) == []  # safe twice
+
+
+class Misaimed(netns.Namespaces):
+    """A planted miss: while `misaimed`, a cut of n2 routes an address nobody uses (in
+    the nodes' subnet, on no node) into the blackhole instead of n2's."""
+
+    misaimed = True
+
+    def partition(self, run: Any, grudge: Mapping[str, Collection[str]]) -> None:
+        real = self.addr["n2"]
+        if self.misaimed:
+            self.addr["n2"] = real.rsplit(".", 1)[0] + ".250"
+        try:
+            super().partition(run, grudge)
+        finally:
+            self.addr["n2"] = real
+
+
+def test_a_cut_aimed_at_an_address_nobody_uses_did_not_land(state: Path, tmp_path: Path) -> None:
+    """The misaimed cut leaves n1 reaching n2: the nemesis's probe from inside n1 sees
+    traffic flowing, and the completion says it did not land. Aimed right, it lands."""
+    ns = Misaimed("netns-miss", ("n1", "n2", "n3"))
+    run = Run(spec=build_spec({}), nodes=ns.nodes, paths=RunPaths(tmp_path / "run"),
+              log=logging.getLogger("test"))
+    run.net = ns
+    nem = Partition(1).setup(run)
+
+    def partition() -> dict[str, object]:
+        op = Op(type="invoke", process=NEMESIS, f="partition", value={"grudge": {"n1": ["n2"]}})
+        return dict(nem.invoke(run, op).extra)
+
+    try:
+        ns.up()
+        missed = partition()
+        assert missed == {"landed": False, "evidence": "n1->n2 flowing"}, missed
+        ns.heal(None)
+        ns.misaimed = False
+        assert partition() == {"landed": True, "evidence": "n1->n2 dropped"}
+    finally:
+        ns.heal(None)
+        ns.down()
 
 
 def test_clients_lose_a_nodes_answers_while_it_serves_them(state: Path, tmp_path: Path) -> None:

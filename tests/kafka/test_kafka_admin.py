@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import logging
+import re
 import time
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from harness import leftovers
+from harness.protocols import Run
+from harness.runfiles import NEMESIS, Op, RunPaths
+from harness.spec import build_spec
+from nemesis.compose import compose
+from nemesis.faults import Kill, Pause
 from systems.kafka.admin import active_controller
 from tests.kafka.cluster import PARTITIONS, Cluster, known_leader, known_partitions
 
@@ -61,3 +70,37 @@ def test_heal_kills_the_kafka_jvms(kafka_cluster: Cluster) -> None:
             assert not kafka_cluster.kafka.is_running(n)
     finally:
         kafka_cluster.ready(timeout_s=90)
+
+
+def test_kills_and_pauses_of_kafka_say_whether_they_landed(kafka_cluster: Cluster,
+                                                           tmp_path: Path) -> None:
+    """The nemesis on Kafka's JVMs, its claims read in /proc: a kill, a start with a new
+    pid, a pause with every thread stopped and its resume land; the planted misses (a
+    kill of a node already down, a pause of a process that exited) say why not."""
+    run = Run(spec=build_spec({"system": "kafka"}), nodes=tuple(kafka_cluster.kafka.nodes),
+              paths=RunPaths(tmp_path / "run"), log=logging.getLogger("test"))
+    run.db = kafka_cluster.kafka  # type: ignore[assignment]  # kill, pause, /proc: all it needs
+    nem = compose(Kill(1), Pause(1))
+    nem.setup(run)
+
+    def inv(f: str, value: dict[str, Any]) -> dict[str, Any]:
+        return dict(nem.invoke(run, Op(type="invoke", process=NEMESIS, f=f, value=value)).extra)
+
+    try:
+        killed = inv("kill", {"nodes": ["n3"]})
+        assert killed["landed"] is True and killed["evidence"].endswith(" gone"), killed
+        again = inv("kill", {"nodes": ["n3"]})
+        assert again["landed"] is False and again["evidence"].startswith(
+            "n3: nothing to kill: "), again
+        empty = inv("pause", {"nodes": ["n3"]})
+        assert empty["landed"] is False and "no process to pause" in empty["evidence"], empty
+        inv("resume", {})
+        started = inv("start", {})
+        assert started["landed"] is True and "n3: new pid " in started["evidence"], started
+        paused = inv("pause", {"nodes": ["n2"]})
+        assert paused["landed"] is True and re.search(r"n2: pid \d+, (\d+) of \1 threads "
+                                                      r"stopped$", paused["evidence"]), paused
+        resumed = inv("resume", {})
+        assert resumed["landed"] is True and resumed["evidence"].endswith("running again")
+    finally:
+        kafka_cluster.ready()
