@@ -9,7 +9,8 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,10 @@ import pytest
 
 from harness import core, leftovers
 from harness.iptables import IptablesNet
-from harness.protocols import Run
-from harness.runfiles import RunPaths
+from harness.protocols import Grudge, LinkSeen, Run
+from harness.runfiles import NEMESIS, Op, RunPaths
 from harness.spec import build_spec
+from nemesis.netfaults import Partition
 from systems.undertow.remote_db import RemoteBroker
 
 from .remote_claims import assert_faults_say_whether_they_landed
@@ -112,6 +114,37 @@ def docker_db(run: Run) -> RemoteBroker:
     return run.db
 
 
+class MisaimedNet:
+    """A planted miss: the run's iptables Net, its cut of n2 aimed at an address nobody
+    uses (TEST-NET-1's 192.0.2.99) while its probes still go to n2's real address."""
+
+    def __init__(self, net: IptablesNet) -> None:
+        self.net = net
+
+    def partition(self, run: Run, grudge: Grudge) -> None:
+        real = self.net.addrs["n2"]
+        self.net.addrs["n2"] = "192.0.2.99"
+        try:
+            self.net.partition(run, grudge)
+        finally:
+            self.net.addrs["n2"] = real
+
+    def heal(self, run: Run) -> None:
+        self.net.heal(run)
+
+    def slow(self, run: Run, nodes: Collection[str], delay_ms: float, jitter_ms: float) -> None:
+        self.net.slow(run, nodes, delay_ms, jitter_ms)
+
+    def lossy(self, run: Run, nodes: Collection[str], drop_probability: float) -> None:
+        self.net.lossy(run, nodes, drop_probability)
+
+    def fast(self, run: Run) -> None:
+        self.net.fast(run)
+
+    def probe(self, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], LinkSeen]:
+        return self.net.probe(pairs)
+
+
 def test_partition_really_cuts_traffic_and_heal_removes_exactly_our_rules(
         containers: tuple[Run, Any]) -> None:
     run, backend = containers
@@ -141,6 +174,18 @@ def test_partition_really_cuts_traffic_and_heal_removes_exactly_our_rules(
         assert net.rules(n) == []
     listed = run.remote.exec("n1", ["iptables", "-w", "-S", "INPUT"]).stdout
     assert "192.0.2.77" in listed, "heal removed a rule the harness did not add"
+
+    # a planted miss: the rule is in n1's iptables and n1 still reaches n2, so the
+    # nemesis's probe from inside n1 sees traffic flowing: the partition did not land
+    missed = replace(run, net=MisaimedNet(net))
+    op = Op(type="invoke", process=NEMESIS, f="partition", value={"grudge": {"n1": ["n2"]}})
+    try:
+        out = Partition(1).setup(missed).invoke(missed, op)
+        assert [r.spec[:2] for r in net.rules("n1")] == [("-s", "192.0.2.99/32")]
+        assert out.extra == {"landed": False, "evidence": "n1->n2 flowing"}, out.extra
+    finally:
+        net.heal(run)
+    assert net.rules("n1") == []
 
 
 def test_lossy_link_drops_and_fast_restores(containers: tuple[Run, Any]) -> None:
