@@ -276,7 +276,10 @@ class HasReleases(Protocol):
 
 @runtime_checkable
 class LosesUnflushed(Protocol):
-    def lose_unflushed(self, run: Run, node: str) -> None: ...  # node is down: cut logs back
+    """The node is down: cut its logs back to what reached the disk; the bytes each file
+    lost (relative to the node's data dir), the fault's evidence."""
+
+    def lose_unflushed(self, run: Run, node: str) -> Mapping[str, int]: ...
 
 
 @runtime_checkable

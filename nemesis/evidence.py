@@ -6,7 +6,9 @@ after it acted (HISTORY.md: a nemesis completion's `landed` and `evidence`).
 - pause: a live process, every thread of it stopped (or its cgroup frozen) after;
 - resume: it was stopped before, and is live and running after;
 - a clock fault: the node's clock, read back from the node, runs the offset asked for
-  off the harness's (and, at reset, runs true again).
+  off the harness's (and, at reset, runs true again);
+- lose-unflushed: its kill and start as above, and the bytes each file lost, as the
+  node's DB cut them.
 
 A fault on several nodes landed if it landed on any of them (it took effect); the
 evidence names each node, those it missed included. A heal whose nodes were not
@@ -113,6 +115,29 @@ def landing(verb: Verb, nodes: Collection[str], before: States | None,
     if not all(ok for _, ok, _ in verdicts):
         log.warning("%s did not land everywhere: %s", verb, evidence)
     return {"landed": landed, "evidence": evidence}
+
+
+FILES_NAMED = 4  # a cut's evidence names this many files, the most cut first
+
+
+def cut_landing(cuts: Mapping[str, Mapping[str, int] | None]) -> dict[str, Any]:
+    """The claim of a lose-unflushed cut: each node's bytes lost, per file (a node whose
+    DB did not say makes no claim). A cut that found nothing unflushed still took
+    effect: the node lost what an OS crash would have, nothing."""
+    said = {n: c for n, c in cuts.items() if c is not None}
+    if not said:
+        return {}
+    parts = []
+    for n, files in sorted(said.items()):
+        if not files:
+            parts.append(f"{n}: nothing unflushed, no byte cut")
+            continue
+        top = sorted(files.items(), key=lambda kv: (-kv[1], kv[0]))
+        named = ", ".join(f"{f} {b:,} B" for f, b in top[:FILES_NAMED])
+        more = f", {len(top) - FILES_NAMED} more" if len(top) > FILES_NAMED else ""
+        parts.append(f"{n}: {sum(files.values()):,} B cut from {len(files)} "
+                     f"file{'s' if len(files) != 1 else ''} ({named}{more})")
+    return {"landed": True, "evidence": "; ".join(parts)}
 
 
 def combined(*parts: Mapping[str, Any]) -> dict[str, Any]:

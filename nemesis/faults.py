@@ -22,6 +22,7 @@ from nemesis.evidence import (
     Verb,
     clock_landing,
     combined,
+    cut_landing,
     landing,
     observe,
     observe_after,
@@ -375,13 +376,20 @@ class LoseUnflushed(_NodeFault):
             nodes = target_nodes(run, v, self.rng)
             self.faulted |= set(nodes)
             errors, killed = _acted(run, "kill", nodes, lambda n: db.kill(run, n))
-            errors += _each(nodes, lambda n: db.lose_unflushed(run, n))
+            cut: dict[str, Mapping[str, int] | None] = {}
+
+            def cut_one(n: str) -> None:
+                got = db.lose_unflushed(run, n)
+                cut[n] = got if isinstance(got, Mapping) else None  # a DB that does not say
+
+            errors += _each(nodes, cut_one)
             started: dict[str, Any] = {}
             if not v.get("stay_down"):
                 more, started = _acted(run, "start", nodes, lambda n: db.start(run, n))
                 errors += more
                 self.faulted -= set(nodes)
-            return _done(op, {**v, "nodes": list(nodes)}, errors, combined(killed, started))
+            return _done(op, {**v, "nodes": list(nodes)}, errors,
+                         combined(killed, cut_landing(cut), started))
 
     def teardown(self, run: Run) -> None:
         db = run.db

@@ -2,6 +2,9 @@
 
   python -m broker.tools dump --data-dir D --node n1      replicas.jsonl rows on stdout
   python -m broker.tools lose-unflushed --data-dir D      cut logs back to the last flush
+
+lose-unflushed prints `{"dropped": records, "cut_bytes": {"<replica dir>/<file>": bytes}}`:
+the records cut and, per log file that lost any, the bytes (the fault's evidence).
 """
 
 from __future__ import annotations
@@ -42,13 +45,23 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.write(json.dumps(row) + "\n")
         return 0
     total = 0
+    cut: dict[str, int] = {}
     for _topic, pid, part_dir in list_partition_dirs(args.data_dir):
+        before = _log_sizes(part_dir)
         n = lose_unflushed(part_dir)
+        after = _log_sizes(part_dir)
         total += n
+        cut |= {f"{part_dir.name}/{name}": size - after.get(name, 0)
+                for name, size in before.items() if size > after.get(name, 0)}
         if n:
             print(f"partition {pid}: dropped {n} unflushed records", file=sys.stderr)
-    print(json.dumps({"dropped": total}))
+    print(json.dumps({"dropped": total, "cut_bytes": cut}))
     return 0
+
+
+def _log_sizes(part_dir: Path) -> dict[str, int]:
+    """Each log file of a replica and its size in bytes."""
+    return {p.name: p.stat().st_size for p in part_dir.glob("*.log")}
 
 
 if __name__ == "__main__":

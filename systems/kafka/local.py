@@ -137,7 +137,7 @@ class LocalKafka:
 
     # -- LosesUnflushed ---------------------------------------------------------
 
-    def lose_unflushed(self, run: Any, node: str) -> None:
+    def lose_unflushed(self, run: Any, node: str) -> dict[str, int]:
         """Cut the stopped node's logs back to their recovery points (systems.kafka.unflushed)."""
         if self.is_running(node):
             raise KafkaError(f"lose_unflushed: {node} is running; kill it first (a power loss "
@@ -146,6 +146,7 @@ class LocalKafka:
         if run is not None:
             run.log.info("lose-unflushed %s: records dropped per partition %s", node,
                          cut.dropped or "none")
+        return cut.cut_bytes
 
     # -- Pausable --------------------------------------------------------------
 

@@ -146,7 +146,7 @@ class KafkaRemoteDB(KafkaViews):
     def pause(self, run: Any, node: str) -> None:
         self.proc.pause(node)
 
-    def lose_unflushed(self, run: Any, node: str) -> None:
+    def lose_unflushed(self, run: Any, node: str) -> dict[str, int]:
         """The stopped node's log dir copied here, the cut planned on the copy
         (systems.kafka.unflushed) and applied there with truncate and rm."""
         if self.proc.running(node):
@@ -160,6 +160,7 @@ class KafkaRemoteDB(KafkaViews):
         if run is not None:
             run.log.info("lose-unflushed %s: records dropped per partition %s", node,
                          cut.dropped or "none")
+        return cut.cut_bytes
 
     def resume(self, run: Any, node: str) -> None:
         self.proc.resume(node)

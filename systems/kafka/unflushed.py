@@ -57,6 +57,7 @@ class PartitionCut:
     log_end: int            # the offset after the last batch on disk before the cut
     truncate: tuple[tuple[str, int], ...] = ()  # (file relative to the log dir, new size)
     delete: tuple[str, ...] = ()
+    cut_bytes: tuple[tuple[str, int], ...] = ()  # (file, bytes it loses): the evidence
 
     @property
     def dropped(self) -> int:
@@ -70,6 +71,12 @@ class Plan:
     @property
     def dropped(self) -> dict[str, int]:
         return {c.partition: c.dropped for c in self.cuts if c.dropped}
+
+    @property
+    def cut_bytes(self) -> dict[str, int]:
+        """Each file the cut shortens or deletes, relative to the log dir, and the bytes it
+        loses (a fault's evidence: HISTORY.md's `evidence`)."""
+        return {f: n for c in self.cuts for f, n in c.cut_bytes}
 
 
 def recovery_points(data_dir: Path) -> dict[str, int]:
@@ -130,7 +137,14 @@ def plan_partition(data_dir: Path, part: Path, recovery_point: int) -> Partition
     keep = max([i for i, (base, _) in enumerate(segments) if base <= recovery_point] or [0])
     truncate: list[tuple[str, int]] = []
     delete: list[str] = []
+    lost: list[tuple[str, int]] = []
     log_end = recovery_point
+
+    def shorten(path: Path, old: int, new: int) -> None:
+        if new < old:
+            truncate.append((f"{rel}/{path.name}", new))
+            lost.append((f"{rel}/{path.name}", old - new))
+
     for i, (base, log) in enumerate(segments):
         data = log.read_bytes()
         ends = list(batches(data))
@@ -140,25 +154,25 @@ def plan_partition(data_dir: Path, part: Path, recovery_point: int) -> Partition
             continue
         stem = log.name[:-len(".log")]
         if i > keep:
-            delete.extend(f"{rel}/{p.name}" for p in sorted(part.glob(f"{stem}.*"))
-                          if p.suffix in (".log", ".index", ".timeindex", ".txnindex"))
+            for p in sorted(part.glob(f"{stem}.*")):
+                if p.suffix in (".log", ".index", ".timeindex", ".txnindex"):
+                    delete.append(f"{rel}/{p.name}")
+                    if size := p.stat().st_size:
+                        lost.append((f"{rel}/{p.name}", size))
             continue
-        size = max([end for end, nxt in ends if nxt <= recovery_point] or [0])
-        if size < len(data):
-            truncate.append((f"{rel}/{log.name}", size))
+        shorten(log, len(data), max([end for end, nxt in ends if nxt <= recovery_point] or [0]))
         for suffix, (entry, offset_at) in INDEX_ENTRIES.items():
             idx = part / f"{stem}{suffix}"
             if idx.exists():
                 raw = idx.read_bytes()
                 n = _kept_entries(raw, entry, base, recovery_point, offset_at)
-                if n * entry < len(raw):
-                    truncate.append((f"{rel}/{idx.name}", n * entry))
+                shorten(idx, len(raw), n * entry)
         txn = part / f"{stem}.txnindex"
         if txn.exists():
             raw = txn.read_bytes()
-            if (n := _kept_txn_entries(raw, recovery_point)) * TXN_ENTRY_BYTES < len(raw):
-                truncate.append((f"{rel}/{txn.name}", n * TXN_ENTRY_BYTES))
-    return PartitionCut(rel, recovery_point, log_end, tuple(truncate), tuple(delete))
+            shorten(txn, len(raw), _kept_txn_entries(raw, recovery_point) * TXN_ENTRY_BYTES)
+    return PartitionCut(rel, recovery_point, log_end, tuple(truncate), tuple(delete),
+                        tuple(lost))
 
 
 def plan(data_dir: Path, *, metadata: bool = False) -> Plan:

@@ -102,6 +102,16 @@ def lose_unflushed_command(python: str, data_dir: str) -> list[str]:
     return [python, "-m", "broker.tools", "lose-unflushed", "--data-dir", data_dir]
 
 
+def parse_cut(text: str, where: str) -> dict[str, int]:
+    """The bytes each log file lost, from `broker.tools lose-unflushed`'s last line."""
+    lines = text.strip().splitlines()
+    try:
+        got: Any = json.loads(lines[-1]) if lines else {}
+        return {str(f): int(n) for f, n in got["cut_bytes"].items()}
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise ValueError(f"{where}: lose-unflushed printed no cut_bytes: {text[-300:]!r}") from e
+
+
 def parse_dump(text: str, where: str) -> list[dict[str, Any]]:
     """replicas.jsonl rows printed by `broker.tools dump`; errors name `where` and the line."""
     rows: list[dict[str, Any]] = []

@@ -185,7 +185,7 @@ class LocalBrokerDB:
 
     # -- LosesUnflushed --------------------------------------------------------
 
-    def lose_unflushed(self, run: Run | None, node: str) -> None:
+    def lose_unflushed(self, run: Run | None, node: str) -> dict[str, int]:
         n = self.node(node)
         if self.is_running(node):
             raise RuntimeError(f"lose_unflushed: {node} is running; kill it first "
@@ -196,6 +196,7 @@ class LocalBrokerDB:
         if done.returncode != 0:
             raise RuntimeError(f"lose_unflushed on {node} failed ({done.returncode}): "
                                f"{done.stderr.strip()[-500:]}")
+        return brokerdb.parse_cut(done.stdout, f"lose_unflushed on {node}")
 
     # -- DumpsReplicas ---------------------------------------------------------
 

@@ -175,12 +175,13 @@ class RemoteBroker:
         return self.sh(node, f"PYTHONPATH={q(lay.pythonpath)} " + shlex.join(args),
                        timeout_s=120)
 
-    def lose_unflushed(self, run: Run, node: str) -> None:
+    def lose_unflushed(self, run: Run, node: str) -> dict[str, int]:
         if self.running(node):
             raise NodeError(f"lose_unflushed: the broker on {node} is running; kill it first")
         lay = self.layouts[node]
-        _check(self._tool(node, *db.lose_unflushed_command(lay.python, lay.data_dir)),
-               node, "broker.tools lose-unflushed")
+        done = _check(self._tool(node, *db.lose_unflushed_command(lay.python, lay.data_dir)),
+                      node, "broker.tools lose-unflushed")
+        return db.parse_cut(done.stdout, f"lose_unflushed on {node}")
 
     def dump_node(self, run: Run | None, node: str) -> list[dict[str, Any]]:
         """A node's replicas.jsonl rows: live over the admin API, else offline from disk."""

@@ -229,7 +229,11 @@ def test_offline_tools_dump_and_lose_unflushed(make_cluster: Callable[..., Local
     assert [{k: v for k, v in r.items() if k != "hw"} for r in sorted(offline, key=key)] == strip
     out = subprocess.run([*py, "lose-unflushed", "--data-dir", dd], capture_output=True,
                          text=True, check=True, timeout=30).stdout
-    assert json.loads(out) == {"dropped": 1}   # 7 records, flushed every 3: 6 are durable
+    done = json.loads(out)
+    assert done["dropped"] == 1   # 7 records, flushed every 3: 6 are durable
+    (cut_file, cut_bytes), = done["cut_bytes"].items()  # the one record's bytes, one file
+    assert cut_file.endswith(".log") and (c.data_dir("n1") / cut_file).is_file()
+    assert 0 < cut_bytes < (c.data_dir("n1") / cut_file).stat().st_size / 5
     c.start("n1")
     c.wait_ready(15)
     cl = BrokerClient(c.addrs, timeout_s=5)
@@ -284,7 +288,8 @@ def test_emulated_os_writeback_limits_lose_unflushed_to_the_recent_tail(
     out = subprocess.run([sys.executable, "-m", "broker.tools", "lose-unflushed", "--data-dir",
                           str(c.data_dir("n1"))], capture_output=True, text=True, check=True,
                          timeout=30).stdout
-    assert json.loads(out) == {"dropped": 2}
+    done = json.loads(out)
+    assert done["dropped"] == 2 and len(done["cut_bytes"]) == 1
 
 
 def test_a_node_that_cannot_bind_its_port_is_named_at_once(

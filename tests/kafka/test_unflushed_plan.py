@@ -49,6 +49,12 @@ def test_cut_to_the_recovery_point(tmp_path: Path) -> None:
     p = unflushed.lose_unflushed(tmp_path)
 
     assert p.dropped == {"undertow-0": 25 - 13, "undertow-1": 2}
+    s10, s20, s0 = "undertow-0/00000000000000000010", "undertow-0/00000000000000000020", \
+        "undertow-1/00000000000000000000"
+    assert p.cut_bytes == {  # the bytes each file lost: the fault's evidence
+        f"{s10}.log": 200, f"{s10}.index": 2 * 8 + 80, f"{s10}.timeindex": 2 * 12,
+        f"{s20}.log": 100, f"{s20}.index": 80, f"{s20}.timeindex": 12,
+        f"{s0}.log": 100, f"{s0}.index": 80, f"{s0}.timeindex": 12}
     assert (part / "00000000000000000000.log").stat().st_size == 200  # below R: kept
     assert (part / "00000000000000000010.log").stat().st_size == 100  # batch 10-12 only
     assert (part / "00000000000000000000.index").read_bytes()[:8] == struct.pack(">ii", 5, 100)

@@ -31,6 +31,7 @@ from harness.spec import build_spec
 from nemesis.compose import Composed, compose
 from nemesis.faults import Clock, Kill, LoseUnflushed, Pause
 from nemesis.netfaults import Links, Partition
+from systems.undertow.client import BrokerClient
 from systems.undertow.local_db import LocalBrokerDB
 
 pytestmark = pytest.mark.slow
@@ -201,7 +202,7 @@ def test_followers_partition_cuts_leader_from_followers_only(
 
 def test_leader_answers_cut_drops_answers_while_writes_happen(
         cluster: tuple[Run, Composed]) -> None:
-    from systems.undertow.client import BrokerClient, ClientError
+    from systems.undertow.client import ClientError
 
     run, nem = cluster
     db, net = db_net(run)
@@ -267,10 +268,19 @@ def test_links_clock_and_lose_unflushed_and_their_heals(cluster: tuple[Run, Comp
     assert reset.extra["landed"] is True and reset.extra["evidence"].count(
         "offset +0.000 s in force, +0.000 s asked") == 3, reset.extra
     assert "landed" not in invoke(run, nem, "clock-reset", {}).extra  # nothing to undo
+    cl = BrokerClient(run.client_addrs, timeout_s=10)
+    try:  # on every replica, n3's too, and in no file's flushed part yet
+        for v in range(3):
+            cl.produce(1, 8_000_000 + v, acks="all")
+    finally:
+        cl.close()
     out = invoke(run, nem, "lose-unflushed", {"nodes": ["n3"]})
     assert out.value["nodes"] == ["n3"] and db.is_running("n3")
     assert out.extra["landed"] is True
-    assert " gone; n3: new pid " in out.extra["evidence"]
+    cut = re.search(r" gone; n3: ([\d,]+) B cut from \d+ files? \((.+?)\); n3: new pid ",
+                    out.extra["evidence"])
+    assert cut is not None, out.extra["evidence"]
+    assert int(cut[1].replace(",", "")) > 0 and "/" in cut[2] and ".log " in cut[2], cut[0]
 
 
 def test_teardown_heals_every_fault_at_once(cluster: tuple[Run, Composed]) -> None:
