@@ -82,7 +82,7 @@ class Node:
 
     kill: Callable[[], None]
     start: Callable[[], None]  # and wait until the cluster serves again
-    lose_unflushed: Callable[[], None]
+    lose_unflushed: Callable[[], object]  # the bytes cut per file, unused here
     log_dir: Callable[[], Path]  # its log dir here, or a fresh copy of what a plan reads
 
 
