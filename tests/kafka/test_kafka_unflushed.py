@@ -14,7 +14,7 @@ import logging
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,7 +82,7 @@ class Node:
 
     kill: Callable[[], None]
     start: Callable[[], None]  # and wait until the cluster serves again
-    lose_unflushed: Callable[[], object]  # the bytes cut per file, unused here
+    lose_unflushed: Callable[[], Mapping[str, int]]  # the bytes each file lost
     log_dir: Callable[[], Path]  # its log dir here, or a fresh copy of what a plan reads
 
 
@@ -126,7 +126,9 @@ def cut_on_any_backend(bootstrap: str, admin: KafkaAdmin, node_of: Callable[[str
         node.kill()
         cut = {c.partition: c for c in unflushed.plan(node.log_dir()).cuts}[f"{topic}-0"]
         assert (cut.recovery_point, cut.log_end) == (FLUSHED, FLUSHED + UNFLUSHED)
-        node.lose_unflushed()
+        lost = node.lose_unflushed()  # the evidence: the partition's segment lost bytes
+        assert any(f.startswith(f"{topic}-0/") and f.endswith(".log") and b > 0
+                   for f, b in lost.items()), lost
         assert unflushed.plan(node.log_dir()).dropped == {}
         node.start()
         assert _read_all(bootstrap, topic) == list(range(FLUSHED))
@@ -153,7 +155,8 @@ def test_lose_unflushed_cuts_a_node_back_to_its_recovery_point(kafka_cluster: Cl
         assert unflushed.METADATA_DIR not in {c.partition for c in plan.cuts}
         meta = sorted((data / unflushed.METADATA_DIR).iterdir())
         meta_sizes = [p.stat().st_size for p in meta]
-        kafka.lose_unflushed(None, node)
+        lost = kafka.lose_unflushed(None, node)
+        assert lost == plan.cut_bytes and any(f.startswith(f"{topic}-0/") for f in lost), lost
         assert unflushed.plan(data).dropped == {}  # nothing left past any recovery point
         assert [p.stat().st_size for p in meta] == meta_sizes  # the metadata log untouched
         kafka.start(None, node)
