@@ -17,6 +17,15 @@ Same meaning as harness.net's proxy rules, so a nemesis behaves alike on every b
   the node's network namespace, if the backend can start one there (`delayers`: the docker
   backend run as root); otherwise `slow` raises Unsupported rather than pretend.
 
+Evidence (HISTORY.md's `landed`): `probe` connects from inside each node to its peers
+(harness.linkprobe), for partitions; `round_trips` times TCP handshakes from the harness
+with each node's broker port (harness.handshake), whose SYN-ACKs pass the node's slow and
+lossy rules, for slow, lossy and fast.
+
+A DROP rule goes first in its chain (`-I`), the NFQUEUE rule last (`-A`): a packet the
+delayer lets go (NF_ACCEPT) leaves the chain there, so a drop after the queue rule would
+never see a slowed node's broker traffic (lossy, or a cut of clients, on a slowed node).
+
 Every rule carries the comment `<tag>:part`, `<tag>:loss` or `<tag>:slow` (tag = one per run), and a
 heal deletes exactly the rules with that comment, listed back from `iptables -S`.
 """
@@ -35,6 +44,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from harness.handshake import time_handshakes
 from harness.linkprobe import PROBE_TIMEOUT_S, probe_pairs
 from harness.net import CLIENT, check_delay, check_drop_probability, checked_grudge
 from harness.protocols import Exec, Grudge, LinkSeen, Remote, Run
@@ -124,6 +134,17 @@ class IptablesNet:
         """From each node (its network namespace), a connect to each peer (harness.linkprobe)."""
         return probe_pairs(pairs, self.addrs, lambda node, script: self.remote.exec(
             node, ["bash", "-c", script], timeout_s=PROBE_TIMEOUT_S + 10).stdout)
+
+    def round_trips(self, nodes: Sequence[str], budget_s: float) -> dict[str, list[float]]:
+        """TimesLinks: handshakes from the harness with each node's broker port, timed
+        (harness.handshake). The address dialled is addrs[node]: on the docker and ssh
+        backends the one clients dial too, reachable from the harness. Never raises."""
+        dial = {n: (self.addrs[n], self.broker_port) for n in nodes if n in self.addrs}
+        try:
+            got = time_handshakes(dial, budget_s)
+        except Exception:  # (no thread to be had) an observation never fails the fault
+            got = {}
+        return {n: got.get(n, []) for n in nodes}
 
     def lossy(self, run: Run | None, nodes: Collection[str], drop_probability: float) -> None:
         self._check(nodes, "lossy")
@@ -262,7 +283,8 @@ class IptablesNet:
             for rule in rs:
                 if self.on_add:
                     self.on_add(rule)  # registered before it exists, so a heal finds it
-            script = " && ".join(shlex.join(r.argv("-A")) for r in rs)
+            script = " && ".join(shlex.join(r.argv("-I" if r.spec[-1] == "DROP" else "-A"))
+                                 for r in rs)
             res = self._exec(node, ["sh", "-c", script])
             if not res.ok:
                 raise IptablesError(f"adding rules on {node} failed: {res.stderr.strip()}")

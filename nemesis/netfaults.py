@@ -192,18 +192,24 @@ class Links:
             try:
                 if op.f in (SLOW.start, LOSSY.start):
                     nodes = target_nodes(run, v, self.rng)
+                    fresh = [n for n in nodes if n not in self.base_ms]
                     before = self._before(run, nodes)
-                    if op.f == SLOW.start:
-                        delay = float(v.get("delay_ms", self.delay_ms))
-                        jitter = float(v.get("jitter_ms", self.jitter_ms))
-                        v.update(nodes=list(nodes), delay_ms=delay, jitter_ms=jitter)
-                        net.slow(run, nodes, delay, jitter)
-                        judge = partial(sh.judge_slow, delay_ms=delay)
-                    else:
-                        p = float(v.get("drop_probability", self.drop_probability))
-                        v.update(nodes=list(nodes), drop_probability=p)
-                        net.lossy(run, nodes, p)
-                        judge = partial(sh.judge_lossy, drop_probability=p)
+                    try:
+                        if op.f == SLOW.start:
+                            delay = float(v.get("delay_ms", self.delay_ms))
+                            jitter = float(v.get("jitter_ms", self.jitter_ms))
+                            v.update(nodes=list(nodes), delay_ms=delay, jitter_ms=jitter)
+                            net.slow(run, nodes, delay, jitter)
+                            judge = partial(sh.judge_slow, delay_ms=delay)
+                        else:
+                            p = float(v.get("drop_probability", self.drop_probability))
+                            v.update(nodes=list(nodes), drop_probability=p)
+                            net.lossy(run, nodes, p)
+                            judge = partial(sh.judge_lossy, drop_probability=p)
+                    except Exception:  # not shaped (e.g. no netem): `fast` has nothing to judge
+                        for n in fresh:
+                            self.base_ms.pop(n, None)
+                        raise
                     after = sh.time_links(run, nodes, sh.MEASURE_S) or {}
                     return op.complete("info", v, **sh.claim(op.f, {
                         n: judge(before.get(n, []), after.get(n, [])) for n in nodes}))

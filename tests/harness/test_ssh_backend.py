@@ -15,7 +15,7 @@ import pytest
 from harness import core, leftovers
 from harness.control.ssh import SshNode, load_cluster_file, parse_host, ssh_nodes
 from harness.protocols import Run
-from harness.runfiles import RunPaths
+from harness.runfiles import NEMESIS, Op, RunPaths
 from harness.spec import SpecError, build_spec
 
 from .remote_claims import assert_faults_say_whether_they_landed
@@ -122,6 +122,7 @@ def test_ssh_backend_end_to_end(hosts: tuple[Path, Any], tmp_path: Path,
         assert not remote.exec("n2", ["python3", "-c", probe % docker_hosts.ips["n1"]]).ok
         net.heal(run)
         assert remote.exec("n2", ["python3", "-c", probe % docker_hosts.ips["n1"]]).ok
+        _links_say_whether_they_landed(run)
         db.wait_ready(run, 60)
         deadline = time.monotonic() + 20
         got: list[tuple[int, int]] = []
@@ -141,6 +142,37 @@ def test_ssh_backend_end_to_end(hosts: tuple[Path, Any], tmp_path: Path,
     key_file = json.loads(cluster.read_text())["nodes"][0]["ssh_config"]["identityfile"]
     key_body = Path(key_file).read_text().splitlines()[1]
     assert key_body not in caplog.text, "a private key's contents reached the log"
+
+
+def _links_say_whether_they_landed(run: Run) -> None:
+    """The nemesis's lossy and fast on ssh hosts land as TCP handshakes the harness times
+    with each host's broker port show (harness.handshake); slow lands where the hosts' kernel
+    has netem, and where it has not (these hosts) it is refused: no delayer runs over ssh."""
+    from nemesis.compose import compose
+    from nemesis.netfaults import Links
+
+    nem = compose(Links(1))
+    nem.setup(run)
+
+    def inv(f: str, value: dict[str, Any]) -> Op:
+        return nem.invoke(run, Op(type="invoke", process=NEMESIS, f=f, value=value))
+
+    try:
+        lossy = inv("lossy", {"nodes": ["n3"], "drop_probability": 0.3})
+        assert lossy.error is None and lossy.extra["landed"] is True, lossy
+        assert " round trips stalled >= 150 ms (" in lossy.extra["evidence"], lossy.extra
+        slow = inv("slow", {"nodes": ["n2"], "delay_ms": 100, "jitter_ms": 0})
+        if slow.error is None:
+            assert slow.extra["landed"] is True, slow
+        else:
+            assert "no netem qdisc" in slow.error and "landed" not in slow.extra, slow
+        fast = inv("fast", {})
+        assert fast.error is None and fast.extra["landed"] is True, fast
+        # n3 alone: n2 was never shaped when its slow was refused
+        assert "n3: round trip " in fast.extra["evidence"] and (
+            slow.error is not None) == ("n2:" not in fast.extra["evidence"]), fast.extra
+    finally:
+        nem.teardown(run)
 
 
 @pytest.mark.ssh

@@ -39,6 +39,14 @@ class DeafNet(ProxyNet):
         self._check(nodes, "lossy")
 
 
+class RefusingNet(ProxyNet):
+    """A Net that cannot slow (as iptables on a kernel without netem, over ssh)."""
+
+    def slow(self, run: Run | None, nodes: Collection[str], delay_ms: float,
+             jitter_ms: float = 0.0) -> None:
+        raise NotImplementedError("slow: no netem here")
+
+
 @pytest.fixture(scope="module")
 def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Run, ProxyProcess]]:
     servers = {n: EchoServer() for n in NODES}
@@ -144,3 +152,13 @@ def test_slow_and_lossy_that_did_not_shape_say_so(proxied: tuple[Run, ProxyProce
     assert "landed" not in rare.extra  # too few round trips to expect a stall: no claim
     nem.teardown(run)
 
+
+
+def test_a_slow_that_was_refused_leaves_fast_nothing_to_judge(
+        proxied: tuple[Run, ProxyProcess]) -> None:
+    run, proxy = proxied
+    nem = nemesis(run, RefusingNet(proxy, NODES))
+    slow = nem.invoke(run, Op(type="invoke", process=NEMESIS, f="slow", value={"nodes": ["n1"]}))
+    assert slow.error == "NotImplementedError: slow: no netem here" and "landed" not in slow.extra
+    assert "landed" not in invoke(run, nem, "fast", {}).extra  # n1 was never shaped
+    nem.teardown(run)
