@@ -76,7 +76,8 @@ class GroupPort(Protocol[M]):
         """A new member of the run's group, joining in the background."""
 
     def poll(self, member: M) -> Batch:
-        """One poll's batch, its records consumed (handed on by the poll's completion)."""
+        """One poll's batch, its records consumed (handed on by the poll's completion);
+        its `"assignment"` when the member's keys are best read with its records."""
 
     def hand_on(self, member: M, handed: dict[int, int]) -> None:
         """`processed`: the last poll's records (key -> next offset) were handed on."""
@@ -165,12 +166,16 @@ class GroupOps(Generic[M]):
         return done.with_(extra={**done.extra, **extra}) if extra else done
 
     def poll(self, op: Op, member: M) -> Op:
+        """A group poll's completion names the keys its member held (its `"assignment"`,
+        asked after the poll unless the batch names them)."""
         b = self.port.poll(member)
         self.handed = {int(k): rs[-1][0] + 1 for k, rs in b.read.items() if rs}
+        extra = b.extra if "assignment" in b.extra else {**b.extra,
+                                                         "assignment": keys_held(self.port, member)}
         if b.error is not None:
             return op.complete("fail", [["poll", b.read]] if b.read else [["poll"]],
-                               error=b.error, **b.extra)
-        return op.complete("ok", [["poll", b.read]], **b.extra)
+                               error=b.error, **extra)
+        return op.complete("ok", [["poll", b.read]], **extra)
 
     def commit(self, op: Op) -> Op:
         """The offsets the operation names, committed while the member stands where the

@@ -44,7 +44,7 @@ from harness.runfiles import Op, OpType
 from harness.spec import GROUP_ID, ConsumerSettings
 from systems.kafka import config
 from systems.kafka.client import POLL_WAIT_S, KafkaQueueClient, _rdkafka_logger
-from workloads.groupops import Batch, GroupOps, Held, final_wait_s, keys_held
+from workloads.groupops import Batch, GroupOps, Held, final_wait_s
 from workloads.spares import Spares
 
 # Members learn of a rebalance at their next heartbeat, so a rebalance takes about one
@@ -200,8 +200,7 @@ class KafkaGroupClient:
         return {str(k): o for k, o in got.items()}
 
     def poll(self, member: GroupConsumer) -> Batch:
-        read, error = self.fetch_batch(member)
-        return Batch(read, error, {"assignment": keys_held(self, member)})
+        return Batch(*self.fetch_batch(member))
 
     def fetch_batch(self, consumer: GroupConsumer | None = None
                     ) -> tuple[dict[str, list[list[int]]], str | None]:

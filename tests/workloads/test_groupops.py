@@ -194,10 +194,15 @@ def test_processed_hands_a_polls_records_on_at_the_next_operation() -> None:
     m = ops.member
     assert m is not None
     polled = ops.invoke(RUN, _op("poll", [["poll"]]))
-    assert polled.value == [["poll", {"1": [[4, 40]]}]] and polled.extra == {"generation": 3}
+    assert polled.value == [["poll", {"1": [[4, 40]]}]]
+    assert polled.extra == {"generation": 3, "assignment": [1, 2]}  # the keys it held
     assert m.handed == [{}]  # at the poll: nothing handed on yet
     ops.invoke(RUN, _op("send", [["send", 1, 41]]))
     assert m.handed == [{}, {1: 5}] and inner.ops == ["send"]
+    port.batches = [Batch({}, "FAKE: gone", {"assignment": [2]})]  # a batch that names them
+    failed = ops.invoke(RUN, _op("poll", [["poll"]]))
+    assert (failed.type, failed.value, failed.error) == ("fail", [["poll"]], "FAKE: gone")
+    assert failed.extra == {"assignment": [2]}
     for offset_ops in (True, False):  # commits as operations, or not `processed`: never
         other, _ = _ops(Port(), commit="processed" if offset_ops else "auto",
                         offset_ops=offset_ops)

@@ -17,7 +17,7 @@ from harness.runfiles import Op, OpType
 from harness.spec import GROUP_ID, ConsumerSettings
 from systems.kafka.java import jvm, outcomes, settings
 from systems.kafka.java.client import POLL_WAIT_MS, JavaQueueClient
-from workloads.groupops import Batch, GroupOps, Held, final_wait_s, keys_held
+from workloads.groupops import Batch, GroupOps, Held, final_wait_s
 from workloads.spares import Spares
 
 
@@ -158,8 +158,7 @@ class JavaGroupClient:
         return {str(k): o for k, o in got.items()}
 
     def poll(self, member: Member) -> Batch:
-        read, error = self.fetch_batch(member)
-        return Batch(read, error, {"assignment": keys_held(self, member)})
+        return Batch(*self.fetch_batch(member))
 
     def fetch_batch(self, member: Member | None = None
                     ) -> tuple[dict[str, list[list[int]]], str | None]:
