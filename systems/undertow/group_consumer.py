@@ -1,34 +1,20 @@
-"""The queue workload's consumer group on our broker: `subscribe`, group polls, `crash`.
+"""The queue workload's consumer group on our broker: GroupSession, and its GroupPort.
 
-A `subscribe` starts a GroupSession: a GroupMember that a background thread
-joins and keeps (heartbeats, a rejoin whenever the group rebalances, the
-commits), as a Kafka consumer's heartbeat thread and poll loop do between them.
-Eager protocol: before each rejoin the member commits (by the spec's commit
-mode) and gives up every key; after it, each assigned key starts at the group's
-committed offset, or 0 when none (auto.offset.reset=earliest).
+The operations and their rules are workloads/groupops.py's. A `subscribe` starts a
+GroupSession: a GroupMember that a background thread joins and keeps (heartbeats, a
+rejoin whenever the group rebalances, the commits), as a Kafka consumer's heartbeat
+thread and poll loop do between them. Eager protocol: before each rejoin the member
+commits (by the spec's commit mode) and gives up every key; after it, each assigned key
+starts at the group's committed offset, or 0 when none (auto.offset.reset=earliest).
 
-Commit modes (harness.spec.ConsumerSettings): `auto` commits the consumed
-positions every interval from the background thread, whatever the worker is
-doing; `processed` commits the positions of the polls whose completions were
-handed on (marked at the worker's next operation); `off` never commits.
+Commit modes (harness.spec.ConsumerSettings): `auto` commits the consumed positions
+every interval from the background thread, whatever the worker is doing; `processed`
+commits the positions of the polls whose completions were handed on; `off` never
+commits. With offset operations the session commits nothing by itself (neither before a
+rejoin nor at a leave), and a `commit` names the generation its polls ran in.
 
-A client closed after an `info` hands its membership to the worker's next
-process (its first `subscribe` takes it over; a rejoin takes it and leaves): a send
-that timed out is no reason for the group to rebalance twice, and under faults
-such churn kept an eager group from ever settling.
-
-A `crash` is the smallest honest client fault: the process fetches a batch as a
-poll would and dies while processing it, before handing it on; with `auto` it
-dies only after an auto-commit covered that batch (processing outlasted the
-interval). It is abandoned: no commit, no leave; the coordinator removes it when
-its session times out.
-
-With offset operations (workloads/offsets.py: `processed` or `off` on the queue
-workload), the group's commits are the workload's `commit` operations, each a
-synchronous commit of the offsets it names in the generation it names (`ok` once
-acknowledged, `fail` when certainly refused, `info` when an attempt may have
-landed); the session then commits nothing by itself (neither before a rejoin nor
-at a leave). `committed` operations read the group's offsets from the coordinator.
+A `crash` is the smallest honest client fault: the member is abandoned (no commit, no
+leave); the coordinator removes it when its session times out.
 """
 
 from __future__ import annotations
@@ -37,27 +23,22 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any
 
 from harness.protocols import Run
-from harness.runfiles import Op
+from harness.runfiles import Op, OpType
 from harness.spec import GROUP_ID, ConsumerSettings
 from systems.undertow.admin import TOPIC
 from systems.undertow.client import BrokerClient, ClientError
 from systems.undertow.group_member import GroupError, GroupMember, commit_sync, fetch_committed
 from systems.undertow.queue_client import QueueClient
-from workloads.offsets import commit_offsets, committed_keys, committed_value
+from workloads.groupops import Batch, GroupOps, Held, final_wait_s
 from workloads.spares import Spares
 
 log = logging.getLogger("undertow.group")
 HEARTBEAT_S = 0.1
 IDLE_POLL_S = 0.05  # a poll with no key assigned (a rebalance is on) waits this long
-CRASH_FETCH_S = 2.0  # a crash waits this long at most for a batch to die holding
 REBALANCE_TIMEOUT_MS = 10_000
 LEAVE_WAIT_S = 30.0  # how long the final reads' leave waits for the last commit and leave
-# the final committed offsets: long enough for a transaction a lost client left open to
-# be aborted at its timeout (the fetch waits for pending transactional offsets)
-COMMITTED_WAIT_S = 20.0
 
 
 class GroupSession:
@@ -232,7 +213,11 @@ def _leave(s: GroupSession) -> None:
 
 class GroupQueueClient:
     """harness.protocols.Client: the queue workload's ops on our broker with `subscribe` and
-    `crash`; sends, assigns and assigned polls go to a QueueClient."""
+    `crash` (workloads/groupops.py's rules), and its GroupPort for a GroupSession; sends,
+    assigns and assigned polls go to a QueueClient."""
+
+    crashed = "crashed: the client was abandoned unclosed"
+    errors = (ClientError,)
 
     def __init__(self, inner: QueueClient, *, partitions: int, settings: ConsumerSettings,
                  addrs: Mapping[str, str] | None = None, name: str = "",
@@ -247,8 +232,13 @@ class GroupQueueClient:
         self.addrs = dict(addrs or {})
         self.name = name
         self.spares = spares if spares is not None else Spares(_leave)
-        self.session: GroupSession | None = None
+        self.ops = GroupOps(self, inner, self.spares, commit=settings.commit,
+                            offset_ops=offset_ops)
         self._next_key = 0  # where a group poll starts among its keys (each gets its turn)
+
+    @property
+    def session(self) -> GroupSession | None:
+        return self.ops.member
 
     def open(self, run: Run, node: str) -> GroupQueueClient:
         addrs = dict(run.client_addrs)
@@ -259,70 +249,41 @@ class GroupQueueClient:
                                 spares=self.spares, offset_ops=self.offset_ops)
 
     def invoke(self, run: Run, op: Op) -> Op:
-        if self.session is not None and not self.offset_ops:
-            self.session.mark_processed()  # the last op's completion was handed on
-        if op.f == "commit":
-            return self._commit(op)
-        if op.f == "committed":
-            return self._committed(op)
-        if op.f == "subscribe":
-            if self.session is None:  # a predecessor's membership, if one waits: kept,
-                # or left by a rejoin (else it would stay in the group, read by no one)
-                self.session = self.spares.take()
-                if self.session is not None and not op.extra.get("rejoin"):
-                    return op.complete("ok")
-            self._end_session()
-            self.session = GroupSession(self.addrs, self.partitions, self.settings,
-                                        f"p{op.process}", self.inner.timeout_s)
-            return op.complete("ok")
-        if op.f == "assign":
-            # before the group's final committed offsets are read, this member's last commit
-            # and leave must be done
-            final = bool(op.extra.get("fetch_committed") or not op.value)
-            self._end_session(wait_s=LEAVE_WAIT_S if final else 0.0)
-            if final:
-                self.spares.close_all()
-            extra: dict[str, Any] = {}
-            if op.extra.get("fetch_committed"):
-                try:
-                    extra["committed"] = committed_offsets(
-                        self.addrs, self.partitions,
-                        max(self.inner.timeout_s * 3, COMMITTED_WAIT_S))
-                except ClientError as e:
-                    return op.complete("fail", error=f"committed offsets: {e.code}: {e}")
-            done = self.inner.invoke(run, op)
-            return done.with_(extra={**done.extra, **extra}) if extra else done
-        if op.f == "poll" and self.session is not None:
-            return self._poll(op)
-        if op.f == "crash":
-            self._crash()
-            return op.complete("info", error="crashed: the client was abandoned unclosed")
-        return self.inner.invoke(run, op)
+        return self.ops.invoke(run, op)
 
-    def _commit(self, op: Op) -> Op:
-        """A `commit` operation: the offsets its invoke names (what this process's polls of
-        that generation handed on), committed synchronously in that generation."""
-        offsets = {(TOPIC, k): o for k, o in commit_offsets(op).items()}
-        want = op.extra.get("generation")
-        if self.session is None:
-            return op.complete("fail", error="not subscribed: no membership to commit for")
-        gen, member, _keys, _positions = self.session.holding()
-        if gen < 0 or gen != want:
-            return op.complete("fail", error=f"the group moved on from generation {want} "
-                               f"(now {gen}): nothing sent")
-        typ, why = commit_sync(self.inner.conn, GROUP_ID, member, gen, offsets,
-                               timeout_s=self.inner.timeout_s)
-        return op.complete(typ, error=why)
+    # -- workloads.groupops.GroupPort ----------------------------------------------------
 
-    def _committed(self, op: Op) -> Op:
-        """A `committed` operation: the group's committed offsets of its keys, as the
-        coordinator answers them once stable (a read: an error is a `fail`)."""
-        keys = committed_keys(op)
-        try:
-            got = fetch_committed(self.inner.conn, GROUP_ID, [(TOPIC, k) for k in keys])
-        except ClientError as e:
-            return op.complete("fail", error=f"{e.code}: {e}")
-        return op.complete("ok", committed_value(keys, {p: o for (_t, p), o in got.items()}))
+    def text(self, error: BaseException) -> str:
+        return f"{error.code}: {error}" if isinstance(error, ClientError) else str(error)
+
+    def join(self, op: Op) -> GroupSession:
+        return GroupSession(self.addrs, self.partitions, self.settings, f"p{op.process}",
+                            self.inner.timeout_s)
+
+    def hand_on(self, member: GroupSession, handed: dict[int, int]) -> None:
+        """Everything the session consumed so far was handed on: `processed` commits it."""
+        member.mark_processed()
+
+    def held(self, member: GroupSession) -> Held:
+        gen, member_id, keys, _positions = member.holding()
+        return Held(gen, list(keys), member_id)
+
+    def commit(self, member: GroupSession, held: Held,
+               offsets: dict[int, int]) -> tuple[OpType, str | None]:
+        """Synchronously, in the generation (and with the member id) it was held in."""
+        assert held.generation is not None
+        return commit_sync(self.inner.conn, GROUP_ID, held.member_id, held.generation,
+                           {(TOPIC, k): o for k, o in offsets.items()},
+                           timeout_s=self.inner.timeout_s)
+
+    def committed_of(self, keys: list[int]) -> dict[int, int]:
+        """As the coordinator answers them once stable."""
+        got = fetch_committed(self.inner.conn, GROUP_ID, [(TOPIC, k) for k in keys])
+        return {p: o for (_t, p), o in got.items()}
+
+    def committed(self) -> dict[str, int]:
+        return committed_offsets(self.addrs, self.partitions,
+                                 final_wait_s(self.inner.timeout_s))
 
     def fetch_batch(self, s: GroupSession) -> tuple[int, tuple[int, ...],
                                                dict[int, list[tuple[int, int]]],
@@ -351,48 +312,37 @@ class GroupQueueClient:
             return gen, keys, read, e
         return gen, keys, read, None
 
-    def _poll(self, op: Op) -> Op:
-        assert self.session is not None
-        gen, keys, read, error = self.fetch_batch(self.session)
-        if not self.session.consume(gen, read):
+    def poll(self, member: GroupSession) -> Batch:
+        gen, keys, read, error = self.fetch_batch(member)
+        if not member.consume(gen, read):
             read = {}  # the group rebalanced during the fetch: nothing was handed on
-        out = {str(k): [[o, v] for o, v in rs] for k, rs in read.items()}
-        extra: dict[str, Any] = {"generation": gen, "assignment": list(keys)}
-        if error is not None:
-            return op.complete("fail", [["poll", out]] if out else [["poll"]],
-                               error=f"{error.code}: {error}", **extra)
-        return op.complete("ok", [["poll", out]], **extra)
+        return Batch({str(k): [[o, v] for o, v in rs] for k, rs in read.items()},
+                     None if error is None else f"{error.code}: {error}",
+                     {"generation": gen, "assignment": list(keys)})
 
-    def _crash(self) -> None:
-        """Fetch a batch, die before handing it on (after an auto-commit covered it)."""
-        s = self.session
-        if s is not None:
-            deadline = time.monotonic() + CRASH_FETCH_S
-            consumed = False
-            while not consumed and time.monotonic() < deadline:
-                gen, _, read, _ = self.fetch_batch(s)
-                consumed = bool(read) and s.consume(gen, read)
-            if consumed and self.settings.commit == "auto":
-                upto = {k: rs[-1][0] + 1 for k, rs in read.items()}
-                wait_until = time.monotonic() + 2 * self.settings.auto_commit_interval_ms / 1000 + 5
-                while not s.covered(gen, upto) and time.monotonic() < wait_until:
-                    time.sleep(0.01)
-            s.close(leave=False)
-            self.session = None
+    def cover(self, member: GroupSession, batch: Batch) -> None:
+        """Until an auto-commit of the batch's generation covered it (bounded)."""
+        gen = batch.extra["generation"]
+        upto = {int(k): rs[-1][0] + 1 for k, rs in batch.read.items()}
+        wait_until = time.monotonic() + 2 * self.settings.auto_commit_interval_ms / 1000 + 5
+        while not member.covered(gen, upto) and time.monotonic() < wait_until:
+            time.sleep(0.01)
+
+    def die(self, member: GroupSession | None) -> None:
+        """Abandoned: no commit, no leave (the coordinator times it out); its sockets close."""
+        if member is not None:
+            member.close(leave=False)
         if self.inner.conn is not None:
             self.inner.conn.close()  # what the dying process's sockets do
             self.inner.conn = None
 
-    def _end_session(self, wait_s: float = 0.0) -> None:
-        if self.session is not None:
-            self.session.close(leave=True, wait_s=wait_s)
-            self.session = None
+    def leave(self, member: GroupSession, *, final: bool) -> None:
+        """Commit (by the mode) and leave; before the final reads wait for both."""
+        member.close(leave=True, wait_s=LEAVE_WAIT_S if final else 0.0)
 
     def close(self, run: Run) -> None:
         """After an `info` the worker's next process takes this membership over (Kafka's
         subscribe() of the same topics changes nothing), so a send that timed out does not
         cost the group two rebalances."""
-        if self.session is not None:
-            self.spares.put(self.session)
-            self.session = None
+        self.ops.park()
         self.inner.close(run)

@@ -123,4 +123,4 @@ def test_a_rejoin_as_first_op_leaves_the_predecessors_waiting_membership() -> No
     assert successor.consumer is not None and successor.consumer is not first
     with pytest.raises(RuntimeError, match="closed"):
         first.assignment()
-    successor._end()
+    successor.ops.leave()
