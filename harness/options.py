@@ -1,4 +1,4 @@
-"""Options owned by the parts: a System or a Workload declares its own as a frozen dataclass.
+"""Options owned by the parts: a System, a Workload or a Backend declares its own as a dataclass.
 
 Each field is one option: its type (the annotation), its default, its help, the values it
 refuses (`choices`, or a `check` that says what is wrong) and its command-line flag
@@ -8,9 +8,13 @@ harness generates `undertow run`'s flags from it (shown under the part's heading
 and keeps the values in `TestSpec.options[<part name>]` (test.json's `options`). The part
 reads its own back, typed: `KafkaOptions.of(spec)`.
 
+A backend is found by the run's `--backend` name (harness/backends.py), a system or a
+workload through harness/registry.py; past that the three kinds are handled alike.
+
 `extra` (`--extra KEY=VALUE`, a TOML `[extra]` table, a scenario's `extra`) still works for
-every option: a key the run's system or workload declares is taken from it, checked and
-moved to the part's options; only keys no part declares stay in `TestSpec.extra`.
+every option, so old files and commands keep working: a key the run's system, workload or
+backend declares is taken from it, checked and moved to the part's options; a key none of
+them declares is refused (an old test.json's is dropped: harness/spec.py).
 """
 
 from __future__ import annotations
@@ -25,8 +29,8 @@ from typing import Any, Literal, Self
 
 from harness.spec import SpecError
 
-Kind = Literal["system", "workload"]
-KINDS: tuple[Kind, ...] = ("system", "workload")
+Kind = Literal["system", "workload", "backend"]
+KINDS: tuple[Kind, ...] = ("system", "workload", "backend")
 _META = "undertow.option"
 
 
@@ -56,7 +60,7 @@ class _PartOptions:
     @classmethod
     def of(cls, spec: Any) -> Self:
         """The part's options in spec (the defaults when the spec has none for it)."""
-        name = spec.system if cls.kind == "system" else spec.workload
+        name = getattr(spec, cls.kind)  # spec.system, spec.workload or spec.backend
         return cls(**dict(spec.options.get(name, {})))
 
 
@@ -70,6 +74,12 @@ class WorkloadOptions(_PartOptions):
     """Base of a Workload's options dataclass."""
 
     kind = "workload"
+
+
+class BackendOptions(_PartOptions):
+    """Base of a Backend's options dataclass (its class's `options` attribute)."""
+
+    kind = "backend"
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,16 +220,36 @@ def non_default(kind: Kind, part_name: str, part: Any,
             if d.name in values and values[d.name] != d.default}
 
 
-def registered() -> list[tuple[Kind, str, Any]]:
-    """Every system and workload the registry knows that imports (one that does not is
-    left out here: naming it with --system says why)."""
+def names(kind: Kind) -> list[str]:
+    """Every part's name of that kind: the backends' table, else the registry."""
+    if kind == "backend":
+        from harness.backends import CLASSES
+
+        return list(CLASSES)
     from harness import registry
 
+    return registry.names(kind)
+
+
+def part(kind: Kind, name: str) -> Any:
+    """The part named (a backend's class); SpecError naming the option when unknown."""
+    if kind == "backend":
+        from harness.backends import backend_class
+
+        return backend_class(name)
+    from harness import registry
+
+    return registry.get(kind, name)
+
+
+def registered() -> list[tuple[Kind, str, Any]]:
+    """Every system, workload and backend that imports (one that does not is left out
+    here: naming it with --system says why)."""
     out = []
     for kind in KINDS:
-        for name in registry.names(kind):
+        for name in names(kind):
             try:
-                out.append((kind, name, registry.get(kind, name)))
+                out.append((kind, name, part(kind, name)))
             except (ImportError, SpecError):
                 continue
     return out

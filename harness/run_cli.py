@@ -65,7 +65,7 @@ TABLES = ("broker", "producer", "consumer")
 
 
 def part_options() -> list[Declared]:
-    """Every registered system's and workload's own options (harness/options.py)."""
+    """Every registered system's, workload's and backend's own options (harness/options.py)."""
     out = [d for kind, name, part in registered() for d in declared(kind, name, part)]
     seen: dict[str, Declared] = {}
     for d in out:
@@ -174,8 +174,8 @@ def _scenario_layer(name: str) -> dict[str, Any]:
 
 
 def parse_extra(items: tuple[str, ...] | list[str]) -> dict[str, Any]:
-    """`--extra KEY=VALUE` options as spec.extra knobs (a VALUE that reads as JSON is
-    that value: 1, true; anything else a string: 4.0.2)."""
+    """`--extra KEY=VALUE` options as a part's options by key (a VALUE that reads as JSON
+    is that value: 1, true; anything else a string: 4.0.2)."""
     import json
 
     out: dict[str, Any] = {}
@@ -209,11 +209,8 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
         where.append(f"--config {params['config']}")
     if params.get("extra"):  # --extra KEY=VALUE
         cli["extra"] = parse_extra(params["extra"])
-    layers.append(cli)
+    layers.append(cli)  # each layer's extra keys are options, layered one by one
     where.append("command line")
-    extra = {k: v for layer in layers for k, v in dict(layer.get("extra") or {}).items()}
-    if extra:  # the system's knobs add up across layers (a scenario's, --client, --extra)
-        layers[-1] = {**layers[-1], "extra": extra}
     if not any("seed" in layer for layer in layers):
         layers.append({"seed": random.SystemRandom().randrange(2**31)})
         where.append("random seed")
@@ -314,9 +311,8 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
               help="Seconds between client crashes, on average: the process is abandoned "
                    "without closing (default: none).")
 @click.option("--extra", multiple=True, metavar="KEY=VALUE",
-              help="A system's or workload's option by its key (kafka_version=4.0.2), or "
-                   "a knob no part declares (ssh_user=...), repeatable, joining the "
-                   "scenario's.")
+              help="A system's, workload's or backend's option by its key "
+                   "(kafka_version=4.0.2, ssh_user=...), repeatable, over the scenario's.")
 @click.option("--seed", type=int, help="Seed of every random choice (default: random, printed).")
 @click.option("--scenario", help="A named scenario (`undertow scenarios` lists them).")
 @click.option("--config", type=click.Path(dir_okay=False), help="A TOML experiment file.")

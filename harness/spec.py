@@ -197,10 +197,8 @@ class TestSpec:
     spark_master: str = "local[2]"
     spark: str = "auto"  # which Spark checks the run: checkers.spark_server.resolve's rule
     spark_remote: str | None = None  # a Spark Connect server (sc://HOST:PORT) to check on
-    # knobs no part declares (ssh_user, ssh_key_file, broker_port); a key a part declares
-    # is moved from here to its options (harness/options.py)
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    # the system's and the workload's own options, under the part's name (harness/options.py)
+    # the system's, the workload's and the backend's own options, under the part's name
+    # (harness/options.py); an `extra` key in a layer is one of these, moved here
     options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # a recorded fault plan to replay as it is (nemesis/replay.py), instead of one drawn
     # from the seed; test.json always records the plan a run used under this key
@@ -280,9 +278,7 @@ class TestSpec:
         """The spec as test.json holds it; `extra` also shows the parts' options that differ
         from their defaults, as it did when they were extra knobs (readers of test.json
         find them where they always were)."""
-        out = dataclasses.asdict(self)
-        out["extra"] = {**out["extra"], **_options_as_extra(self)}
-        return out
+        return {**dataclasses.asdict(self), "extra": _options_as_extra(self)}
 
     def save(self, path: Path, **more: Any) -> None:
         """test.json at path: the spec, and `more` beside it (harness.runfiles writes it)."""
@@ -303,16 +299,20 @@ def _coerce(cls: type[Any], data: Mapping[str, Any], where: str) -> dict[str, An
     return out
 
 
-def build_spec(*layers: Mapping[str, Any], where: tuple[str, ...] = ()) -> TestSpec:
+def build_spec(*layers: Mapping[str, Any], where: tuple[str, ...] = (),
+               recorded: bool = False) -> TestSpec:
     """Merge layers (later wins): each a flat mapping of TestSpec fields plus `broker`,
-    `producer` and `consumer` tables, the run's system's and workload's own option tables
-    (under their names, or in an `options` table) and `extra` knobs."""
+    `producer` and `consumer` tables, the run's system's, workload's and backend's own
+    option tables (under their names, or in an `options` table) and `extra` keys of those
+    options. An `extra` key no part of the run declares is refused, unless `recorded` (an
+    old test.json's knobs are dropped, so old runs still load)."""
     merged: dict[str, Any] = {}
     tables: dict[str, dict[str, Any]] = {"broker": {}, "producer": {}, "consumer": {}}
     classes: dict[str, type[Any]] = {"broker": BrokerSettings, "producer": ProducerSettings,
                                      "consumer": ConsumerSettings}
     defaults = {f.name: f.default for f in fields(TestSpec)}
-    chosen = {"system": str(defaults["system"]), "workload": str(defaults["workload"])}
+    chosen = {"system": str(defaults["system"]), "workload": str(defaults["workload"]),
+              "backend": str(defaults["backend"])}
     for layer in layers:
         chosen.update({k: str(layer[k]) for k in chosen if k in layer})
     parts: list[tuple[str, Mapping[str, Any], dict[str, Mapping[str, Any]]]] = []
@@ -327,14 +327,17 @@ def build_spec(*layers: Mapping[str, Any], where: tuple[str, ...] = ()) -> TestS
                 raise SpecError(f"{label}: [{name}] must be a table, got {t!r}")
             tables[name].update(_coerce(cls, t, f"{label} [{name}]"))
         own = _part_tables(layer, chosen, label)
-        extra = layer.get("extra") or {}
+        extra = layer.pop("extra", None) or {}
         if not isinstance(extra, Mapping):
             raise SpecError(f"{label}: [extra] must be a table, got {extra!r}")
         parts.append((label, extra, own))
         merged.update(_coerce(TestSpec, layer, label))
     options, claimed = _resolve_options(chosen, parts)
-    merged["extra"] = {k: v for k, v in dict(merged.get("extra") or {}).items()
-                       if k not in claimed}
+    if not recorded:
+        for label, extra, _ in parts:
+            for k in extra:
+                if k not in claimed:
+                    raise SpecError(_unclaimed(label, str(k), chosen))
     try:
         spec = TestSpec(**merged, broker=BrokerSettings(**tables["broker"]),
                         producer=ProducerSettings(**tables["producer"]),
@@ -352,13 +355,12 @@ def _part_tables(layer: dict[str, Any], chosen: Mapping[str, str],
     """Pop the layer's part tables (`[kafka]`, or `options.kafka`) and return them by part
     name; a table of a part the run does not use is refused, naming its options."""
     from harness import options as o
-    from harness import registry
 
     own: dict[str, Mapping[str, Any]] = {}
     for name, t in dict(layer.pop("options", None) or {}).items():
         own[str(name)] = {**own.get(str(name), {}), **dict(t)}
     for kind in o.KINDS:
-        for name in registry.names(kind):
+        for name in o.names(kind):
             if name in layer and name not in _FIELDS:
                 t = layer.pop(name)
                 if not isinstance(t, Mapping):
@@ -367,12 +369,12 @@ def _part_tables(layer: dict[str, Any], chosen: Mapping[str, str],
     for name, t in own.items():
         if name in chosen.values():
             continue
-        kinds = [k for k in o.KINDS if name in registry.names(k)]
+        kinds = [k for k in o.KINDS if name in o.names(k)]
         if not kinds:
-            raise SpecError(f"{label}: options of {name!r}, which is no system or workload")
+            raise SpecError(f"{label}: options of {name!r}, which is no system, workload or "
+                            "backend")
         kind = kinds[0]
-        flags = {d.name: d.flag or d.name for d in o.declared(kind, name, registry.get(kind,
-                                                                                      name))}
+        flags = {d.name: d.flag or d.name for d in o.declared(kind, name, o.part(kind, name))}
         given = ", ".join(flags.get(k.replace("-", "_"), k) for k in t)
         raise SpecError(f"{label}: {given}: only --{kind} {name} has them, not "
                         f"{chosen[kind]}")
@@ -382,16 +384,15 @@ def _part_tables(layer: dict[str, Any], chosen: Mapping[str, str],
 def _resolve_options(chosen: Mapping[str, str],
                      parts: list[tuple[str, Mapping[str, Any], dict[str, Mapping[str, Any]]]]
                      ) -> tuple[dict[str, dict[str, Any]], set[str]]:
-    """The chosen system's and workload's options, and the extra keys they took."""
+    """The chosen system's, workload's and backend's options, and the extra keys they took."""
     from harness import options as o
-    from harness import registry
 
     options: dict[str, dict[str, Any]] = {}
     claimed: set[str] = set()
     for kind in o.KINDS:
         name = chosen[kind]
         try:
-            part = registry.get(kind, name)
+            part = o.part(kind, name)
         except SpecError:  # an unknown part: assembly says so, with the known names
             continue
         values = o.resolve(kind, name, part, [(label, extra, own.get(name, {}))
@@ -402,16 +403,24 @@ def _resolve_options(chosen: Mapping[str, str],
     return options, claimed
 
 
+def _unclaimed(label: str, key: str, chosen: Mapping[str, str]) -> str:
+    """Why an extra key is refused: the part that has it, or that none has."""
+    from harness import options as o
+
+    for kind, name, part in o.registered():
+        if any(d.name == key for d in o.declared(kind, name, part)):
+            return f"{label}: extra {key}: only --{kind} {name} has it, not {chosen[kind]}"
+    return f"{label}: extra {key!r}: no system, workload or backend declares it"
+
+
 def _options_as_extra(spec: TestSpec) -> dict[str, Any]:
     from harness import options as o
-    from harness import registry
 
     out: dict[str, Any] = {}
-    chosen: tuple[tuple[o.Kind, str], ...] = (("system", spec.system),
-                                              ("workload", spec.workload))
-    for kind, name in chosen:
+    for kind in o.KINDS:
+        name = getattr(spec, kind)
         if name in spec.options:
-            out.update(o.non_default(kind, name, registry.get(kind, name), spec.options[name]))
+            out.update(o.non_default(kind, name, o.part(kind, name), spec.options[name]))
     return out
 
 
@@ -427,12 +436,13 @@ def load_toml(path: Path) -> dict[str, Any]:
 
 
 def load_test_json(path: Path) -> TestSpec:
-    """The spec a run was made with, from its test.json (extra keys are ignored); SpecError
+    """The spec a run was made with, from its test.json (unknown keys are ignored); SpecError
     when there is none, HistoryError (a ValueError) when it cannot be read."""
     from harness.runfiles import read_test_json
 
     data = read_test_json(path)
     if data is None:
         raise SpecError(f"{path}: no such file")
-    keep = {f.name for f in fields(TestSpec)}
-    return build_spec({k: v for k, v in data.items() if k in keep}, where=(str(path),))
+    keep = {f.name for f in fields(TestSpec)} | {"extra"}
+    return build_spec({k: v for k, v in data.items() if k in keep}, where=(str(path),),
+                      recorded=True)

@@ -1,8 +1,8 @@
 """The ssh backend: the system under test on real hosts, reached with paramiko.
 
-Nodes come from `--node HOST[:PORT]` (user and key from spec.extra "ssh_user" /
-"ssh_key_file", else root and the ssh agent / default keys) or from a ducktape-style
-cluster.json:
+Nodes come from `--node HOST[:PORT]` (user and key from the backend's own options,
+`--ssh-user` / `--ssh-key-file`, else root and the ssh agent / default keys) or from a
+ducktape-style cluster.json:
 
     {"nodes": [{"externally_routable_ip": "10.0.0.11",
                 "ssh_config": {"host": "worker1", "hostname": "10.0.0.11", "user": "root",
@@ -33,10 +33,35 @@ from harness import leftovers
 from harness.control.docker import run_key
 from harness.control.shell import NodeError, tar_bytes
 from harness.iptables import IptablesNet
+from harness.options import BackendOptions, option
 from harness.protocols import Endpoints, Exec, Run, ShellHost, System
 from harness.spec import SpecError, TestSpec
 
 REMOTE_ROOT = "/var/tmp/undertow"
+
+
+def _word(value: str) -> str | None:
+    return None if value.strip() and not any(c.isspace() for c in value) else \
+        f"expected one word, got {value!r}"
+
+
+def _port(value: int) -> str | None:
+    return None if 1 <= value <= 65535 else f"expected a port, 1 to 65535, got {value!r}"
+
+
+@dataclass(frozen=True, slots=True)
+class SshOptions(BackendOptions):
+    """The ssh backend's own (the names are the `extra` keys users set before)."""
+
+    ssh_user: str = option("root", "The user on each --node host (a cluster file names its "
+                           "own); not root: iptables through sudo -n.", check=_word,
+                           metavar="USER")
+    ssh_key_file: str | None = option(
+        None, "The private key for each --node host (default: the ssh agent and ~/.ssh's "
+        "keys).", check=_word, metavar="FILE")
+    broker_port: int | None = option(
+        None, "The port the system listens on, on every host (default: the system's own, "
+        "e.g. 9092).", flag="--ssh-broker-port", check=_port, metavar="PORT")
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,9 +127,9 @@ def ssh_nodes(spec: TestSpec) -> dict[str, SshNode]:
     if spec.cluster_file:
         hosts = load_cluster_file(Path(spec.cluster_file))
     elif spec.hosts:
-        user = str(spec.extra.get("ssh_user") or "root")
-        key = spec.extra.get("ssh_key_file")
-        hosts = [parse_host(h, user=user, key_file=str(key) if key else None) for h in spec.hosts]
+        opts = SshOptions.of(spec)
+        hosts = [parse_host(h, user=opts.ssh_user, key_file=opts.ssh_key_file)
+                 for h in spec.hosts]
     else:
         raise SpecError("--backend ssh needs --node HOST[:PORT] (repeated) or --cluster-file")
     return {f"n{i + 1}": h for i, h in enumerate(hosts)}
@@ -216,6 +241,7 @@ class SshBackend:
     """harness.protocols.Backend on hosts reached over ssh."""
 
     name = "ssh"
+    options = SshOptions
 
     def __init__(self, *, ready_timeout_s: float = 60.0) -> None:
         self.ready_timeout_s = ready_timeout_s
@@ -234,7 +260,7 @@ class SshBackend:
         if tuple(self.nodes) != run.nodes:
             raise SpecError(f"ssh: {len(self.nodes)} hosts but the run has nodes {run.nodes}")
         self.key = run_key(run)
-        port = int(run.spec.extra.get("broker_port", system.port))
+        port = SshOptions.of(run.spec).broker_port or system.port
         remote = self.remote = SshRemote(self.nodes)
         base = self.base_dir()
         sudo = {n: h.user != "root" for n, h in self.nodes.items()}

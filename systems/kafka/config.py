@@ -1,7 +1,7 @@
 """The spec's settings as Kafka's: one server.properties per node, client configs.
 
 By default every node is a combined broker and controller (KRaft) in a static
-quorum of all nodes; with `controller_voters` K (spec.extra) the first K nodes
+quorum of all nodes; with `--kafka-controllers` K (KafkaOptions) the first K nodes
 are dedicated controllers and the others brokers only, as KRaft is often run.
 Settings that decide whether acknowledged writes survive come from
 the spec; a spec setting that means nothing for Kafka is refused, not ignored.

@@ -194,3 +194,45 @@ def test_heal_undoes_an_ssh_run_left_behind(hosts: tuple[Path, Any], tmp_path: P
     assert len(lines) == 3, lines
     for n in run.nodes:
         assert _host_state(docker_hosts, n, backend.key) == ("", "", ""), (n, lines)
+
+
+@pytest.mark.ssh
+@pytest.mark.slow
+def test_node_hosts_take_the_ssh_backend_s_own_options(hosts: tuple[Path, Any],
+                                                       tmp_path: Path) -> None:
+    """`--node` hosts with the backend's own options (`[ssh]`): the key given (the agent
+    has none for them) and a broker port of its own, which clients and partitions use."""
+    from harness.control.ssh import SshBackend
+    from systems.undertow.client import BrokerClient
+
+    cluster, docker_hosts = hosts
+    cfg = [n["ssh_config"] for n in json.loads(cluster.read_text())["nodes"]]
+    spec = build_spec({"backend": "ssh", "hosts": [f"{c['hostname']}:{c['port']}" for c in cfg],
+                       "keys": 4, "ssh": {"ssh_user": cfg[0]["user"], "broker_port": 9192,
+                                          "ssh_key_file": cfg[0]["identityfile"]}})
+    assert spec.options["ssh"]["broker_port"] == 9192
+    root = tmp_path / "run"
+    root.mkdir()
+    run = Run(spec=spec, nodes=spec.nodes, paths=RunPaths(root), log=logging.getLogger("ssh"))
+    backend = SshBackend()
+    try:
+        core.cluster_up(backend, run)
+        assert set(run.client_addrs.values()) == {f"{c['hostname']}:9192" for c in cfg}
+        c = BrokerClient(run.client_addrs, timeout_s=5.0)
+        offset = c.produce(1, 5)
+        assert run.net is not None and run.remote is not None
+        run.net.partition(run, {"n1": ["n2"], "n2": ["n1"]})
+        probe = "import socket; socket.create_connection(('%s', 9192), timeout=1.5)"
+        assert not run.remote.exec("n2", ["python3", "-c", probe % docker_hosts.ips["n1"]]).ok
+        run.net.heal(run)
+        deadline = time.monotonic() + 20
+        got: list[tuple[int, int]] = []
+        while not got and time.monotonic() < deadline:
+            got = c.fetch(1, 0)[:1]
+            time.sleep(0.2)
+        assert got == [(offset, 5)]
+        c.close()
+    finally:
+        core.cluster_down(backend, run)
+    for n in run.nodes:
+        assert _host_state(docker_hosts, n, backend.key) == ("", "", ""), n
