@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .clock import Clock
@@ -48,6 +48,7 @@ class Controller:
         self.started_ms = clock.now_ms()
         self.last_expire_ms = self.started_ms
         self._lock = asyncio.Lock()  # one decision at a time: each reads the state it changes
+        self._alter_queue: list[_Alter] = []  # ISR changes waiting for the next batch
         self.active = False  # acting as the active controller (activation done)
         self.activations = 0
         self._catch_up()
@@ -246,29 +247,72 @@ class Controller:
 
     async def alter_partition(self, node: str, partition: int, leader_epoch: int,
                               partition_epoch: int, isr: list[str]) -> dict[str, Any]:
+        """One leader's ISR change (Kafka's AlterPartition). Changes that arrive while the
+        controller is busy wait together and are committed as one metadata entry (one Raft
+        round), as Kafka's leaders send every pending partition in one AlterPartition and its
+        controller commits them in one batch: one entry per change, each a full Raft round,
+        left a restarted broker's dozens of ISR expansions queued for seconds, and the
+        heartbeats queued behind them timed out until healthy brokers were fenced."""
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        fut.add_done_callback(_retrieved)  # a caller that went away leaves no warning
+        self._alter_queue.append(_Alter(node, partition, leader_epoch, partition_epoch,
+                                        tuple(isr), fut))
         async with self._lock:
-            await self._ensure_active()
-            return await self._alter_partition(node, partition, leader_epoch, partition_epoch,
-                                               isr)
+            if not fut.done():  # not yet decided by a batch an earlier caller committed
+                await self._alter_batch()
+        return await fut
 
-    async def _alter_partition(self, node: str, partition: int, leader_epoch: int,
-                               partition_epoch: int, isr: list[str]) -> dict[str, Any]:
-        p = self.state.partitions.get(partition)
+    async def _alter_batch(self) -> None:
+        """Under the lock: decide every queued ISR change, commit the accepted ones together."""
+        batch, self._alter_queue = self._alter_queue, []
+        try:
+            await self._ensure_active()
+        except Exception as e:  # every caller gets the refusal (NOT_CONTROLLER and its hint)
+            for a in batch:
+                _fail(a.fut, e)
+            return
+        projected: dict[int, PartitionMeta] = {}  # each partition as the batch leaves it
+        records: list[MetadataRecord] = []
+        accepted: list[_Alter] = []
+        for a in batch:
+            try:
+                q = self._altered(a, projected.get(a.partition))
+            except ProtocolError as e:
+                _fail(a.fut, e)
+                continue
+            projected[a.partition] = q
+            records.append(q.record())
+            accepted.append(a)
+        try:
+            await self._commit(records)
+        except Exception as e:  # not committed, or unknown (REQUEST_TIMED_OUT): all alike
+            for a in accepted:
+                _fail(a.fut, e)
+            return
+        for a in accepted:
+            if not a.fut.done():
+                a.fut.set_result(self.state.partitions[a.partition].view())
+
+    def _altered(self, a: _Alter, p: PartitionMeta | None) -> PartitionMeta:
+        """The partition after change `a` (p: as an earlier change of this batch left it),
+        or ProtocolError: the same checks as ever, against the state the batch builds."""
+        partition = a.partition
+        p = p or self.state.partitions.get(partition)
         if p is None:
             raise ProtocolError(INVALID_REQUEST, f"no partition {partition}")
-        if (p.leader, p.leader_epoch, p.partition_epoch) != (node, leader_epoch, partition_epoch):
+        if (p.leader, p.leader_epoch, p.partition_epoch) != (a.node, a.leader_epoch,
+                                                              a.partition_epoch):
             raise ProtocolError(STALE_STATE, f"partition {partition} is at leader {p.leader} "
                                 f"epoch {p.leader_epoch}/{p.partition_epoch}")
-        new_isr = tuple(r for r in p.replicas if r in isr)
-        if node not in new_isr or len(new_isr) != len(set(isr)):
-            raise ProtocolError(INVALID_REQUEST, f"isr {isr} must be replicas and hold the leader")
+        new_isr = tuple(r for r in p.replicas if r in a.isr)
+        if a.node not in new_isr or len(new_isr) != len(set(a.isr)):
+            raise ProtocolError(INVALID_REQUEST, f"isr {list(a.isr)} must be replicas and hold "
+                                "the leader")
         added = set(new_isr) - set(p.isr)
         if any(not self.state.alive(r) for r in added):
             raise ProtocolError(INELIGIBLE_REPLICA,
                                 f"cannot add fenced brokers {sorted(added)} to isr")
-        q = replace(p, isr=new_isr, partition_epoch=p.partition_epoch + 1)
-        await self._commit([q.record()])
-        return self.state.partitions[partition].view()
+        return replace(p, isr=new_isr, partition_epoch=p.partition_epoch + 1)
 
     async def init_producer_id(self) -> dict[str, Any]:
         """A producer id never handed out before, even by an earlier controller: the record
@@ -319,6 +363,33 @@ class Controller:
 
     def view(self) -> dict[str, Any]:
         return self.state.view()
+
+
+@dataclass(frozen=True, slots=True)
+class _Alter:
+    """A queued ISR change and where its answer goes."""
+
+    node: str
+    partition: int
+    leader_epoch: int
+    partition_epoch: int
+    isr: tuple[str, ...]
+    fut: asyncio.Future[dict[str, Any]]
+
+
+def _fail(fut: asyncio.Future[dict[str, Any]], e: BaseException) -> None:
+    """Each caller raises an error of its own (one exception object raised by many tasks
+    would gather their tracebacks)."""
+    if fut.done():
+        return
+    if isinstance(e, ProtocolError):
+        e = ProtocolError(e.code, str(e), extra=e.extra)
+    fut.set_exception(e)
+
+
+def _retrieved(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled():
+        fut.exception()
 
 
 def not_controller(node: str, controller: str | None) -> ProtocolError:
