@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "shrink": "harness.shrink_cli:shrink",
     "spark": "checkers.spark_cli:spark",
     "matrix": "harness.matrix_cli:matrix",
+    "plan": "harness.plan_cli:plan",
 }
 
 
@@ -38,6 +39,7 @@ HELP: dict[str, str] = {
     "shrink": "Shrink a failing run's fault plan to the smallest that still fails.",
     "spark": "A warm Spark for many checks: start, status, stop (cold local by default).",
     "matrix": "Scenarios x releases x seeds: one run folder each, one comparison page.",
+    "plan": "A run's settings and fault plan as an experiment file, to replay elsewhere.",
 }
 
 
