@@ -16,18 +16,23 @@ from nemesis.faults import Clock, Kill, Pause
 from nemesis.netfaults import Partition
 
 
-def assert_faults_say_whether_they_landed(run: Run, *, paused_shows: str,
-                                          clock: bool = True) -> None:
-    """kill, start, pause, resume, partition, heal and (with `clock`) clock faults on
-    n1..n3 of a running cluster; `paused_shows` is how the backend sees a paused broker
-    (the end of its evidence: its cgroup frozen, or its threads stopped)."""
-    nem = compose(Kill(1), Pause(1), Partition(1), Clock(1))
+def _invoker(run: Run, *nemeses: Any) -> Any:
+    nem = compose(*nemeses)
     nem.setup(run)
 
     def inv(f: str, value: dict[str, Any]) -> dict[str, Any]:
         out = nem.invoke(run, Op(type="invoke", process=NEMESIS, f=f, value=value))
         return dict(out.extra)
 
+    return inv
+
+
+def assert_node_faults_say_whether_they_landed(run: Run, *, paused_shows: str) -> None:
+    """kill, start, pause and resume on n2 and n3 of a running cluster, as the nodes' hosts
+    show them, and the misses that say why (a kill of a node already down, a pause of a
+    process that exited); `paused_shows` is how the backend sees a paused broker (the end
+    of its evidence: its cgroup frozen, or its threads stopped)."""
+    inv = _invoker(run, Kill(1), Pause(1))
     killed = inv("kill", {"nodes": ["n3"]})
     assert killed["landed"] is True and killed["evidence"].endswith(" gone"), killed
     again = inv("kill", {"nodes": ["n3"]})
@@ -42,6 +47,14 @@ def assert_faults_say_whether_they_landed(run: Run, *, paused_shows: str,
     assert paused["landed"] is True and re.search(paused_shows + "$", paused["evidence"]), paused
     resumed = inv("resume", {})
     assert resumed["landed"] is True and resumed["evidence"].endswith("running again"), resumed
+
+
+def assert_faults_say_whether_they_landed(run: Run, *, paused_shows: str,
+                                          clock: bool = True) -> None:
+    """The node faults above, then a partition and its heal, probed from inside the nodes,
+    and (with `clock`) a clock bump and reset read back from the broker."""
+    assert_node_faults_say_whether_they_landed(run, paused_shows=paused_shows)
+    inv = _invoker(run, Partition(1), Clock(1))
     cut = inv("partition", {"grudge": {"n1": ["n2"]}})  # probes from inside n1's namespace
     assert cut == {"landed": True, "evidence": "n1->n2 dropped"}, cut
     healed = inv("heal", {})

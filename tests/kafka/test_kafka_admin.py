@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import logging
-import re
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from harness import leftovers
 from harness.protocols import Run
-from harness.runfiles import NEMESIS, Op, RunPaths
+from harness.runfiles import RunPaths
 from harness.spec import build_spec
-from nemesis.compose import compose
-from nemesis.faults import Kill, Pause
 from systems.kafka.admin import active_controller
+from tests.harness.remote_claims import assert_node_faults_say_whether_they_landed
 from tests.kafka.cluster import PARTITIONS, Cluster, known_leader, known_partitions
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -80,27 +77,8 @@ def test_kills_and_pauses_of_kafka_say_whether_they_landed(kafka_cluster: Cluste
     run = Run(spec=build_spec({"system": "kafka"}), nodes=tuple(kafka_cluster.kafka.nodes),
               paths=RunPaths(tmp_path / "run"), log=logging.getLogger("test"))
     run.db = kafka_cluster.kafka  # type: ignore[assignment]  # kill, pause, /proc: all it needs
-    nem = compose(Kill(1), Pause(1))
-    nem.setup(run)
-
-    def inv(f: str, value: dict[str, Any]) -> dict[str, Any]:
-        return dict(nem.invoke(run, Op(type="invoke", process=NEMESIS, f=f, value=value)).extra)
-
     try:
-        killed = inv("kill", {"nodes": ["n3"]})
-        assert killed["landed"] is True and killed["evidence"].endswith(" gone"), killed
-        again = inv("kill", {"nodes": ["n3"]})
-        assert again["landed"] is False and again["evidence"].startswith(
-            "n3: nothing to kill: "), again
-        empty = inv("pause", {"nodes": ["n3"]})
-        assert empty["landed"] is False and "no process to pause" in empty["evidence"], empty
-        inv("resume", {})
-        started = inv("start", {})
-        assert started["landed"] is True and "n3: new pid " in started["evidence"], started
-        paused = inv("pause", {"nodes": ["n2"]})
-        assert paused["landed"] is True and re.search(r"n2: pid \d+, (\d+) of \1 threads "
-                                                      r"stopped$", paused["evidence"]), paused
-        resumed = inv("resume", {})
-        assert resumed["landed"] is True and resumed["evidence"].endswith("running again")
+        assert_node_faults_say_whether_they_landed(
+            run, paused_shows=r"n2: pid \d+, (\d+) of \1 threads stopped")
     finally:
         kafka_cluster.ready()
