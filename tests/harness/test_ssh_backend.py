@@ -18,7 +18,7 @@ from harness.protocols import Run
 from harness.runfiles import NEMESIS, Op, RunPaths
 from harness.spec import SpecError, build_spec
 
-from .remote_claims import assert_faults_say_whether_they_landed
+from .claims import assert_faults_say_whether_they_landed
 
 # -- parsing (fast) ---------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from harness.protocols import Run
 from harness.runfiles import RunPaths
 from harness.spec import build_spec
 from systems.kafka.admin import active_controller
-from tests.harness.remote_claims import assert_node_faults_say_whether_they_landed
+from tests.harness.claims import assert_node_faults_say_whether_they_landed
 from tests.kafka.cluster import PARTITIONS, Cluster, known_leader, known_partitions
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]

@@ -20,7 +20,7 @@ from harness.runfiles import RunPaths
 from harness.spec import build_spec
 from systems.kafka import jars
 from systems.kafka.remote import KafkaRemoteDB
-from tests.harness.remote_claims import assert_each_fault_landed
+from tests.harness.claims import assert_each_fault_landed
 from tests.kafka.cluster import known_leader
 from tests.kafka.test_kafka_unflushed import cut_on_a_remote_cluster
 

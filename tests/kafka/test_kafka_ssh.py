@@ -18,7 +18,7 @@ from harness.runfiles import RunPaths
 from harness.spec import build_spec
 from systems.kafka import jars
 from systems.kafka.system import JRE_PACKAGES
-from tests.harness.remote_claims import assert_each_fault_landed
+from tests.harness.claims import assert_each_fault_landed
 from tests.kafka.test_kafka_unflushed import cut_on_a_remote_cluster
 
 pytestmark = [pytest.mark.kafka, pytest.mark.ssh, pytest.mark.slow]

@@ -11,7 +11,7 @@ import pytest
 from harness import core, netns
 from harness.spec import build_spec
 from systems.kafka import jars, releases
-from tests.harness.remote_claims import assert_each_fault_landed
+from tests.harness.claims import assert_each_fault_landed
 
 OLD = "0.10.2.2"
 # what 0.10.2.2's high-watermark truncation (before KIP-101) can show in a short run with

@@ -1,12 +1,13 @@
-"""The nemesis's claims where nodes have hosts of their own (containers, ssh hosts,
-network namespaces): each fault's `landed` and evidence, read on the node itself, and
-the faults that cannot land saying so. Shared by the docker and ssh backend tests (on
-their clusters of our broker) and Kafka's runs on each backend (from their histories)."""
+"""The nemesis's claims, asserted alike on every backend: each fault's `landed` and
+evidence, read on the node itself, and the faults that cannot land saying so. Shared by
+the local, docker and ssh backend tests (on their clusters of our broker), the Kafka
+tests, and Kafka's runs on each backend (from their histories)."""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from harness.protocols import Run
@@ -54,19 +55,45 @@ def assert_faults_say_whether_they_landed(run: Run, *, paused_shows: str,
     """The node faults above, then a partition and its heal, probed from inside the nodes,
     and (with `clock`) a clock bump and reset read back from the broker."""
     assert_node_faults_say_whether_they_landed(run, paused_shows=paused_shows)
-    inv = _invoker(run, Partition(1), Clock(1))
+    inv_op = compose(Partition(1), Clock(1))
+    inv_op.setup(run)
+
+    def inv(f: str, value: dict[str, Any]) -> dict[str, Any]:
+        return dict(_op(run, inv_op, f, value).extra)
+
     cut = inv("partition", {"grudge": {"n1": ["n2"]}})  # probes from inside n1's namespace
     assert cut == {"landed": True, "evidence": "n1->n2 dropped"}, cut
     healed = inv("heal", {})
     assert healed == {"landed": True, "evidence": "n1->n2 flowing"}, healed
-    if not clock:
-        return
-    bump = inv("clock-bump", {"nodes": ["n2"], "delta_ns": 3_000_000_000})
-    assert bump["landed"] is True, bump  # the broker's own clock, read back over its port
-    assert bump["evidence"].endswith("offset +3.000 s in force, +3.000 s asked"), bump
-    reset = inv("clock-reset", {})
-    assert reset["landed"] is True, reset
-    assert reset["evidence"].endswith("offset +0.000 s in force, +0.000 s asked"), reset
+    if clock:
+        assert_clock_faults_land(lambda f, v: _op(run, inv_op, f, v), slack_s=0.05)
+
+
+def _op(run: Run, nem: Any, f: str, value: dict[str, Any]) -> Op:
+    out: Op = nem.invoke(run, Op(type="invoke", process=NEMESIS, f=f, value=value))
+    return out
+
+
+def assert_clock_faults_land(invoke: Callable[[str, dict[str, Any]], Op], *,
+                             slack_s: float) -> None:
+    """clock-bump of n2, clock-skew of every node and clock-reset, each read back from the
+    broker (the admin `clock` request) within the reading's own uncertainty plus slack_s;
+    a second reset has nothing to undo and makes no claim."""
+    bump = invoke("clock-bump", {"nodes": ["n2"], "delta_ns": 3_000_000_000})
+    assert bump.extra["landed"] is True, bump.extra
+    read = re.match(r"n2: clock reads ([+-][\d.]+) s against the harness's \(±([\d.]+) s\)",
+                    bump.extra["evidence"])
+    assert read is not None, bump.extra["evidence"]
+    assert abs(float(read[1]) - 3.0) <= float(read[2]) + slack_s
+    assert bump.extra["evidence"].endswith("offset +3.000 s in force, +3.000 s asked")
+    skew = invoke("clock-skew", {})
+    nodes = set(skew.value["offsets_ns"])
+    assert skew.extra["landed"] is True
+    assert skew.extra["evidence"].count("clock reads") == len(nodes), skew.extra
+    reset = invoke("clock-reset", {})
+    assert reset.extra["landed"] is True and reset.extra["evidence"].count(
+        "offset +0.000 s in force, +0.000 s asked") == len(nodes), reset.extra
+    assert "landed" not in invoke("clock-reset", {}).extra  # nothing to undo
 
 
 def assert_each_fault_landed(history: str, verbs: tuple[str, ...]) -> None:
