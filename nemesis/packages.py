@@ -162,11 +162,6 @@ INJECTORS: tuple[Callable[[int], Nemesis], ...] = (Kill, Pause, Partition, Links
                                                     LoseUnflushed)
 
 
-def register(fault: Fault) -> None:
-    """Add a fault kind (nemesis.sequences registers our broker's precise sequences)."""
-    FAULTS[fault.name] = fault
-
-
 def _fault_of(seq: FaultSequence) -> Fault:
     """A system's sequence as a fault: the nemeses of its kinds, in its order, and its
     cycle repeated on the schedule."""
@@ -182,10 +177,8 @@ def _fault_of(seq: FaultSequence) -> Fault:
 
 
 def known_faults() -> list[str]:
-    """Every `--nemesis` name: the nemesis's own faults and sequences, then those of every
+    """Every `--nemesis` name: the nemesis's own faults, then the sequences of every
     registered system that imports (one that does not is left out, as in --help)."""
-    import nemesis.sequences  # noqa: F401  (registers the scenarios' precise sequences)
-
     for name in registry.names("system"):
         try:
             system = registry.get("system", name)

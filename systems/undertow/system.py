@@ -24,6 +24,7 @@ from systems.undertow.options import UndertowOptions
 from systems.undertow.queue_client import QueueClient
 from systems.undertow.remote_db import BROKER_PORT, RemoteBroker
 from systems.undertow.scenarios import SCENARIOS
+from systems.undertow.sequences import SEQUENCES
 from systems.undertow.txn_client import TxnClient
 from workloads import offsets
 
@@ -32,11 +33,13 @@ WORKLOADS = ("queue", "txn")
 
 
 class UndertowSystem:
-    """harness.protocols.System (and HasNodeImage) for our broker."""
+    """harness.protocols.System (and HasNodeImage, HasSequences) for our broker."""
 
     name = "undertow"
     port = BROKER_PORT
     scenarios = SCENARIOS
+    # its fault sequences, as data: the nemesis reads them through harness.registry
+    sequences = SEQUENCES
     options = UndertowOptions
 
     def check(self, spec: TestSpec) -> None:

@@ -10,8 +10,8 @@ from harness.faultplan import Step
 from harness.spec import SpecError, build_spec
 from nemesis import replay
 from nemesis.packages import nemesis_package
-from nemesis.sequences import isr_shrink, kip101_loss
 from nemesis.windows import windows
+from systems.undertow.sequences import isr_shrink, kip101_loss
 
 
 def test_generated_plan_one_window_per_fault_with_its_heal() -> None:
