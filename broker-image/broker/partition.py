@@ -375,5 +375,6 @@ class Partition:
             view["isr"] = list(self.isr)
             if self.pending_isr is not None:
                 view["pending_isr"] = list(self.pending_isr)
+                view["pending_unknown"] = self.pending_maybe_applied
         return view
 
