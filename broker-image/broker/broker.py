@@ -268,11 +268,12 @@ class Broker:
                  "leader_epoch": m.leader_epoch, "partition_epoch": p.pending_base_epoch,
                  "isr": isr}, timeout_s=2.0)
             if resp.get("error"):
-                p.isr_change_refused(str(resp["error"]))
+                p.isr_change_failed(str(resp["error"]))
                 if resp["error"] == "NOT_CONTROLLER":
                     self._controller_moved(ctrl, resp)
-                log.info("p%d: isr change to %s refused: %s %s", p.pid, isr, resp["error"],
-                         resp.get("message"))
+                log.info("p%d: isr change to %s: %s %s%s", p.pid, isr, resp["error"],
+                         resp.get("message"),
+                         "; kept pending" if p.pending_maybe_applied else "")
             else:
                 new = PartitionMeta(p.pid, tuple(resp["replicas"]), resp["leader"],
                                     int(resp["leader_epoch"]), int(resp["partition_epoch"]),

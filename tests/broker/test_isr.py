@@ -93,8 +93,6 @@ def test_an_isr_expansion_whose_answer_was_lost_holds_the_hw_until_settled(
     assert values(c, f3) == {**{i: 100 + i for i in range(7)}, 7: 200}
 
 
-@pytest.mark.xfail(strict=True, reason="the leader drops an ISR change answered "
-                   "REQUEST_TIMED_OUT as if refused (fixed in the next commit)")
 def test_an_isr_expansion_answered_request_timed_out_holds_the_hw_until_settled(
         make_cluster: Callable[..., LocalCluster]) -> None:
     """The controller committed the expansion but answered REQUEST_TIMED_OUT ("it may
