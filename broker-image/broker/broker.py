@@ -42,6 +42,7 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._bg: set[asyncio.Task[None]] = set()
         self.registered = False
+        self.metadata_held = False  # a test control: heartbeats apply no metadata meanwhile
         # the active controller: where heartbeats go now (a guess, corrected by NOT_CONTROLLER
         # hints and by falling through the voters), and the one that last answered
         self.controller_guess = cfg.controller
@@ -145,7 +146,8 @@ class Broker:
                     self.controller_known = ctrl
                     if isinstance(resp.get("epoch"), int):
                         self.controller_epoch = resp["epoch"]
-                    self.apply_metadata(resp["records"], int(resp["committed"]))
+                    if not self.metadata_held:
+                        self.apply_metadata(resp["records"], int(resp["committed"]))
             except RpcError as e:
                 self._controller_moved(ctrl, None)
                 now = loop.time()
@@ -266,11 +268,12 @@ class Broker:
                  "leader_epoch": m.leader_epoch, "partition_epoch": p.pending_base_epoch,
                  "isr": isr}, timeout_s=2.0)
             if resp.get("error"):
-                p.isr_change_refused(str(resp["error"]))
+                p.isr_change_failed(str(resp["error"]))
                 if resp["error"] == "NOT_CONTROLLER":
                     self._controller_moved(ctrl, resp)
-                log.info("p%d: isr change to %s refused: %s %s", p.pid, isr, resp["error"],
-                         resp.get("message"))
+                log.info("p%d: isr change to %s: %s %s%s", p.pid, isr, resp["error"],
+                         resp.get("message"),
+                         "; kept pending" if p.pending_maybe_applied else "")
             else:
                 new = PartitionMeta(p.pid, tuple(resp["replicas"]), resp["leader"],
                                     int(resp["leader_epoch"]), int(resp["partition_epoch"]),

@@ -51,6 +51,8 @@ class Controller:
         self._alter_queue: list[_Alter] = []  # ISR changes waiting for the next batch
         self.active = False  # acting as the active controller (activation done)
         self.activations = 0
+        # a test control: ISR commits answer REQUEST_TIMED_OUT although they committed
+        self.test_alter_times_out = False
         self._catch_up()
         for b in cfg.brokers:
             self.last_seen_ms[b] = self.started_ms
@@ -288,6 +290,11 @@ class Controller:
         except Exception as e:  # not committed, or unknown (REQUEST_TIMED_OUT): all alike
             for a in accepted:
                 _fail(a.fut, e)
+            return
+        if self.test_alter_times_out and records:
+            for a in accepted:
+                _fail(a.fut, ProtocolError(REQUEST_TIMED_OUT, "metadata commit timed out "
+                                           f"(epoch {self.epoch}; a test control)"))
             return
         for a in accepted:
             if not a.fut.done():

@@ -14,8 +14,9 @@ from .metadata import PartitionMeta
 from .producers import Tag
 from .protocol import (
     FENCED_LEADER_EPOCH,
+    INELIGIBLE_REPLICA,
+    INVALID_REQUEST,
     LEADER_CHANGED_AFTER_APPEND,
-    NOT_CONTROLLER,
     NOT_ENOUGH_REPLICAS,
     NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     NOT_LEADER,
@@ -101,14 +102,23 @@ class Partition:
         return isr
 
     def isr_change_unknown(self) -> None:
-        """The send got no answer: it may have been applied; keep it until we know."""
+        """The send got no answer (or one that settles nothing): it may have been applied;
+        keep it until we know."""
         self.pending_maybe_applied = True
 
-    def isr_change_refused(self, code: str) -> None:
-        """The controller answered no. STALE_STATE or NOT_CONTROLLER prove nothing about an
-        earlier send that got no answer (it may be why the epoch moved); any other refusal
-        was checked against our base epoch, so nothing of ours was applied."""
-        if self.pending_maybe_applied and code in (STALE_STATE, NOT_CONTROLLER):
+    def isr_change_failed(self, code: str) -> None:
+        """The controller answered with an error. Only a refusal proves nothing of ours was
+        applied: INVALID_REQUEST and INELIGIBLE_REPLICA were checked against our base epoch
+        before anything was proposed, and so was STALE_STATE, unless an earlier send that
+        got no answer may be why the epoch moved (then the metadata will say). Any other
+        answer settles nothing (Kafka's leader keeps its pending AlterPartition and sends it
+        again): REQUEST_TIMED_OUT means the controller's commit outlived its wait and may
+        still go through, NOT_CONTROLLER sends us to the active one, an unknown error is
+        unknown. Such a change stays pending, its outcome unknown, and is sent again."""
+        if code not in (INVALID_REQUEST, INELIGIBLE_REPLICA, STALE_STATE):
+            self.isr_change_unknown()
+            return
+        if self.pending_maybe_applied and code == STALE_STATE:
             return
         self._clear_pending()
 
@@ -375,5 +385,6 @@ class Partition:
             view["isr"] = list(self.isr)
             if self.pending_isr is not None:
                 view["pending_isr"] = list(self.pending_isr)
+                view["pending_unknown"] = self.pending_maybe_applied
         return view
 

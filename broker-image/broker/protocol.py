@@ -86,6 +86,8 @@ SCHEMAS: dict[str, dict[str, str]] = {
     "test_checkpoint": {},
     "test_flush": {},
     "test_fence": {"node": "str"},
+    "test_metadata": {"action": "str"},
+    "test_alter_timeout": {"on": "bool"},
     "raft": {"from": "str", "message": "dict"},
     # consumer groups (broker/coordinator.py)
     "find_coordinator": {"group": "str"},

@@ -90,6 +90,7 @@ class Server:
             "init_producer_id": self.init_producer_id,
             "test_fetcher": tests.test_fetcher, "test_checkpoint": tests.test_checkpoint,
             "test_flush": tests.test_flush, "test_fence": tests.test_fence,
+            "test_metadata": tests.test_metadata, "test_alter_timeout": tests.test_alter_timeout,
             "raft": self.raft,
             "find_coordinator": self.find_coordinator, "join_group": self.join_group,
             "sync_group": self.sync_group, "group_heartbeat": self.group_heartbeat,

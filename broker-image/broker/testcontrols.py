@@ -1,5 +1,6 @@
 """The test controls of a node's port (off unless settings.test.controls.enable): pause,
-resume or step the replica fetchers, checkpoint or flush every log, fence a broker.
+resume or step the replica fetchers, checkpoint or flush every log, fence a broker, hold
+a broker's metadata, answer the controller's ISR commits REQUEST_TIMED_OUT.
 
 Requests that only tests send, kept apart from the protocol's own handlers in server.py;
 each asks the server for its broker or controller as the protocol's handlers do.
@@ -68,3 +69,24 @@ class TestControls:
         await c.fence(req["node"])
         c.last_seen_ms[req["node"]] = self.server.clock.now_ms()
         return {"metadata": c.view()}
+
+    async def test_metadata(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Hold (or apply again) the metadata a broker's heartbeats bring: it keeps its
+        session but acts on no controller decision, e.g. an ISR change it was not told of."""
+        self._on()
+        b = self.server._broker()
+        action = req["action"]
+        if action not in ("hold", "apply"):
+            raise ProtocolError(INVALID_REQUEST, f"test_metadata: action {action!r} is not "
+                                "hold or apply")
+        b.metadata_held = action == "hold"
+        return {}
+
+    async def test_alter_timeout(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The active controller's ISR commits answer REQUEST_TIMED_OUT ("it may still
+        commit") although they committed, as when a commit outlives the request's timeout
+        (on: bool)."""
+        self._on()
+        c = self.server._controller()
+        c.test_alter_times_out = bool(req["on"])
+        return {}
