@@ -1,4 +1,5 @@
-"""Options owned by the parts: a System, a Workload or a Backend declares its own as a dataclass.
+"""Options owned by the parts: a System, a Workload, a Backend or the nemesis package declares
+its own as a dataclass.
 
 Each field is one option: its type (the annotation), its default, its help, the values it
 refuses (`choices`, or a `check` that says what is wrong) and its command-line flag
@@ -9,7 +10,9 @@ and keeps the values in `TestSpec.options[<part name>]` (test.json's `options`).
 reads its own back, typed: `KafkaOptions.of(spec)`.
 
 A backend is found by the run's `--backend` name (harness/backends.py), a system or a
-workload through harness/registry.py; past that the three kinds are handled alike.
+workload through harness/registry.py, the nemesis package likewise (always the one named
+`NEMESIS_PACKAGE`, "standard": the spec's `nemesis` is the list of faults, so its table is
+`[standard]`, test.json's `options.standard`); past that the four kinds are handled alike.
 
 `extra` (`--extra KEY=VALUE`, a TOML `[extra]` table, a scenario's `extra`) still works for
 every option, so old files and commands keep working: a key the run's system, workload or
@@ -29,8 +32,8 @@ from typing import Any, Literal, Self
 
 from harness.spec import SpecError
 
-Kind = Literal["system", "workload", "backend"]
-KINDS: tuple[Kind, ...] = ("system", "workload", "backend")
+Kind = Literal["system", "workload", "backend", "nemesis"]
+KINDS: tuple[Kind, ...] = ("system", "workload", "backend", "nemesis")
 _META = "undertow.option"
 
 
@@ -60,8 +63,7 @@ class _PartOptions:
     @classmethod
     def of(cls, spec: Any) -> Self:
         """The part's options in spec (the defaults when the spec has none for it)."""
-        name = getattr(spec, cls.kind)  # spec.system, spec.workload or spec.backend
-        return cls(**dict(spec.options.get(name, {})))
+        return cls(**dict(spec.options.get(part_name(cls.kind, spec), {})))
 
 
 class SystemOptions(_PartOptions):
@@ -80,6 +82,27 @@ class BackendOptions(_PartOptions):
     """Base of a Backend's options dataclass (its class's `options` attribute)."""
 
     kind = "backend"
+
+
+class NemesisOptions(_PartOptions):
+    """Base of a nemesis package's options dataclass (nemesis/options.py's StandardOptions)."""
+
+    kind = "nemesis"
+
+
+def part_name(kind: Kind, spec: Any) -> str:
+    """The name of the run's part of that kind: spec.system, spec.workload, spec.backend;
+    the nemesis package is always NEMESIS_PACKAGE (spec.nemesis names faults, not it)."""
+    if kind == "nemesis":
+        from harness.faultplan import NEMESIS_PACKAGE
+
+        return NEMESIS_PACKAGE
+    return str(getattr(spec, kind))
+
+
+def label(kind: str, name: str) -> str:
+    """How --help and the errors name a part: `--system kafka`, `the nemesis package standard`."""
+    return f"the nemesis package {name}" if kind == "nemesis" else f"--{kind} {name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,8 +266,8 @@ def part(kind: Kind, name: str) -> Any:
 
 
 def registered() -> list[tuple[Kind, str, Any]]:
-    """Every system, workload and backend that imports (one that does not is left out
-    here: naming it with --system says why)."""
+    """Every system, workload, backend and nemesis package that imports (one that does not
+    is left out here: naming it with --system says why)."""
     out = []
     for kind in KINDS:
         for name in names(kind):

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from harness.options import Declared, base_type, declared, registered
+from harness.options import Declared, base_type, declared, label, registered
 from harness.runfiles import EXIT_USAGE
 from harness.spec import (
     ASSIGNORS,
@@ -65,7 +65,8 @@ TABLES = ("broker", "producer", "consumer")
 
 
 def part_options() -> list[Declared]:
-    """Every registered system's, workload's and backend's own options (harness/options.py)."""
+    """Every registered system's, workload's, backend's and nemesis package's own options
+    (harness/options.py)."""
     out = [d for kind, name, part in registered() for d in declared(kind, name, part)]
     seen: dict[str, Declared] = {}
     for d in out:
@@ -120,7 +121,7 @@ class RunCommand(click.Command):
             if (r := o.get_help_record(ctx)) is not None:
                 groups.setdefault((d.kind, d.part), []).append(r)
         for (kind, part), rows in groups.items():
-            with formatter.section(f"Options of --{kind} {part}"):
+            with formatter.section(f"Options of {label(kind, part)}"):
                 formatter.write_dl(rows)
 
 
@@ -232,7 +233,7 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
               help="What the clients do (a registered name: queue, txn, ...).")
 @click.option("--nemesis", default="kill,partition", show_default=True,
               help="Comma list of faults (kill, pause, partition, slow, lossy, clock, "
-                   "lose-unflushed), or none.")
+                   "lose-unflushed), or none; their shaping: the nemesis package's options.")
 @click.option("--nemesis-interval", type=float, default=10.0, show_default=True,
               help="Seconds between faults, on average.")
 @click.option("--nemesis-targets", default="one,minority,majority", show_default=True,

@@ -197,7 +197,7 @@ class TestSpec:
     spark_master: str = "local[2]"
     spark: str = "auto"  # which Spark checks the run: checkers.spark_server.resolve's rule
     spark_remote: str | None = None  # a Spark Connect server (sc://HOST:PORT) to check on
-    # the system's, the workload's and the backend's own options, under the part's name
+    # the system's, workload's, backend's and nemesis package's own options, by part name
     # (harness/options.py); an `extra` key in a layer is one of these, moved here
     options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # a recorded fault plan to replay as it is (nemesis/replay.py), instead of one drawn
@@ -302,10 +302,10 @@ def _coerce(cls: type[Any], data: Mapping[str, Any], where: str) -> dict[str, An
 def build_spec(*layers: Mapping[str, Any], where: tuple[str, ...] = (),
                recorded: bool = False) -> TestSpec:
     """Merge layers (later wins): each a flat mapping of TestSpec fields plus `broker`,
-    `producer` and `consumer` tables, the run's system's, workload's and backend's own
-    option tables (under their names, or in an `options` table) and `extra` keys of those
-    options. An `extra` key no part of the run declares is refused, unless `recorded` (an
-    old test.json's knobs are dropped, so old runs still load)."""
+    `producer` and `consumer` tables, the run's system's, workload's, backend's and nemesis
+    package's own option tables (under their names, or in an `options` table) and `extra`
+    keys of those options. An `extra` key no part of the run declares is refused, unless
+    `recorded` (an old test.json's knobs are dropped, so old runs still load)."""
     merged: dict[str, Any] = {}
     tables: dict[str, dict[str, Any]] = {"broker": {}, "producer": {}, "consumer": {}}
     classes: dict[str, type[Any]] = {"broker": BrokerSettings, "producer": ProducerSettings,
@@ -315,6 +315,7 @@ def build_spec(*layers: Mapping[str, Any], where: tuple[str, ...] = (),
               "backend": str(defaults["backend"])}
     for layer in layers:
         chosen.update({k: str(layer[k]) for k in chosen if k in layer})
+    chosen["nemesis"] = _nemesis_package()  # a layer's `nemesis` is its faults, not the part
     parts: list[tuple[str, Mapping[str, Any], dict[str, Mapping[str, Any]]]] = []
     for i, layer in enumerate(layers):
         label = where[i] if i < len(where) else f"layer {i}"
@@ -326,6 +327,9 @@ def build_spec(*layers: Mapping[str, Any], where: tuple[str, ...] = (),
             if not isinstance(t, Mapping):
                 raise SpecError(f"{label}: [{name}] must be a table, got {t!r}")
             tables[name].update(_coerce(cls, t, f"{label} [{name}]"))
+        if isinstance(layer.get("nemesis"), Mapping):  # `nemesis` is the faults' list
+            raise SpecError(f"{label}: [nemesis] must be the list of faults, e.g. [\"kill\"]; "
+                            f"the nemesis package's options go in [{chosen['nemesis']}]")
         own = _part_tables(layer, chosen, label)
         extra = layer.pop("extra", None) or {}
         if not isinstance(extra, Mapping):
@@ -350,6 +354,12 @@ def build_spec(*layers: Mapping[str, Any], where: tuple[str, ...] = (),
 _FIELDS = frozenset(f.name for f in fields(TestSpec))
 
 
+def _nemesis_package() -> str:
+    from harness.options import part_name
+
+    return part_name("nemesis", None)
+
+
 def _part_tables(layer: dict[str, Any], chosen: Mapping[str, str],
                  label: str) -> dict[str, Mapping[str, Any]]:
     """Pop the layer's part tables (`[kafka]`, or `options.kafka`) and return them by part
@@ -372,11 +382,11 @@ def _part_tables(layer: dict[str, Any], chosen: Mapping[str, str],
         kinds = [k for k in o.KINDS if name in o.names(k)]
         if not kinds:
             raise SpecError(f"{label}: options of {name!r}, which is no system, workload or "
-                            "backend")
+                            "backend (nor nemesis package)")
         kind = kinds[0]
         flags = {d.name: d.flag or d.name for d in o.declared(kind, name, o.part(kind, name))}
         given = ", ".join(flags.get(k.replace("-", "_"), k) for k in t)
-        raise SpecError(f"{label}: {given}: only --{kind} {name} has them, not "
+        raise SpecError(f"{label}: {given}: only {o.label(kind, name)} has them, not "
                         f"{chosen[kind]}")
     return own
 
@@ -384,7 +394,8 @@ def _part_tables(layer: dict[str, Any], chosen: Mapping[str, str],
 def _resolve_options(chosen: Mapping[str, str],
                      parts: list[tuple[str, Mapping[str, Any], dict[str, Mapping[str, Any]]]]
                      ) -> tuple[dict[str, dict[str, Any]], set[str]]:
-    """The chosen system's, workload's and backend's options, and the extra keys they took."""
+    """The chosen system's, workload's, backend's and nemesis package's options, and the
+    extra keys they took."""
     from harness import options as o
 
     options: dict[str, dict[str, Any]] = {}
@@ -409,8 +420,10 @@ def _unclaimed(label: str, key: str, chosen: Mapping[str, str]) -> str:
 
     for kind, name, part in o.registered():
         if any(d.name == key for d in o.declared(kind, name, part)):
-            return f"{label}: extra {key}: only --{kind} {name} has it, not {chosen[kind]}"
-    return f"{label}: extra {key!r}: no system, workload or backend declares it"
+            return f"{label}: extra {key}: only {o.label(kind, name)} has it, not " \
+                f"{chosen[kind]}"
+    return f"{label}: extra {key!r}: no system, workload or backend declares it (nor the " \
+        "nemesis package)"
 
 
 def _options_as_extra(spec: TestSpec) -> dict[str, Any]:
@@ -418,7 +431,7 @@ def _options_as_extra(spec: TestSpec) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     for kind in o.KINDS:
-        name = getattr(spec, kind)
+        name = o.part_name(kind, spec)
         if name in spec.options:
             out.update(o.non_default(kind, name, o.part(kind, name), spec.options[name]))
     return out

@@ -286,6 +286,9 @@ class Pause(_NodeFault):
                 self.faulted.clear()
 
 
+MAX_SKEW_MS = 5000.0  # a clock step's largest shift when it names none (--clock-skew-max-ms)
+
+
 class Clock(_NodeFault):
     """Shift brokers' clocks: `clock-bump` (one delta on the nodes), `clock-skew`
     (a different seeded offset per node), `clock-reset` (`{}`: every clock true again)."""
@@ -294,7 +297,7 @@ class Clock(_NodeFault):
     fs = verbs(kinds)
     name = "clock"
 
-    def __init__(self, seed: int = 0, max_skew_ms: float = 5000.0) -> None:
+    def __init__(self, seed: int = 0, max_skew_ms: float = MAX_SKEW_MS) -> None:
         super().__init__(seed)
         self.max_skew_ns = int(max_skew_ms * 1e6)
 

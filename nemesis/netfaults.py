@@ -26,6 +26,10 @@ from nemesis.targets import LiveView, resolve
 
 log = logging.getLogger("undertow.nemesis")
 
+# a slow or lossy step's shaping when the step does not say (the package's options:
+# --slow-delay-ms, --slow-jitter-ms, --lossy-drop-probability)
+DELAY_MS, JITTER_MS, DROP_PROBABILITY = 100.0, 50.0, 0.2
+
 
 def grudge_for(kind: str, run: Run, rng: random.Random, value: dict[str, Any]) -> g.Grudge:
     """The grudge of a partition kind, resolved now (leader kinds ask the cluster).
@@ -172,8 +176,8 @@ class Links:
     fs = verbs(kinds)
     name = "links"
 
-    def __init__(self, seed: int = 0, delay_ms: float = 100.0, jitter_ms: float = 50.0,
-                 drop_probability: float = 0.2) -> None:
+    def __init__(self, seed: int = 0, delay_ms: float = DELAY_MS, jitter_ms: float = JITTER_MS,
+                 drop_probability: float = DROP_PROBABILITY) -> None:
         self.rng = random.Random(seed)
         self.lock = threading.RLock()
         self.delay_ms, self.jitter_ms, self.drop_probability = delay_ms, jitter_ms, drop_probability

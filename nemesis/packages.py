@@ -27,6 +27,7 @@ from nemesis.compose import Composed, compose
 from nemesis.faults import Clock, Kill, LoseUnflushed, Pause
 from nemesis.liveness import LivenessChecker
 from nemesis.netfaults import Links, Partition
+from nemesis.options import BUMP_MIN_MS, StandardOptions
 from nemesis.plan import merge, timeline
 from nemesis.schedule import schedule_of
 from nemesis.targets import PURE_TARGETS, pick
@@ -127,14 +128,15 @@ def _plan_partition(spec: TestSpec, rng: random.Random) -> list[Step]:
 
 
 def _plan_clock(spec: TestSpec, rng: random.Random) -> list[Step]:
+    bump, skew = (o := StandardOptions.of(spec)).clock_bump_max_ms, o.clock_skew_max_ms
     out: list[Step] = []
     for start, end in schedule_of(spec).windows(rng):
         if rng.random() < 0.5:
-            delta_ms = rng.choice((-1, 1)) * rng.uniform(100, 10_000)
+            delta_ms = rng.choice((-1, 1)) * rng.uniform(min(BUMP_MIN_MS, bump), bump)
             out.append(Step(start, fk.CLOCK_BUMP.start,
                             {**_target_value(spec, rng), "delta_ns": int(delta_ms * 1e6)}))
         else:
-            offsets = {n: int(rng.uniform(-5000, 5000) * 1e6) for n in spec.nodes}
+            offsets = {n: int(rng.uniform(-skew, skew) * 1e6) for n in spec.nodes}
             out.append(Step(start, fk.CLOCK_SKEW.start, {"nodes": list(spec.nodes),
                                                       "offsets_ns": offsets}))
         out.append(Step(end, fk.CLOCK_BUMP.heal, {}))
@@ -209,6 +211,15 @@ def _rng(seed: int, name: str) -> random.Random:
     return random.Random(f"{seed}:{name}")
 
 
+def _made(make: Callable[[int], Nemesis], seed: int, opts: StandardOptions) -> Nemesis:
+    """The nemesis make builds, given the package's options (links' shaping, clock shifts)."""
+    if make is Links:
+        return Links(seed, opts.slow_delay_ms, opts.slow_jitter_ms, opts.lossy_drop_probability)
+    if make is Clock:
+        return Clock(seed, opts.clock_skew_max_ms)
+    return make(seed)
+
+
 def build(spec: TestSpec) -> NemesisPackage:
     """The faults spec.nemesis names, composed, each on its own seeded schedule."""
     known_faults()
@@ -216,13 +227,15 @@ def build(spec: TestSpec) -> NemesisPackage:
     if unknown:
         raise SpecError(f"--nemesis: {', '.join(map(repr, unknown))} unknown; "
                         f"known: {', '.join(sorted(FAULTS))}")
+    opts = StandardOptions.of(spec)
     parts: dict[Callable[[int], Nemesis], Nemesis] = {}
     plans: list[list[Step]] = []
     for name in dict.fromkeys(spec.nemesis):  # keep order, drop repeats
         fault = FAULTS[name]
         for make in fault.needs:  # slow and lossy share one Links nemesis
             if make not in parts:
-                parts[make] = make(_rng(spec.seed, f"{name}:{make}").randrange(2**32))
+                parts[make] = _made(make, _rng(spec.seed, f"{name}:{make}").randrange(2**32),
+                                    opts)
         plans.append(fault.plan(spec, _rng(spec.seed, name)))
     nemesis: Composed = compose(*parts.values())
     plan = merge(*plans)
@@ -236,7 +249,10 @@ def build(spec: TestSpec) -> NemesisPackage:
 
 class Standard:
     """The `standard` nemesis part as harness.registry hands it out: called with a spec,
-    the run's package; asked, the kinds named faults inject (harness.faultplan)."""
+    the run's package; asked, the kinds named faults inject (harness.faultplan). Its own
+    options (harness/options.py): nemesis/options.py."""
+
+    options = StandardOptions
 
     def __call__(self, spec: TestSpec) -> NemesisPackage:
         return build(spec)

@@ -3,6 +3,7 @@ run --config` replays, on the run's system or another; bad input exits 2."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from harness.runfiles import RunPaths
 from harness.spec import build_spec
 from harness.store import write_test_json
 from harness.test import assemble
+from nemesis.options import StandardOptions
 
 
 def _recorded_run(tmp_path: Path, **settings: object) -> tuple[Path, list[dict[str, object]]]:
@@ -46,7 +48,8 @@ def test_the_plan_replays_on_the_same_system_and_on_another(tmp_path: Path) -> N
     assert spec["nemesis_plan"] == plan and spec["seed"] == 42
     assert spec["system"] == "undertow" and spec["options"] == {
         "undertow": {"controller_voters": 3, "shared_transactional_ids": None,
-                     "broker_settings": None}}
+                     "broker_settings": None},
+        "standard": dataclasses.asdict(StandardOptions())}  # the nemesis package's
 
     out = CliRunner().invoke(cli, ["plan", str(run_dir), "--system", "kafka", "-o",
                                    str(tmp_path / "kafka.toml")])

@@ -8,12 +8,18 @@ checker of its own; each declares its own options (`--toy-latency-ms`, `--toy-fi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from nemesis.options import StandardOptions
+
+# the nemesis package's options, at their defaults, recorded beside the toy parts' own
+NEMESIS = {"standard": dataclasses.asdict(StandardOptions())}
 
 
 def test_unknown_system_and_workload_are_usage_errors(tmp_path: Path) -> None:
@@ -48,7 +54,8 @@ def test_a_toy_system_and_workload_run_end_to_end(
     test = json.loads((run_dir / "test.json").read_text())
     assert test["system"] == "toy" and test["system_info"] == {"name": "toy", "version": "1"}
     # each part's options under its name: the command line over the file
-    assert test["options"] == {"toy": {"latency_ms": 2}, "toyload": {"final_polls": 2}}
+    assert test["options"] == {"toy": {"latency_ms": 2}, "toyload": {"final_polls": 2},
+                               **NEMESIS}
     history = (run_dir / "history.jsonl").read_text()
     finals = [json.loads(line) for line in history.splitlines()]
     assert sum(o["f"] == "poll" and o["type"] == "invoke" for o in finals) == 2  # final polls
@@ -89,7 +96,8 @@ def test_a_plugin_s_parts_bring_their_own_options(
     out = _undertow(["--config", str(toml), "--print-spec"], toy_plugin_env)
     assert out.returncode == 0, out.stderr
     spec = json.loads(out.stdout)
-    assert spec["options"] == {"toy": {"latency_ms": 5}, "toyload": {"final_polls": 4}}
+    assert spec["options"] == {"toy": {"latency_ms": 5}, "toyload": {"final_polls": 4},
+                               **NEMESIS}
     out = _undertow(["--config", str(toml), "--toy-latency-ms", "7", "--print-spec"],
                     toy_plugin_env)
     assert json.loads(out.stdout)["options"]["toy"] == {"latency_ms": 7}
