@@ -28,9 +28,9 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from harness import core
+from harness import spec as specs
 from harness.protocols import Backend, Run
 from harness.runfiles import RunPaths
-from harness.spec import TestSpec
 from systems.kafka import unflushed
 from systems.kafka.admin import KafkaAdmin
 from systems.kafka.remote import KafkaRemoteDB
@@ -185,7 +185,7 @@ def _remote_node(db: KafkaRemoteDB, run: Run, scratch: Path) -> Callable[[str], 
     return node_of
 
 
-def cut_on_a_remote_cluster(backend: Backend, spec: TestSpec, scratch: Path) -> None:
+def cut_on_a_remote_cluster(backend: Backend, spec: specs.TestSpec, scratch: Path) -> None:
     """The scenario on a cluster the docker or ssh backend brings up for it, taken down
     after, whatever happened."""
     root = scratch / "run"
