@@ -106,3 +106,26 @@ def assert_each_fault_landed(history: str, verbs: tuple[str, ...]) -> None:
         ops = [o for o in done if o["f"] == verb]
         assert any(o.get("landed") is True and o.get("evidence") for o in ops), (verb, ops)
     assert all("landed" in o and o.get("evidence") for o in done if not o.get("final")), done
+
+
+def assert_lose_unflushed_lands(run: Run) -> None:
+    """Three acks=all writes (on every replica, in no file's flushed part yet), then a
+    lose-unflushed of n3: its kill, the bytes each file lost, its start, all seen; n3 serves
+    again."""
+    from nemesis.faults import LoseUnflushed
+    from systems.undertow.client import BrokerClient
+
+    cl = BrokerClient(run.client_addrs, timeout_s=10)
+    try:
+        for v in range(3):
+            cl.produce(1, 9_000_000 + v, acks="all")
+    finally:
+        cl.close()
+    nem = compose(LoseUnflushed(1))
+    nem.setup(run)
+    out = _op(run, nem, "lose-unflushed", {"nodes": ["n3"]})
+    assert out.value["nodes"] == ["n3"] and out.extra["landed"] is True, out
+    cut = re.search(r"^n3: pid \d+ gone; n3: ([\d,]+) B cut from \d+ files? \((.+?)\); "
+                    r"n3: new pid \d+ serves$", out.extra["evidence"])
+    assert cut is not None, out.extra["evidence"]
+    assert int(cut[1].replace(",", "")) > 0 and ".log " in cut[2], cut[0]

@@ -19,7 +19,11 @@ from harness.protocols import Run
 from harness.runfiles import NEMESIS, Op
 from nemesis.compose import Composed, compose
 
-from .claims import assert_clock_faults_land, assert_faults_say_whether_they_landed
+from .claims import (
+    assert_clock_faults_land,
+    assert_faults_say_whether_they_landed,
+    assert_lose_unflushed_lands,
+)
 from .test_docker_backend import _docker, _ours, _run, docker_db, iptables_net
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -204,6 +208,19 @@ def test_a_slow_that_did_not_slow_says_so(brokers: Run) -> None:
         net.heal(run)
         docker_db(run).start(run, "n3")
     docker_db(run).wait_ready(run, 60)
+
+
+def test_lose_unflushed_on_containers_says_what_it_cut(brokers: Run) -> None:
+    """The cut runs in the container (broker.tools over docker exec): its evidence names the
+    bytes each log file lost, between the kill and the start."""
+    run = brokers
+    db = docker_db(run)
+    db.wait_ready(run, 60)
+    try:
+        assert_lose_unflushed_lands(run)
+    finally:
+        db.start(run, "n3")
+    db.wait_ready(run, 60)
 
 
 def test_clock_faults_on_containers_are_read_back_and_land(brokers: Run) -> None:

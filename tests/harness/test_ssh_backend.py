@@ -18,7 +18,7 @@ from harness.protocols import Run
 from harness.runfiles import NEMESIS, Op, RunPaths
 from harness.spec import SpecError, build_spec
 
-from .claims import assert_faults_say_whether_they_landed
+from .claims import assert_faults_say_whether_they_landed, assert_lose_unflushed_lands
 
 # -- parsing (fast) ---------------------------------------------------------------------
 
@@ -116,6 +116,7 @@ def test_ssh_backend_end_to_end(hosts: tuple[Path, Any], tmp_path: Path,
         assert stat.startswith("T"), stat
         db.resume(run, "n2")
         assert_faults_say_whether_they_landed(run, paused_shows=r"\d+ of \d+ threads stopped")
+        assert_lose_unflushed_lands(run)  # the cut run over ssh, its bytes named
         net.partition(run, {"n1": ["n2"], "n2": ["n1"]})
         assert backend.key in _host_state(docker_hosts, "n1", backend.key)[1]
         probe = "import socket; socket.create_connection(('%s', 9092), timeout=1.5)"
