@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -27,38 +28,9 @@ pytestmark = pytest.mark.slow
 
 def test_an_isr_expansion_whose_answer_was_lost_holds_the_hw_until_settled(
         make_cluster: Callable[..., LocalCluster]) -> None:
-    c, leader = stepped_cluster(make_cluster, min_insync_replicas=2)
-    brokers = ("n1", "n2", "n3")
-    f1, f3 = [n for n in brokers if n != leader]
-    c.wait(lambda: role(c, f1) == "follower" and role(c, f3) == "follower", 20, "both follow")
-
-    def produce(value: int, acks: str, out: dict[str, Any]) -> None:
-        cl = BrokerClient({leader: c.addrs[leader]}, timeout_s=30)
-        try:
-            out["offset"] = cl.produce(0, value, acks=acks)
-        except Exception as e:  # asserted by the caller
-            out["error"] = e
-        finally:
-            cl.close()
-
-    def isr(node: str) -> list[str]:
-        return list(c.metadata(node)["partitions"]["0"]["isr"])
-
-    def leader_view() -> dict[str, Any]:
-        out: dict[str, Any] = c.metadata(leader)["local"]["0"]
-        return out
-
-    for v in range(5):
-        produce(100 + v, "1", {})
-    for n in (f1, f3):
-        c.wait(stepping(c, n, lambda m: len(values(c, m)) == 5), 10, f"{n} has 5")
-    # f3 leaves the ISR (its session "ended"); it re-registers at its next heartbeat
-    control(c, "n4", "test_fence", node=f3)
-    c.wait(lambda: sorted(leader_view().get("isr", [])) == sorted([leader, f1]), 20,
-           "the leader's ISR without f3")
-    for v in range(5, 7):
-        produce(100 + v, "1", {})
-    c.wait(stepping(c, f1, lambda _: leader_view()["hw"] == 7), 10, "HW 7 with f1")
+    s = _f3_fenced_out(make_cluster, produce_timeout_s=30)
+    c, f1, f3 = s.c, s.f1, s.f3
+    produce, isr, leader_view = s.produce, s.isr, s.leader_view
     time.sleep(1.0)  # f3's heartbeat re-registers it: eligible to join the ISR again
 
     c.pause("n4")  # the controller hears nothing now: an ISR change gets no answer
@@ -85,11 +57,7 @@ def test_an_isr_expansion_whose_answer_was_lost_holds_the_hw_until_settled(
     c.wait(stepping(c, f3, lambda _: not t.is_alive()), 10, "f3 fetched: the write commits")
     t.join(5)
     assert acked.get("offset") == 7, acked
-    # the acknowledged write survives losing both other replicas: f3 has it
-    for dead in (leader, f1):
-        c.kill(dead)
-        control(c, "n4", "test_fence", node=dead)
-    c.wait(lambda: role(c, f3) == "leader", 20, "f3 leads")
+    _f3_alone(s)  # the acknowledged write must survive losing both other replicas
     assert values(c, f3) == {**{i: 100 + i for i in range(7)}, 7: 200}
 
 
@@ -103,37 +71,9 @@ def test_an_isr_expansion_answered_request_timed_out_holds_the_hw_until_settled(
     (the HW counts the maximal ISR) until the controller or a newer partition epoch
     settles it. The leader's metadata is held meanwhile (a test control), so it cannot
     learn the outcome from its heartbeats first."""
-    c, leader = stepped_cluster(make_cluster, min_insync_replicas=2)
-    brokers = ("n1", "n2", "n3")
-    f1, f3 = [n for n in brokers if n != leader]
-    c.wait(lambda: role(c, f1) == "follower" and role(c, f3) == "follower", 20, "both follow")
-
-    def produce(value: int, acks: str, out: dict[str, Any]) -> None:
-        cl = BrokerClient({leader: c.addrs[leader]}, timeout_s=60)
-        try:
-            out["offset"] = cl.produce(0, value, acks=acks)
-        except Exception as e:  # asserted by the caller
-            out["error"] = e
-        finally:
-            cl.close()
-
-    def isr(node: str) -> list[str]:
-        return list(c.metadata(node)["partitions"]["0"]["isr"])
-
-    def leader_view() -> dict[str, Any]:
-        out: dict[str, Any] = c.metadata(leader)["local"]["0"]
-        return out
-
-    for v in range(5):
-        produce(100 + v, "1", {})
-    for n in (f1, f3):
-        c.wait(stepping(c, n, lambda m: len(values(c, m)) == 5), 10, f"{n} has 5")
-    control(c, "n4", "test_fence", node=f3)  # f3 leaves the ISR; its heartbeat re-registers it
-    c.wait(lambda: sorted(leader_view().get("isr", [])) == sorted([leader, f1]), 20,
-           "the leader's ISR without f3")
-    for v in range(5, 7):
-        produce(100 + v, "1", {})
-    c.wait(stepping(c, f1, lambda _: leader_view()["hw"] == 7), 10, "HW 7 with f1")
+    s = _f3_fenced_out(make_cluster, produce_timeout_s=60)
+    c, leader, f1, f3 = s.c, s.leader, s.f1, s.f3
+    produce, isr, leader_view = s.produce, s.isr, s.leader_view
     c.wait(lambda: c.metadata("n4")["brokers"][f3]["alive"], 20, "f3 registered again")
 
     control(c, leader, "test_metadata", action="hold")
@@ -158,11 +98,65 @@ def test_an_isr_expansion_answered_request_timed_out_holds_the_hw_until_settled(
         c.wait(stepping(c, f3, lambda _: not t.is_alive()), 10, "f3 fetched: the write commits")
     t.join(20)
     assert acked.get("offset") == 7, acked
-    # the acknowledged write survives losing both other replicas: f3 has it
-    for dead in (leader, f1):
-        c.kill(dead)
-        control(c, "n4", "test_fence", node=dead)
-    c.wait(lambda: role(c, f3) == "leader", 20, "f3 leads")
+    _f3_alone(s)  # the acknowledged write must survive losing both other replicas
     assert values(c, f3) == {**{i: 100 + i for i in range(7)}, 7: 200}, (
         f"acknowledged acks=all write at offset 7 lost: the leader's HW reached {hw} while "
         f"{f3}, in the controller's ISR, lacked it")
+
+
+@dataclass
+class _Stage:
+    """Key 0 on a stepped cluster: its leader, f1 in its ISR, f3 fenced out of it (and back
+    in the controller's brokers); offsets 0..6 on the leader and f1, HW 7, f3 holding 0..4."""
+
+    c: LocalCluster
+    leader: str
+    f1: str
+    f3: str
+    produce_timeout_s: float
+
+    def produce(self, value: int, acks: str, out: dict[str, Any]) -> None:
+        cl = BrokerClient({self.leader: self.c.addrs[self.leader]},
+                          timeout_s=self.produce_timeout_s)
+        try:
+            out["offset"] = cl.produce(0, value, acks=acks)
+        except Exception as e:  # asserted by the caller
+            out["error"] = e
+        finally:
+            cl.close()
+
+    def isr(self, node: str) -> list[str]:
+        return list(self.c.metadata(node)["partitions"]["0"]["isr"])
+
+    def leader_view(self) -> dict[str, Any]:
+        out: dict[str, Any] = self.c.metadata(self.leader)["local"]["0"]
+        return out
+
+
+def _f3_fenced_out(make_cluster: Callable[..., LocalCluster], *,
+                   produce_timeout_s: float) -> _Stage:
+    """Both tests' start: five writes on all three, f3 fenced out of the ISR, two more on
+    the leader and f1 only."""
+    c, leader = stepped_cluster(make_cluster, min_insync_replicas=2)
+    f1, f3 = [n for n in ("n1", "n2", "n3") if n != leader]
+    c.wait(lambda: role(c, f1) == "follower" and role(c, f3) == "follower", 20, "both follow")
+    s = _Stage(c, leader, f1, f3, produce_timeout_s)
+    for v in range(5):
+        s.produce(100 + v, "1", {})
+    for n in (f1, f3):
+        c.wait(stepping(c, n, lambda m: len(values(c, m)) == 5), 10, f"{n} has 5")
+    control(c, "n4", "test_fence", node=f3)  # f3 leaves the ISR; its heartbeat re-registers it
+    c.wait(lambda: sorted(s.leader_view().get("isr", [])) == sorted([leader, f1]), 20,
+           "the leader's ISR without f3")
+    for v in range(5, 7):
+        s.produce(100 + v, "1", {})
+    c.wait(stepping(c, f1, lambda _: s.leader_view()["hw"] == 7), 10, "HW 7 with f1")
+    return s
+
+
+def _f3_alone(s: _Stage) -> None:
+    """The leader and f1 killed and fenced: f3 leads, with what it holds."""
+    for dead in (s.leader, s.f1):
+        s.c.kill(dead)
+        control(s.c, "n4", "test_fence", node=dead)
+    s.c.wait(lambda: role(s.c, s.f3) == "leader", 20, "f3 leads")
