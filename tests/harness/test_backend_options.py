@@ -18,19 +18,13 @@ from click.testing import CliRunner
 from harness.cli import main
 from harness.control.ssh import SshOptions, ssh_nodes
 from harness.spec import SpecError, build_spec, load_test_json
+from tests.harness.test_core import spec_of
 
 SSH = ["--backend", "ssh", "--node", "h1", "--node", "h2:2222", "--node", "h3"]
 
 
 def _run(*args: str) -> Any:
     return CliRunner().invoke(main, ["run", *args])
-
-
-def _spec(*args: str) -> dict[str, Any]:
-    r = _run("--print-spec", *args)
-    assert r.exit_code == 0, r.output
-    spec: dict[str, Any] = json.loads(r.output[r.output.index("{"):])
-    return spec
 
 
 def test_help_shows_the_ssh_backend_s_options_under_its_heading() -> None:
@@ -47,16 +41,16 @@ def test_the_ssh_table_and_the_command_line_set_them(tmp_path: Path) -> None:
     toml = tmp_path / "ssh.toml"
     toml.write_text('backend = "ssh"\nhosts = ["h1", "h2:2222", "h3"]\n'
                     '[ssh]\nssh_user = "ubuntu"\nssh_key_file = "/keys/id"\nbroker_port = 9000\n')
-    s = _spec("--config", str(toml))
+    s = spec_of("--config", str(toml))
     assert s["options"]["ssh"] == {"ssh_user": "ubuntu", "ssh_key_file": "/keys/id",
                                    "broker_port": 9000}
-    s = _spec("--config", str(toml), "--ssh-user", "admin", "--ssh-broker-port", "9100")
+    s = spec_of("--config", str(toml), "--ssh-user", "admin", "--ssh-broker-port", "9100")
     assert s["options"]["ssh"] == {"ssh_user": "admin", "ssh_key_file": "/keys/id",
                                    "broker_port": 9100}  # the command line over the file
     assert s["extra"] == {"ssh_user": "admin", "ssh_key_file": "/keys/id", "broker_port": 9100}
-    assert _spec(*SSH)["options"]["ssh"] == {"ssh_user": "root", "ssh_key_file": None,
-                                              "broker_port": None}
-    assert "ssh" not in _spec()["options"]  # a local run has none
+    assert spec_of(*SSH)["options"]["ssh"] == {"ssh_user": "root", "ssh_key_file": None,
+                                               "broker_port": None}
+    assert "ssh" not in spec_of()["options"]  # a local run has none
 
 
 def test_test_json_records_them_and_the_nodes_use_them(tmp_path: Path) -> None:
@@ -73,12 +67,12 @@ def test_test_json_records_them_and_the_nodes_use_them(tmp_path: Path) -> None:
 
 
 def test_old_extra_keys_and_old_test_json_still_work(tmp_path: Path) -> None:
-    s = _spec(*SSH, "--extra", "ssh_user=ubuntu", "--extra", "broker_port=9000")
+    s = spec_of(*SSH, "--extra", "ssh_user=ubuntu", "--extra", "broker_port=9000")
     assert s["options"]["ssh"] == {"ssh_user": "ubuntu", "ssh_key_file": None,
                                    "broker_port": 9000}
     toml = tmp_path / "old.toml"
     toml.write_text('[extra]\nssh_key_file = "/keys/id"\n')
-    assert _spec(*SSH, "--config", str(toml))["options"]["ssh"]["ssh_key_file"] == "/keys/id"
+    assert spec_of(*SSH, "--config", str(toml))["options"]["ssh"]["ssh_key_file"] == "/keys/id"
     # a test.json written before the backend had options: its knobs in `extra`, and one
     # key nothing declares any more (dropped, not refused: the run still loads)
     old = {"backend": "ssh", "hosts": ["h1", "h2", "h3"], "seed": 4,

@@ -4,7 +4,6 @@ run --config` replays, on the run's system or another; bad input exits 2."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -15,6 +14,7 @@ from harness.spec import build_spec
 from harness.store import write_test_json
 from harness.test import assemble
 from nemesis.options import StandardOptions
+from tests.harness.test_core import spec_of
 
 
 def _recorded_run(tmp_path: Path, **settings: object) -> tuple[Path, list[dict[str, object]]]:
@@ -30,13 +30,6 @@ def _recorded_run(tmp_path: Path, **settings: object) -> tuple[Path, list[dict[s
     return run_dir, plan
 
 
-def _spec_of(toml: Path, *more: str) -> dict[str, object]:
-    out = CliRunner().invoke(cli, ["run", "--config", str(toml), *more, "--print-spec"])
-    assert out.exit_code == 0, out.output
-    spec: dict[str, object] = json.loads(out.output)
-    return spec
-
-
 def test_the_plan_replays_on_the_same_system_and_on_another(tmp_path: Path) -> None:
     run_dir, plan = _recorded_run(tmp_path)
     assert plan and {s["f"] for s in plan} >= {"kill", "partition"}
@@ -44,7 +37,7 @@ def test_the_plan_replays_on_the_same_system_and_on_another(tmp_path: Path) -> N
     assert same.exit_code == 0, same.output
     assert same.output.startswith(f"# replay of run (system undertow, seed 42): {len(plan)} ")
     (tmp_path / "same.toml").write_text(same.output)
-    spec = _spec_of(tmp_path / "same.toml")
+    spec = spec_of("--config", str(tmp_path / "same.toml"))
     assert spec["nemesis_plan"] == plan and spec["seed"] == 42
     assert spec["system"] == "undertow" and spec["options"] == {
         "undertow": {"controller_voters": 3, "shared_transactional_ids": None,
@@ -54,7 +47,7 @@ def test_the_plan_replays_on_the_same_system_and_on_another(tmp_path: Path) -> N
     out = CliRunner().invoke(cli, ["plan", str(run_dir), "--system", "kafka", "-o",
                                    str(tmp_path / "kafka.toml")])
     assert out.exit_code == 0, out.output
-    kafka = _spec_of(tmp_path / "kafka.toml", "--kafka-version", "4.4.0")
+    kafka = spec_of("--config", str(tmp_path / "kafka.toml"), "--kafka-version", "4.4.0")
     assert kafka["system"] == "kafka" and kafka["nemesis_plan"] == plan
     assert kafka["broker"] == spec["broker"] and kafka["time_limit_s"] == 30.0
     options = kafka["options"]

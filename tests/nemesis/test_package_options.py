@@ -28,6 +28,7 @@ from nemesis.faults import Clock
 from nemesis.netfaults import Links
 from nemesis.options import StandardOptions
 from nemesis.packages import NemesisPackage
+from tests.harness.test_core import spec_of
 
 DEFAULTS = {"slow_delay_ms": 100.0, "slow_jitter_ms": 50.0, "lossy_drop_probability": 0.2,
             "clock_bump_max_ms": 10_000.0, "clock_skew_max_ms": 5000.0}
@@ -35,13 +36,6 @@ DEFAULTS = {"slow_delay_ms": 100.0, "slow_jitter_ms": 50.0, "lossy_drop_probabil
 
 def _run(*args: str) -> Any:
     return CliRunner().invoke(main, ["run", *args])
-
-
-def _spec(*args: str) -> dict[str, Any]:
-    r = _run("--print-spec", *args)
-    assert r.exit_code == 0, r.output
-    spec: dict[str, Any] = json.loads(r.output[r.output.index("{"):])
-    return spec
 
 
 def _package(spec: Spec) -> NemesisPackage:
@@ -63,23 +57,23 @@ def test_help_shows_them_under_the_nemesis_package_s_heading() -> None:
 
 
 def test_the_standard_table_and_the_command_line_set_them(tmp_path: Path) -> None:
-    assert _spec()["options"]["standard"] == DEFAULTS
+    assert spec_of()["options"]["standard"] == DEFAULTS
     toml = tmp_path / "slow.toml"
     toml.write_text('nemesis = ["slow", "lossy"]\n'
                     "[standard]\nslow_delay_ms = 30\nslow_jitter_ms = 5\n"
                     "lossy_drop_probability = 0.5\n")
-    s = _spec("--config", str(toml))
+    s = spec_of("--config", str(toml))
     assert s["nemesis"] == ["slow", "lossy"]
     assert s["options"]["standard"] == {**DEFAULTS, "slow_delay_ms": 30.0,
                                         "slow_jitter_ms": 5.0, "lossy_drop_probability": 0.5}
-    s = _spec("--config", str(toml), "--slow-delay-ms", "250", "--clock-skew-max-ms", "0")
+    s = spec_of("--config", str(toml), "--slow-delay-ms", "250", "--clock-skew-max-ms", "0")
     assert s["options"]["standard"] == {**DEFAULTS, "slow_delay_ms": 250.0,  # the command line
                                         "slow_jitter_ms": 5.0, "lossy_drop_probability": 0.5,
                                         "clock_skew_max_ms": 0.0}
     # an `options.standard` table and `--extra` work as for every part
     toml.write_text("[options.standard]\nslow_delay_ms = 7\n")
-    assert _spec("--config", str(toml))["options"]["standard"]["slow_delay_ms"] == 7.0
-    assert _spec("--extra", "slow_jitter_ms=9")["options"]["standard"]["slow_jitter_ms"] == 9.0
+    assert spec_of("--config", str(toml))["options"]["standard"]["slow_delay_ms"] == 7.0
+    assert spec_of("--extra", "slow_jitter_ms=9")["options"]["standard"]["slow_jitter_ms"] == 9.0
 
 
 def test_test_json_records_them_and_old_test_json_still_loads(tmp_path: Path) -> None:
