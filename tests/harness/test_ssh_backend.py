@@ -17,6 +17,7 @@ from harness.control.ssh import SshNode, load_cluster_file, parse_host, ssh_node
 from harness.protocols import Run
 from harness.runfiles import NEMESIS, Op, RunPaths
 from harness.spec import SpecError, build_spec
+from harness.spec import TestSpec as Spec  # not collected as a test class
 
 from .claims import assert_faults_say_whether_they_landed, assert_lose_unflushed_lands
 
@@ -68,11 +69,24 @@ def hosts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Pat
         yield up
 
 
-def _ssh_run(tmp_path: Path, cluster: Path) -> Run:
-    spec = build_spec({"backend": "ssh", "cluster_file": str(cluster), "keys": 4})
+def _ssh_run(tmp_path: Path, cluster: Path | None = None, spec: Spec | None = None) -> Run:
+    """A run on the sshd hosts: of the cluster file's, or of the spec given."""
+    if spec is None:
+        spec = build_spec({"backend": "ssh", "cluster_file": str(cluster), "keys": 4})
     root = tmp_path / "run"
     root.mkdir()
     return Run(spec=spec, nodes=spec.nodes, paths=RunPaths(root), log=logging.getLogger("ssh"))
+
+
+def _first_record(c: Any, key: int) -> list[tuple[int, int]]:
+    """The key's first record once a fetch returns it (the new leader's HW catches up), or
+    [] after 20 s."""
+    deadline = time.monotonic() + 20
+    got: list[tuple[int, int]] = []
+    while not got and time.monotonic() < deadline:
+        got = c.fetch(key, 0)[:1]
+        time.sleep(0.2)
+    return got
 
 
 def _host_state(docker_hosts: Any, node: str, key: str) -> tuple[str, str, str]:
@@ -125,12 +139,7 @@ def test_ssh_backend_end_to_end(hosts: tuple[Path, Any], tmp_path: Path,
         assert remote.exec("n2", ["python3", "-c", probe % docker_hosts.ips["n1"]]).ok
         _links_say_whether_they_landed(run)
         db.wait_ready(run, 60)
-        deadline = time.monotonic() + 20
-        got: list[tuple[int, int]] = []
-        while not got and time.monotonic() < deadline:
-            got = c.fetch(1, 0)[:1]
-            time.sleep(0.2)
-        assert got == [(offset, 7)]
+        assert _first_record(c, 1) == [(offset, 7)]
         c.close()
         for n in run.nodes:
             db.collect(run, n, run.paths.node_dir(n))
@@ -212,9 +221,7 @@ def test_node_hosts_take_the_ssh_backend_s_own_options(hosts: tuple[Path, Any],
                        "keys": 4, "ssh": {"ssh_user": cfg[0]["user"], "broker_port": 9192,
                                           "ssh_key_file": cfg[0]["identityfile"]}})
     assert spec.options["ssh"]["broker_port"] == 9192
-    root = tmp_path / "run"
-    root.mkdir()
-    run = Run(spec=spec, nodes=spec.nodes, paths=RunPaths(root), log=logging.getLogger("ssh"))
+    run = _ssh_run(tmp_path, spec=spec)
     backend = SshBackend()
     try:
         core.cluster_up(backend, run)
@@ -226,12 +233,7 @@ def test_node_hosts_take_the_ssh_backend_s_own_options(hosts: tuple[Path, Any],
         probe = "import socket; socket.create_connection(('%s', 9192), timeout=1.5)"
         assert not run.remote.exec("n2", ["python3", "-c", probe % docker_hosts.ips["n1"]]).ok
         run.net.heal(run)
-        deadline = time.monotonic() + 20
-        got: list[tuple[int, int]] = []
-        while not got and time.monotonic() < deadline:
-            got = c.fetch(1, 0)[:1]
-            time.sleep(0.2)
-        assert got == [(offset, 5)]
+        assert _first_record(c, 1) == [(offset, 5)]
         c.close()
     finally:
         core.cluster_down(backend, run)
