@@ -16,14 +16,17 @@ from nemesis.compose import compose
 from nemesis.faults import Clock, Kill, Pause
 from nemesis.netfaults import Partition
 
+Invoke = Callable[[str, dict[str, Any]], Op]
 
-def _invoker(run: Run, *nemeses: Any) -> Any:
+
+def _invoker(run: Run, *nemeses: Any) -> Invoke:
+    """The nemeses composed and set up on run, invoked as the run invokes them."""
     nem = compose(*nemeses)
     nem.setup(run)
 
-    def inv(f: str, value: dict[str, Any]) -> dict[str, Any]:
-        out = nem.invoke(run, Op(type="invoke", process=NEMESIS, f=f, value=value))
-        return dict(out.extra)
+    def inv(f: str, value: dict[str, Any]) -> Op:
+        out: Op = nem.invoke(run, Op(type="invoke", process=NEMESIS, f=f, value=value))
+        return out
 
     return inv
 
@@ -33,7 +36,11 @@ def assert_node_faults_say_whether_they_landed(run: Run, *, paused_shows: str) -
     show them, and the misses that say why (a kill of a node already down, a pause of a
     process that exited); `paused_shows` is how the backend sees a paused broker (the end
     of its evidence: its cgroup frozen, or its threads stopped)."""
-    inv = _invoker(run, Kill(1), Pause(1))
+    op = _invoker(run, Kill(1), Pause(1))
+
+    def inv(f: str, value: dict[str, Any]) -> dict[str, Any]:
+        return dict(op(f, value).extra)
+
     killed = inv("kill", {"nodes": ["n3"]})
     assert killed["landed"] is True and killed["evidence"].endswith(" gone"), killed
     again = inv("kill", {"nodes": ["n3"]})
@@ -55,26 +62,16 @@ def assert_faults_say_whether_they_landed(run: Run, *, paused_shows: str,
     """The node faults above, then a partition and its heal, probed from inside the nodes,
     and (with `clock`) a clock bump and reset read back from the broker."""
     assert_node_faults_say_whether_they_landed(run, paused_shows=paused_shows)
-    inv_op = compose(Partition(1), Clock(1))
-    inv_op.setup(run)
-
-    def inv(f: str, value: dict[str, Any]) -> dict[str, Any]:
-        return dict(_op(run, inv_op, f, value).extra)
-
-    cut = inv("partition", {"grudge": {"n1": ["n2"]}})  # probes from inside n1's namespace
+    inv = _invoker(run, Partition(1), Clock(1))
+    cut = dict(inv("partition", {"grudge": {"n1": ["n2"]}}).extra)  # probed from inside n1
     assert cut == {"landed": True, "evidence": "n1->n2 dropped"}, cut
-    healed = inv("heal", {})
+    healed = dict(inv("heal", {}).extra)
     assert healed == {"landed": True, "evidence": "n1->n2 flowing"}, healed
     if clock:
-        assert_clock_faults_land(lambda f, v: _op(run, inv_op, f, v), slack_s=0.05)
+        assert_clock_faults_land(inv, slack_s=0.05)
 
 
-def _op(run: Run, nem: Any, f: str, value: dict[str, Any]) -> Op:
-    out: Op = nem.invoke(run, Op(type="invoke", process=NEMESIS, f=f, value=value))
-    return out
-
-
-def assert_clock_faults_land(invoke: Callable[[str, dict[str, Any]], Op], *,
+def assert_clock_faults_land(invoke: Invoke, *,
                              slack_s: float) -> None:
     """clock-bump of n2, clock-skew of every node and clock-reset, each read back from the
     broker (the admin `clock` request) within the reading's own uncertainty plus slack_s;
@@ -121,9 +118,7 @@ def assert_lose_unflushed_lands(run: Run) -> None:
             cl.produce(1, 9_000_000 + v, acks="all")
     finally:
         cl.close()
-    nem = compose(LoseUnflushed(1))
-    nem.setup(run)
-    out = _op(run, nem, "lose-unflushed", {"nodes": ["n3"]})
+    out = _invoker(run, LoseUnflushed(1))("lose-unflushed", {"nodes": ["n3"]})
     assert out.value["nodes"] == ["n3"] and out.extra["landed"] is True, out
     cut = re.search(r"^n3: pid \d+ gone; n3: ([\d,]+) B cut from \d+ files? \((.+?)\); "
                     r"n3: new pid \d+ serves$", out.extra["evidence"])
