@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import core
-from harness.runfiles import read_history
+from harness.runfiles import NEMESIS, read_history
 from harness.spec import build_spec
 from harness.test import Test, assemble
 
@@ -96,7 +96,7 @@ def figures(history: Path, seconds: float) -> dict[str, Any]:
     invoked: int | None = None
     took: dict[str, list[float]] = {}
     for op in read_history(history):
-        if op.process == "nemesis":
+        if op.process == NEMESIS:
             if op.type == "invoke":
                 invoked = op.time
                 continue
