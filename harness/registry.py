@@ -2,7 +2,10 @@
 
 Built-in parts are entry points of the installed `undertow` distribution
 (pyproject.toml, groups `undertow.systems`, `undertow.workloads`,
-`undertow.nemesis`), so the harness has no import line naming any of them. A part
+`undertow.nemesis`), so the harness has no import line naming any of them. A fault of
+one's own for the standard nemesis package (a `--nemesis` name, kind `fault`: an object
+with its `name`, the nemeses it `needs`, its `plan` and the `kinds` it injects; see
+nemesis/packages.py `Fault`) is registered the same ways (group `undertow.faults`). A part
 of one's own (a system under test written for a project, a toy in a test) is
 registered at run time with `register`, or named in $UNDERTOW_PLUGINS (modules,
 comma-separated, imported before the first look-up; each calls `register`).
@@ -18,11 +21,11 @@ from typing import Any, Literal
 
 from harness.spec import SpecError
 
-Kind = Literal["system", "workload", "nemesis"]
+Kind = Literal["system", "workload", "nemesis", "fault"]
 GROUPS: dict[Kind, str] = {"system": "undertow.systems", "workload": "undertow.workloads",
-                           "nemesis": "undertow.nemesis"}
+                           "nemesis": "undertow.nemesis", "fault": "undertow.faults"}
 OPTIONS: dict[Kind, str] = {"system": "--system", "workload": "--workload",
-                            "nemesis": "--nemesis-package"}
+                            "nemesis": "--nemesis-package", "fault": "--nemesis"}
 PLUGINS_ENV = "UNDERTOW_PLUGINS"
 
 _registered: dict[Kind, dict[str, Any]] = {k: {} for k in GROUPS}

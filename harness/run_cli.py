@@ -233,7 +233,8 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
               help="What the clients do (a registered name: queue, txn, ...).")
 @click.option("--nemesis", default="kill,partition", show_default=True,
               help="Comma list of faults (kill, pause, partition, slow, lossy, clock, "
-                   "lose-unflushed), or none; their shaping: the nemesis package's options.")
+                   "lose-unflushed, the systems' sequences, a plug-in's own), or none; their "
+                   "shaping: the nemesis package's options.")
 @click.option("--nemesis-interval", type=float, default=10.0, show_default=True,
               help="Seconds between faults, on average.")
 @click.option("--nemesis-targets", default="one,minority,majority", show_default=True,

@@ -23,11 +23,11 @@ from itertools import accumulate, pairwise
 from pathlib import Path
 from typing import Any
 
-from harness.faultkinds import KINDS, recovery_verbs
+from harness.faultkinds import KINDS, known, recovery_verbs
 from harness.runfiles import FINAL, NEMESIS, Op, iter_history
 from harness.spec import TestSpec
 
-HEAL_VERBS = recovery_verbs(KINDS)
+HEAL_VERBS = recovery_verbs(KINDS)  # the built-in kinds' (a Tally adds plug-ins' too)
 NS = 1_000_000_000
 
 
@@ -59,6 +59,7 @@ class Tally:
     16 bytes per ok op, so the run's writer can feed it as ops happen (`watch`)."""
 
     def __init__(self) -> None:
+        self.heal_verbs = recovery_verbs(known())  # built-in kinds and plug-ins' faults
         self._invoked_at: dict[Any, int] = {}
         self.heals: list[tuple[int, int, str]] = []
         self._inv = array("q")  # per ok completion: its invocation's time
@@ -70,7 +71,7 @@ class Tally:
         if self.last is None or t > self.last:
             self.last = t
         if proc == NEMESIS:
-            if typ != "invoke" and f in HEAL_VERBS and not final:
+            if typ != "invoke" and f in self.heal_verbs and not final:
                 self.heals.append((index, t, f))
         elif f not in SERVICE:
             return

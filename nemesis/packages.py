@@ -4,7 +4,9 @@
 generator of its ops for the main phase (a seeded `Timeline`, or the recorded
 plan the spec replays), and a final generator that heals everything the package
 can break. Besides its own faults it plans the sequences each registered system
-declares (harness.faultplan), read through harness.registry.
+declares (harness.faultplan) and the faults registered as plug-ins (a `fault` in
+harness.registry: a `Fault` with nemeses and kinds of its own), both read through
+harness.registry.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from harness import generator as gen
 from harness import registry
 from harness.faultplan import FaultSequence, HasSequences, Step
 from harness.protocols import Checker, Nemesis
+from harness.protocols import FaultKind as AnyKind
 from harness.runfiles import FINAL
 from harness.spec import SpecError, TestSpec
 from nemesis import grudges as g
@@ -31,9 +34,6 @@ from nemesis.options import BUMP_MIN_MS, StandardOptions
 from nemesis.plan import merge, timeline
 from nemesis.schedule import schedule_of
 from nemesis.targets import PURE_TARGETS, pick
-
-# heal ops in the order the final generator sends them (a node must be up to resume)
-HEALS = fk.stops(fk.KINDS)
 
 # partition kind for each --nemesis-targets value
 PARTITION_KIND = {"one": "one", "minority": "random-halves", "majority": "random-halves",
@@ -52,9 +52,9 @@ class NemesisPackage:
     schedule: dict[str, Any] | None = None  # Schedule.to_json(): its kind and phases
 
     @property
-    def kinds(self) -> tuple[fk.FaultKind, ...]:
+    def kinds(self) -> tuple[AnyKind, ...]:
         """The fault kinds this package can inject (test.json records them)."""
-        return tuple(k for k in fk.KINDS if k in self.nemesis.kinds)
+        return fk.ordered(self.nemesis.kinds)
 
     def plan_json(self) -> list[dict[str, Any]]:
         return [s.to_json() for s in self.plan]
@@ -79,6 +79,17 @@ class Fault:
     name: str
     needs: tuple[Callable[[int], Nemesis], ...]  # nemesis classes, shared across faults
     plan: Callable[[TestSpec, random.Random], list[Step]]
+
+    @property
+    def kinds(self) -> tuple[fk.FaultKind, ...]:
+        """The fault kinds its nemeses inject (each declared as a harness.faultkinds
+        FaultKind, a plug-in's too: test.json records them, the report draws them)."""
+        found = [k for make in self.needs for k in getattr(make, "kinds", ())]
+        odd = [k for k in found if not isinstance(k, fk.FaultKind)]
+        if odd:
+            raise TypeError(f"fault {self.name!r}: its kinds must be harness.faultkinds."
+                            f"FaultKind, not {odd!r}")
+        return fk.ordered(found)
 
 
 def _target_value(spec: TestSpec, rng: random.Random) -> dict[str, Any]:
@@ -179,8 +190,11 @@ def _fault_of(seq: FaultSequence) -> Fault:
 
 
 def known_faults() -> list[str]:
-    """Every `--nemesis` name: the nemesis's own faults, then the sequences of every
-    registered system that imports (one that does not is left out, as in --help)."""
+    """Every `--nemesis` name: the nemesis's own faults, the faults registered as plug-ins,
+    then the sequences of every registered system that imports (one that does not is left
+    out, as in --help)."""
+    for name in registry.names("fault"):
+        FAULTS[name] = registry.get("fault", name)
     for name in registry.names("system"):
         try:
             system = registry.get("system", name)
@@ -197,14 +211,14 @@ def fault_kinds(names: Iterable[str]) -> frozenset[fk.FaultKind]:
     the nemeses it needs), so a system or backend decides what it can do by kind, whatever
     the name; unknown names add nothing (nemesis_package refuses them)."""
     known_faults()
-    return frozenset(k for n in names if n in FAULTS for make in FAULTS[n].needs
-                     for k in getattr(make, "kinds", ()))
+    return frozenset(k for n in names if n in FAULTS for k in FAULTS[n].kinds)
 
 
 def final_generator(nemesis: Nemesis) -> gen.Gen:
     """Every heal the nemesis knows, once each, in an order that works (start before resume),
     marked `"final": true` so that availability and liveness tell it from a fault's heal."""
-    return gen.seq(*(gen.op(f, {}, **{FINAL: True}) for f in HEALS if f in nemesis.fs))
+    heals = fk.stops(fk.ordered(nemesis.kinds))
+    return gen.seq(*(gen.op(f, {}, **{FINAL: True}) for f in heals if f in nemesis.fs))
 
 
 def _rng(seed: int, name: str) -> random.Random:

@@ -19,10 +19,15 @@ from typing import Any
 from harness import faultkinds as fk
 from harness.faultplan import Step
 
-# the stop verb of each fault's start verb (an instant, as lose-unflushed, has none)
-HEAL_OF = {k.start: k.stop for k in fk.KINDS if k.stop is not None}
-HEALS = frozenset(fk.stops(fk.KINDS))
 ROLE_REFS = ("role", "key_of", "shorter_of")
+
+
+def heal_verbs() -> tuple[dict[str, str], frozenset[str]]:
+    """The stop verb of each fault's start verb (an instant, as lose-unflushed, has none),
+    and every stop verb: of the built-in kinds and of the faults plug-ins registered."""
+    kinds = fk.known()
+    return ({k.start: k.stop for k in kinds if k.stop is not None},
+            frozenset(fk.stops(kinds)))
 
 
 def _refs(value: Mapping[str, Any]) -> list[str]:
@@ -79,7 +84,8 @@ class Windowed:
         """(fault, target) of window w, as a person reads them."""
         steps = [self.steps[i] for i in self.members(w) if self.owners[i] == frozenset({w})]
         steps = steps or [self.steps[i] for i in self.members(w)]
-        faults = [s.f for s in steps if s.f not in HEALS] or [steps[0].f]
+        heals = heal_verbs()[1]
+        faults = [s.f for s in steps if s.f not in heals] or [steps[0].f]
         counts = {f: faults.count(f) for f in faults}  # a sequence: kill x2 (B, then A)
         return ("+".join(f if n == 1 else f"{f} x{n}" for f, n in counts.items()),
                 target_text(steps[0].value))
@@ -132,6 +138,7 @@ def sides(grudge: Mapping[str, Any]) -> str:
 def windows(steps: Sequence[Step]) -> Windowed:
     """Group a plan's steps (in time order) into fault windows; see the module docstring."""
     steps = tuple(sorted(steps, key=lambda s: s.at_s))
+    heal_of, heals = heal_verbs()
     owners: list[set[int]] = []
     role_window: dict[str, int] = {}
     open_: dict[str, list[int]] = {}  # heal verb -> windows with a fault of that kind in force
@@ -142,7 +149,7 @@ def windows(steps: Sequence[Step]) -> Windowed:
         refs = [role_window[r] for r in _refs(v) if r in role_window]
         if refs:
             mine = {refs[0]}
-        elif s.f in HEALS:
+        elif s.f in heals:
             mine = set(open_.pop(s.f, []))
         else:
             mine = set()
@@ -152,13 +159,13 @@ def windows(steps: Sequence[Step]) -> Windowed:
         for r in ("as", "leader_as"):
             if r in v:
                 role_window[str(v[r])] = min(mine)
-        heal = HEAL_OF.get(s.f)
+        heal = heal_of.get(s.f)
         for w in mine:
             if heal is not None:
                 faults[w, heal] = faults.get((w, heal), 0) + 1
                 if w not in open_.setdefault(heal, []):
                     open_[heal].append(w)
-            elif s.f in HEALS and refs:  # a role's heal: the window ends when all are undone
+            elif s.f in heals and refs:  # a role's heal: the window ends when all are undone
                 faults[w, s.f] = faults.get((w, s.f), 0) - 1
                 if faults[w, s.f] <= 0 and w in open_.get(s.f, []):
                     open_[s.f].remove(w)

@@ -4,6 +4,7 @@ tests/plugins/toyplug.py is named in $UNDERTOW_PLUGINS: an in-process key-value 
 (its DB can be killed and started, its client sends and polls), and a workload with a
 checker of its own; each declares its own options (`--toy-latency-ms`, `--toy-final-polls`).
 `undertow run` drives them end to end, to a verdict and a report, as it drives our broker.
+tests/plugins/toyfault.py adds a fault of its own (`--nemesis toy-mark`) the same way.
 """
 
 from __future__ import annotations
@@ -120,4 +121,42 @@ def test_a_plugin_s_parts_bring_their_own_options(
         out = _undertow(["--config", str(toml), "--results-dir", str(tmp_path / "r")],
                         toy_plugin_env)
         assert out.returncode == 2 and says in out.stderr, out.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_plugin_s_fault_is_planned_healed_recorded_and_drawn(
+        tmp_path: Path, toy_plugin_env: dict[str, str]) -> None:
+    """`--nemesis toy-mark,kill` from tests/plugins/toyfault.py, which nothing else names:
+    planned on the run's schedule beside a built-in fault, each completion with its
+    evidence, healed by the final heal after the built-ins' heals, its kind in test.json,
+    its heals counted by liveness, its lane in the report; unknown without the plug-in."""
+    env = {**toy_plugin_env, "UNDERTOW_PLUGINS": "toyplug,toyfault"}
+    results = tmp_path / "results"
+    out = _undertow(["--system", "toy", "--workload", "toyload", "--nemesis", "toy-mark,kill",
+                     "--nemesis-interval", "1", "--time-limit", "5", "--seed", "3",
+                     "--concurrency", "3", "--results-dir", str(results)], env)
+    assert out.returncode == 0 and out.stdout.startswith("VALID"), out.stdout + out.stderr
+    run_dir = (results / "latest").resolve()
+    ops = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
+    marks = [o for o in ops if o["process"] == "nemesis" and o["type"] == "info"
+             and o["f"] in ("toy-mark", "toy-unmark")]
+    assert any(o["f"] == "toy-mark" and not o.get("final") for o in marks), marks
+    assert all(o["landed"] is True and "marks" in o["evidence"] for o in marks), marks
+    finals = [o["f"] for o in ops if o["process"] == "nemesis" and o["type"] == "invoke"
+              and o.get("final")]
+    assert finals == ["start", "toy-unmark"], finals  # built-ins' heals first, then its own
+    assert not any((run_dir / "toy-marks").iterdir())  # every mark taken away
+    test = json.loads((run_dir / "test.json").read_text())
+    assert {"start": "toy-mark", "stop": "toy-unmark", "colour": "#2ca02c",
+            "label": "toy mark", "aims": "nodes"} in test["fault_kinds"]
+    heals = sum(o["f"] in ("start", "toy-unmark") and not o.get("final") for o in ops
+                if o["process"] == "nemesis" and o["type"] == "info")
+    res = json.loads((run_dir / "results.json").read_text())
+    assert res["stats"]["liveness"]["heals"] == heals > 0
+    assert "toy mark" in (run_dir / "report.html").read_text()
+
+    plain = _undertow(["--system", "toy", "--workload", "toyload", "--nemesis", "toy-mark",
+                       "--results-dir", str(tmp_path / "r")], toy_plugin_env)
+    assert plain.returncode == 2, plain
+    assert "--nemesis: 'toy-mark' unknown; known: " in plain.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "r").exists()
