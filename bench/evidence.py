@@ -14,8 +14,11 @@ on both, or with `--together` both sides of a seed run at the same moment (each 
 cluster and process), so both see the same load. The run is not checked (its results
 are not the figure).
 
-Prints each run, each seed's ratio (with / without) and their median and geometric
-mean, and the nemesis's time per verb; writes bench/out/evidence.json.
+Prints each run, each seed's ratios (with / without) of client ops/s and of CPU per
+client op (the whole run's: servers, link proxy, harness; getrusage of the process and
+its reaped children), their medians and geometric means, and the nemesis's time per
+verb; writes bench/out/evidence.json. CPU per op is the steadier figure on a shared
+machine: ops/s moves with whatever else runs, the CPU each op costs much less.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -79,11 +83,21 @@ def one_run(root: Path, *, system: str, nemesis: str, seconds: float, interval: 
     with contextlib.ExitStack() as stack:
         if not evidence:
             stack.enter_context(no_evidence())
-        t0 = time.monotonic()
+        t0, cpu0 = time.monotonic(), cpu_seconds()
         out = core.run_test(test)
-        wall = time.monotonic() - t0
+        wall, cpu_s = time.monotonic() - t0, cpu_seconds() - cpu0
+    got = figures(out.run_dir / "history.jsonl", seconds)
     return {"evidence": evidence, "seed": seed, "run": str(out.run_dir), "wall_s": wall,
-            **figures(out.run_dir / "history.jsonl", seconds)}
+            "cpu_s": cpu_s, "cpu_ms_per_op": 1000 * cpu_s / max(got["client_ops"], 1), **got}
+
+
+def cpu_seconds() -> float:
+    """User and system CPU seconds of this process and of its children that have been
+    waited for: the whole run (servers, link proxy, the harness with its client threads)
+    once it is over, since the run reaps every process it started."""
+    own, kids = (resource.getrusage(who) for who in (resource.RUSAGE_SELF,
+                                                     resource.RUSAGE_CHILDREN))
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def figures(history: Path, seconds: float) -> dict[str, Any]:
@@ -91,7 +105,7 @@ def figures(history: Path, seconds: float) -> dict[str, Any]:
     how long the nemesis took over each verb (invocation to completion, median ms): the
     time an observation holds the nemesis is how evidence could cost the clients."""
     start: int | None = None
-    done = 0
+    done = every = 0
     faults = landed = missed = 0
     invoked: int | None = None
     took: dict[str, list[float]] = {}
@@ -111,9 +125,11 @@ def figures(history: Path, seconds: float) -> dict[str, Any]:
             continue
         if start is None:
             start = op.time
-        if op.type != "invoke" and op.time - start <= seconds * 1e9:
-            done += 1
-    return {"ops_per_s": done / seconds, "ops": done, "nemesis_ops": faults,
+        if op.type != "invoke":
+            every += 1
+            done += op.time - start <= seconds * 1e9
+    return {"ops_per_s": done / seconds, "ops": done, "client_ops": every,
+            "nemesis_ops": faults,
             "landed": landed, "not_landed": missed,
             "nemesis_ms": {f: round(statistics.median(v), 1) for f, v in sorted(took.items())}}
 
@@ -173,7 +189,8 @@ def main() -> None:
                 print(f"seed {seed} evidence {'on ' if r['evidence'] else 'off'}: "
                       f"{r['ops_per_s']:,.0f} client ops/s ({r['ops']:,} ops), "
                       f"{r['nemesis_ops']} nemesis completions, {r['landed']} landed, "
-                      f"{r['not_landed']} not landed", flush=True)
+                      f"{r['not_landed']} not landed, {r['cpu_ms_per_op']:.2f} CPU ms per "
+                      f"op", flush=True)
     on = [r["ops_per_s"] for r in runs if r["evidence"]]
     off = [r["ops_per_s"] for r in runs if not r["evidence"]]
     ratios = [a["ops_per_s"] / b["ops_per_s"] for a, b in zip(
@@ -187,11 +204,24 @@ def main() -> None:
     with_, without = statistics.median(on), statistics.median(off)
     res["ratio_median"] = statistics.median(ratios)
     res["ratio_geometric_mean"] = statistics.geometric_mean(ratios)
+    cpu = [a["cpu_ms_per_op"] / b["cpu_ms_per_op"] for a, b in zip(
+        sorted((r for r in runs if r["evidence"]), key=lambda r: r["seed"]),
+        sorted((r for r in runs if not r["evidence"]), key=lambda r: r["seed"]), strict=True)]
+    res["per_seed_cpu_ratio"] = cpu
+    res["cpu_ratio_median"] = statistics.median(cpu)
+    res["cpu_ratio_geometric_mean"] = statistics.geometric_mean(cpu)
     print(f"client ops/s with/without evidence, per seed: "
           f"{', '.join(f'{x:.3f}' for x in ratios)}; median {res['ratio_median']:.3f}, "
           f"geometric mean {res['ratio_geometric_mean']:.3f} (medians over seeds: with "
           f"{with_:,.0f}, without {without:,.0f}); load before {load_before}, "
           f"after {res['load_after']}")
+    print(f"CPU ms per client op (the whole run: servers, proxy, harness) with/without, "
+          f"per seed: {', '.join(f'{x:.3f}' for x in cpu)}; median "
+          f"{res['cpu_ratio_median']:.3f}, geometric mean "
+          f"{res['cpu_ratio_geometric_mean']:.3f} (medians: with "
+          f"{statistics.median(r['cpu_ms_per_op'] for r in runs if r['evidence']):.2f} ms, "
+          f"without "
+          f"{statistics.median(r['cpu_ms_per_op'] for r in runs if not r['evidence']):.2f} ms)")
     (OUT / "evidence.json").write_text(json.dumps(res, indent=1) + "\n")
     for side in (True, False):
         by_f: dict[str, list[float]] = {}
