@@ -11,8 +11,11 @@ through the same pipes (so the same delay, jitter and loss) to an echo listener 
 proxy's own instead of dst, since a broker does not echo: a 1-byte ping, again and again
 for a time budget.
 
-Every link is probed at once in the proxy's loop, so a partition costs about one
-probe timeout and a heal a few milliseconds.
+Every link is probed at once in the proxy's loop. The proxy says at once that it held
+a probe (it decided not to dial: the link is cut), and the probe is called held once it
+stayed so for HELD_FOR_S, so a partition costs about that and a heal a few
+milliseconds; the nemesis is free again before the plan's next step (a probe that
+waited out its timeout held the nemesis a second, which stretched short fault windows).
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from harness.protocols import LinkSeen
 if TYPE_CHECKING:
     from harness.proxylinks import Link
 
-PROBE_TIMEOUT_S = 1.0   # as harness.linkprobe: a cut link holds the probe this long
+PROBE_TIMEOUT_S = 1.0   # as harness.linkprobe: a probe nobody answers is given up then
+HELD_FOR_S = 0.1        # a probe the proxy said it holds is called held after this long
 MAX_PINGS = 50
 HELD = "held"
 
@@ -39,11 +43,12 @@ HELD = "held"
 class Probe:
     """A connection the proxy dials through one of its own links: `dialled` is set when
     the link starts dialling its upstream (`redirect`, else dst's listener), `outcome`
-    when that dial is answered."""
+    when that dial is answered, `held` when the link decided not to dial (it is cut)."""
 
     outcome: asyncio.Future[str]
     redirect: str | None = None
     dialled: str | None = None
+    held: asyncio.Future[None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,12 +158,19 @@ class Prober:
         try:
             sock.bind((host, 0))
             local = sock.getsockname()[1]
-            probe = link.probes[local] = Probe(self.loop.create_future(), redirect)
+            probe = link.probes[local] = Probe(self.loop.create_future(), redirect,
+                                               held=self.loop.create_future())
             await asyncio.wait_for(self.loop.sock_connect(sock, (host, int(port))), timeout_s)
             left = max(0.0, timeout_s - (time.monotonic() - t0))
-            try:
-                outcome = await asyncio.wait_for(asyncio.shield(probe.outcome), left)
-            except TimeoutError:  # held by a cut, or dialled and the peer did not answer
+            assert probe.held is not None
+            either: set[asyncio.Future[Any]] = {probe.outcome, probe.held}
+            await asyncio.wait(either, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            if not probe.outcome.done() and probe.held.done():  # still held a moment later?
+                left = max(0.0, timeout_s - (time.monotonic() - t0))
+                await asyncio.wait({probe.outcome}, timeout=min(HELD_FOR_S, left))
+            if probe.outcome.done():
+                outcome = probe.outcome.result()
+            else:  # held by a cut, or dialled and the peer did not answer
                 outcome = HELD if probe.dialled is None else f"dialled {probe.dialled}, no answer"
         except (OSError, TimeoutError) as e:
             sock.close()

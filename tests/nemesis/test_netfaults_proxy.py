@@ -89,7 +89,7 @@ def test_partition_and_heal_land_as_the_proxy_sees_them(
     out = invoke(run, nem, "partition", {"grudge": {"n3": ["n1"], "n1": ["n3"]}})
     assert out.extra["landed"] is True, out.extra
     ev = out.extra["evidence"]
-    assert ev.startswith("n1->n3 dropped (n1->n3 held 1.") and ", n3->n1 dropped (" in ev
+    assert ev.startswith("n1->n3 dropped (n1->n3 held 0.") and ", n3->n1 dropped (" in ev
     assert ev.count("; 0 B crossed the cut)") == 2, ev
     healed = invoke(run, nem, "heal", {})
     assert healed.extra["landed"] is True, healed.extra
@@ -98,7 +98,7 @@ def test_partition_and_heal_land_as_the_proxy_sees_them(
     assert "landed" not in idle.extra
     answers = invoke(run, nem, "partition", {"grudge": {"client": ["n2"]}})
     assert answers.extra["landed"] is True
-    assert answers.extra["evidence"].startswith("client->n2 dropped (client->n2 held 1.")
+    assert answers.extra["evidence"].startswith("client->n2 dropped (client->n2 held 0.")
     invoke(run, nem, "heal", {})
     nem.teardown(run)
 
