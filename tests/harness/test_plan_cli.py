@@ -15,6 +15,7 @@ from harness.store import write_test_json
 from harness.test import assemble
 from nemesis.options import StandardOptions
 from tests.harness.test_core import spec_of
+from workloads.options import QueueOptions
 
 
 def _recorded_run(tmp_path: Path, **settings: object) -> tuple[Path, list[dict[str, object]]]:
@@ -42,7 +43,8 @@ def test_the_plan_replays_on_the_same_system_and_on_another(tmp_path: Path) -> N
     assert spec["system"] == "undertow" and spec["options"] == {
         "undertow": {"controller_voters": 3, "shared_transactional_ids": None,
                      "broker_settings": None},
-        "standard": dataclasses.asdict(StandardOptions())}  # the nemesis package's
+        "standard": dataclasses.asdict(StandardOptions()),  # the nemesis package's
+        "queue": dataclasses.asdict(QueueOptions())}  # the workload's
 
     out = CliRunner().invoke(cli, ["plan", str(run_dir), "--system", "kafka", "-o",
                                    str(tmp_path / "kafka.toml")])
