@@ -27,8 +27,7 @@ if TYPE_CHECKING:
 FIELDS: dict[str, str] = {
     "system": "system", "backend": "backend", "nodes": "node_count", "node": "hosts",
     "cluster_file": "cluster_file",
-    "workload": "workload", "nemesis": "nemesis", "nemesis_interval": "nemesis_interval_s",
-    "nemesis_targets": "nemesis_targets", "nemesis_schedule": "nemesis_schedule",
+    "workload": "workload", "nemesis": "nemesis",
     "time_limit": "time_limit_s",
     "concurrency": "concurrency", "seed": "seed", "scenario": "scenario",
     "results_dir": "results_dir", "test_count": "test_count",
@@ -78,7 +77,8 @@ def flag_parts(options: list[Declared]) -> dict[str, tuple[Declared, tuple[str, 
 def _click_option(d: Declared) -> click.Option:
     """The command-line option of a part's option (no default: only what is typed counts)."""
     base, _ = base_type(d.type)
-    help = f"{d.meta.help} [default: {d.default}]" if d.default is not None else d.meta.help
+    shown = ",".join(d.default) if isinstance(d.default, tuple | list) else d.default
+    help = f"{d.meta.help} [default: {shown}]" if d.default is not None else d.meta.help
     if base is bool:
         name = d.flag[2:]
         return click.Option([f"--{name}/--no-{name}", d.param], default=None, help=help)
@@ -142,7 +142,7 @@ def _cli_layer(ctx: click.Context, params: dict[str, Any]) -> dict[str, Any]:
         if ctx.get_parameter_source(name) != click.core.ParameterSource.COMMANDLINE:
             continue
         value = params[name]
-        if name in ("nemesis", "nemesis_targets"):
+        if name == "nemesis":
             value = _comma_list(value)
         elif name == "node":
             value = tuple(value)
@@ -231,15 +231,6 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
 @click.option("--nemesis", default="kill,partition", show_default=True,
               help="Comma list of faults (kill, pause, partition, slow, lossy, clock, "
                    "lose-unflushed), or none; their shaping: the nemesis package's options.")
-@click.option("--nemesis-interval", type=float, default=10.0, show_default=True,
-              help="Seconds between faults, on average.")
-@click.option("--nemesis-targets", default="one,minority,majority", show_default=True,
-              help="Comma list: one, minority, majority, all, leader, followers, controller, "
-                   "coordinator (of the consumer group, with --sub-via subscribe).")
-@click.option("--nemesis-schedule", type=click.Choice(["stagger", "phases"]), default="stagger",
-              show_default=True,
-              help="stagger: faults throughout; phases: steady 20 %, faults, then everything "
-                   "healed and a fault-free recovery for the last 30 %.")
 @click.option("--time-limit", type=float, default=60.0, show_default=True,
               help="Seconds of workload and faults (before the final heal and reads).")
 @click.option("--concurrency", type=int, default=10, show_default=True)

@@ -171,7 +171,8 @@ def test_stagger_spreads_faults_over_the_whole_run_and_phases_leave_it_quiet_at_
 
 
 def test_an_unknown_schedule_is_named() -> None:
-    with pytest.raises(SpecError, match="--nemesis-schedule: 'bursty' is not one of"):
+    with pytest.raises(SpecError, match=r"--nemesis-schedule \(standard.schedule\): 'bursty' "
+                       "is not one of"):
         build_spec({"nemesis_schedule": "bursty"})
 
 
