@@ -14,6 +14,13 @@ workload through harness/registry.py, the nemesis package likewise (always the o
 `NEMESIS_PACKAGE`, "standard": the spec's `nemesis` is the list of faults, so its table is
 `[standard]`, test.json's `options.standard`); past that the four kinds are handled alike.
 
+Parts of one kind may share one options class (the queue and txn workloads): their flags
+are listed once, under both names, and set the run's part's options. An option that was
+a TestSpec field before its part took it over names that key (`formerly="keys"`,
+`"consumer.commit"` for a table's), and harness/spec.py maps a layer's key there to it, so
+old TOML files, scenarios and test.json files keep working. A rule between two options
+of a part is its class's `refuse()`.
+
 `extra` (`--extra KEY=VALUE`, a TOML `[extra]` table, a scenario's `extra`) still works for
 every option, so old files and commands keep working: a key the run's system, workload or
 backend declares is taken from it, checked and moved to the part's options; a key none of

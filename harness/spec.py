@@ -115,7 +115,9 @@ class ProducerSettings:
 
 @dataclass(frozen=True, slots=True)
 class TestSpec:
-    """Everything a run needs to know; only the CLI builds it from options."""
+    """Everything a run needs to know; only the CLI builds it from options. Its fields are
+    the harness's own (and the broker and producer tables); each part's own options sit in
+    `options`, read back typed by the part (`QueueOptions.of(spec)`)."""
 
     name: str = "queue-kill-partition"
     system: str = "undertow"  # the system under test: a name in harness.registry
