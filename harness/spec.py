@@ -246,11 +246,11 @@ def build_spec(*layers: Mapping[str, Any], where: tuple[str, ...] = (),
             raise SpecError(f"{label}: [nemesis] must be the list of faults, e.g. [\"kill\"]; "
                             f"the nemesis package's options go in [{chosen['nemesis']}]")
         own = _part_tables(layer, chosen, label)
-        for name, t in _formerly(layer, chosen, label, recorded).items():
-            own[name] = {**t, **own.get(name, {})}  # the part's own table wins
         extra = layer.pop("extra", None) or {}
         if not isinstance(extra, Mapping):
             raise SpecError(f"{label}: [extra] must be a table, got {extra!r}")
+        for name, t in _formerly(layer, chosen, label, recorded).items():
+            own[name] = {**t, **own.get(name, {})}  # the part's own table wins
         parts.append((label, extra, own))
         merged.update(_coerce(TestSpec, layer, label))
     options, claimed = _resolve_options(chosen, parts)
@@ -307,19 +307,18 @@ def _part_tables(layer: dict[str, Any], chosen: Mapping[str, str],
     return own
 
 
-FORMER_TABLES = ("consumer",)  # tables whose keys all moved to a part (`consumer.commit`)
-
-
 def _formerly(layer: dict[str, Any], chosen: Mapping[str, str], label: str,
               recorded: bool) -> dict[str, dict[str, Any]]:
     """Pop the layer's keys that were TestSpec fields before a part of the run took them
-    over (each option says where it was: `keys`, `consumer.commit`) and return them as that
-    part's options, by part name. Old TOML files, scenarios, build_spec callers and
-    test.json files keep working. A former key the run's parts do not take is refused
-    naming the part that has it (dropped when `recorded`); other keys are left to
-    TestSpec's own check."""
+    over (each option says where it was: `keys`, or `consumer.commit` for a key of the
+    old `[consumer]` table) and return them as that part's options, by part name. Old TOML
+    files, scenarios, build_spec callers and test.json files keep working. A former key
+    the run's parts do not take is refused naming the part that has it (dropped when
+    `recorded`); other keys are left to TestSpec's own check."""
     from harness import options as o
 
+    if all(k in _FIELDS for k in layer):
+        return {}
     taken: dict[str, tuple[str, str]] = {}  # former name -> (part name, option)
     for kind in o.KINDS:
         try:
@@ -329,14 +328,20 @@ def _formerly(layer: dict[str, Any], chosen: Mapping[str, str], label: str,
         for d in o.declared(kind, chosen[kind], part):
             if d.meta.formerly:
                 taken[d.meta.formerly] = (chosen[kind], d.name)
+    known = set(taken)
+    tables = {n.partition(".")[0] for n in known if "." in n}
+    if any(k not in known and k not in tables for k in layer if k not in _FIELDS):
+        known |= _former_names()  # another part's, or no part's: looked for only then
+        tables = {n.partition(".")[0] for n in known if "." in n}
     old: dict[str, Any] = {}
-    for table in FORMER_TABLES:
-        t = layer.pop(table, None) or {}
-        if not isinstance(t, Mapping):
-            raise SpecError(f"{label}: [{table}] must be a table, got {t!r}")
-        old.update({f"{table}.{str(k).replace('-', '_')}": v for k, v in t.items()})
-    old.update({k: layer.pop(k) for k in list(layer)
-                if k not in _FIELDS and (k in taken or k in _former_names())})
+    for k in [k for k in layer if k not in _FIELDS and (k in known or k in tables)]:
+        value = layer.pop(k)
+        if k not in tables:
+            old[k] = value
+        elif not isinstance(value, Mapping):
+            raise SpecError(f"{label}: [{k}] must be a table, got {value!r}")
+        else:
+            old.update({f"{k}.{str(t).replace('-', '_')}": v for t, v in value.items()})
     out: dict[str, dict[str, Any]] = {}
     for key, value in old.items():
         if key in taken:
@@ -348,8 +353,8 @@ def _formerly(layer: dict[str, Any], chosen: Mapping[str, str], label: str,
 
 
 def _former_names() -> frozenset[str]:
-    """Every registered part's former TestSpec keys (looked at only for a key that is
-    neither a TestSpec field nor taken by the run's parts)."""
+    """Every registered part's former TestSpec keys (`keys`, `consumer.commit`; looked at
+    only for a key that is neither a TestSpec field nor taken by the run's parts)."""
     from harness import options as o
 
     return frozenset(d.meta.formerly for kind, name, part in o.registered()
@@ -440,6 +445,8 @@ def load_test_json(path: Path) -> TestSpec:
     data = read_test_json(path)
     if data is None:
         raise SpecError(f"{path}: no such file")
-    keep = {f.name for f in fields(TestSpec)} | {"extra", *FORMER_TABLES} | _former_names()
+    former = _former_names()
+    keep = {f.name for f in fields(TestSpec)} | {"extra"} | former | \
+        {n.partition(".")[0] for n in former}
     return build_spec({k: v for k, v in data.items() if k in keep}, where=(str(path),),
                       recorded=True)
