@@ -184,3 +184,24 @@ def test_a_workload_without_them_refuses_them_or_drops_an_old_run_s(tmp_path: Pa
         assert spec.workload == "bare" and "bare" not in spec.options
     finally:
         registry.unregister("workload", "bare")
+
+
+def test_the_nemesis_reads_the_keys_through_the_workload() -> None:
+    """A sequence aimed at a live key asks the run's workload (harness.protocols.WritesKeys,
+    through the registry): the nemesis imports no workload."""
+    from types import SimpleNamespace
+
+    from nemesis.faults import NemesisError, key_counts
+
+    def run(spec: Any) -> Any:  # the part of a Run the nemesis reads here
+        return SimpleNamespace(spec=spec)
+
+    assert key_counts(run(build_spec({"keys": 4, "key_pool": 10}))) == (4, 10)
+    txn = build_spec({"workload": "txn", "time_limit_s": 30}, {"txn": {"keys": 2}})
+    assert key_counts(run(txn)) == (2, partitions(txn))
+    registry.register("workload", "bare", _Bare())
+    try:
+        with pytest.raises(NemesisError, match="--workload bare writes no keys"):
+            key_counts(run(build_spec({"workload": "bare"})))
+    finally:
+        registry.unregister("workload", "bare")
