@@ -24,11 +24,12 @@ from confluent_kafka import Consumer
 
 from harness.control.launcher import Launcher
 from harness.control.local import free_port
-from harness.spec import BrokerSettings, ConsumerSettings
+from harness.spec import BrokerSettings
 from systems.kafka import config, jars
 from systems.kafka.admin import KafkaAdmin
 from systems.kafka.group_client import group_config
 from systems.kafka.local import LocalKafka
+from workloads.options import ConsumerSettings
 
 KEYS = 8
 

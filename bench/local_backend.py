@@ -27,6 +27,7 @@ from harness.proxy import LinkProxy
 from harness.proxy_process import ProxyProcess
 from harness.runfiles import RunPaths
 from harness.spec import build_spec
+from workloads.options import QueueOptions
 
 OUT = Path(__file__).parent / "out"
 
@@ -135,7 +136,7 @@ def produce(threads: int, seconds: float, proxy_mode: str) -> dict[str, float]:
                     value = iter(range(i * 10_000_000, (i + 1) * 10_000_000))
 
                     def op() -> None:
-                        c.produce(i % run.spec.keys, next(value))
+                        c.produce(i % QueueOptions.of(run.spec).keys, next(value))
 
                     return op
                 return make

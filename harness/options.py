@@ -14,6 +14,13 @@ workload through harness/registry.py, the nemesis package likewise (always the o
 `NEMESIS_PACKAGE`, "standard": the spec's `nemesis` is the list of faults, so its table is
 `[standard]`, test.json's `options.standard`); past that the four kinds are handled alike.
 
+Parts of one kind may share one options class (the queue and txn workloads): their flags
+are listed once, under both names, and set the run's part's options. An option that was
+a TestSpec field before its part took it over names that key (`formerly="keys"`,
+`"consumer.commit"` for a table's), and harness/spec.py maps a layer's key there to it, so
+old TOML files, scenarios and test.json files keep working. A rule between two options
+of a part is its class's `refuse()`.
+
 `extra` (`--extra KEY=VALUE`, a TOML `[extra]` table, a scenario's `extra`) still works for
 every option, so old files and commands keep working: a key the run's system, workload or
 backend declares is taken from it, checked and moved to the part's options; a key none of
@@ -47,13 +54,17 @@ class Meta:
     check: Callable[[Any], str | None] | None = None  # what is wrong with a value, or None
     parse: Callable[[str], Any] | None = None  # a command-line string to a value
     metavar: str | None = None
+    # where the option was a TestSpec field before its part took it over: a top-level key
+    # ("keys") or a table's ("consumer.commit"); old files, scenarios and test.json say so
+    formerly: str | None = None
 
 
 def option(default: Any, help: str, *, flag: str | None = None, choices: Iterable[str] = (),
            check: Callable[[Any], str | None] | None = None,
-           parse: Callable[[str], Any] | None = None, metavar: str | None = None) -> Any:
+           parse: Callable[[str], Any] | None = None, metavar: str | None = None,
+           formerly: str | None = None) -> Any:
     """A dataclass field that is an option (use as `name: int = option(0, "why")`)."""
-    meta = Meta(help, flag, tuple(choices), check, parse, metavar)
+    meta = Meta(help, flag, tuple(choices), check, parse, metavar, formerly)
     return field(default=default, metadata={_META: meta})
 
 
@@ -64,6 +75,11 @@ class _PartOptions:
     def of(cls, spec: Any) -> Self:
         """The part's options in spec (the defaults when the spec has none for it)."""
         return cls(**dict(spec.options.get(part_name(cls.kind, spec), {})))
+
+    def refuse(self) -> str | None:
+        """What is wrong with these options taken together (one against another), or None;
+        each alone was checked already. A part that has such a rule overrides this."""
+        return None
 
 
 class SystemOptions(_PartOptions):
@@ -231,16 +247,20 @@ def resolve(kind: Kind, part_name: str, part: Any,
                 raise SpecError(f"{where} [{part_name}]: unknown key {k!r}; known: "
                                 f"{', '.join(sorted(opts)) or 'none'}")
             values[key] = v
-    return {name: opts[name].validate(list(v) if isinstance(v, tuple) else v)
-            for name, v in values.items()}
+    out = {name: opts[name].validate(list(v) if isinstance(v, tuple) else v)
+           for name, v in values.items()}
+    refuse = getattr(part.options(**out), "refuse", None) if out else None
+    if refuse is not None and (wrong := refuse()) is not None:
+        raise SpecError(wrong)  # it names the options: `--key-pool 4: must be at least ...`
+    return out
 
 
 def non_default(kind: Kind, part_name: str, part: Any,
                 values: Mapping[str, Any]) -> dict[str, Any]:
     """The values that differ from the defaults (test.json's `extra` keeps them, as it
-    did when they were extra knobs)."""
+    did when they were extra knobs; an option that was a TestSpec field never was one)."""
     return {d.name: values[d.name] for d in declared(kind, part_name, part)
-            if d.name in values and values[d.name] != d.default}
+            if d.name in values and values[d.name] != d.default and d.meta.formerly is None}
 
 
 def names(kind: Kind) -> list[str]:

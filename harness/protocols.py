@@ -390,6 +390,17 @@ class Workload(Protocol):
 
 
 @runtime_checkable
+class WritesKeys(Protocol):
+    """A workload whose clients write integer keys, the partitions of one topic: `keys` at
+    once, rotating through the `partitions` the system creates at setup. The nemesis asks
+    it through harness.registry (a sequence aimed at a live key), as it imports no workload;
+    both numbers are the workload's own options."""
+
+    def keys(self, spec: TestSpec) -> int: ...
+    def partitions(self, spec: TestSpec) -> int: ...
+
+
+@runtime_checkable
 class MeasuresAvailability(Protocol):
     """A workload whose checkers measure results.json's `availability` from any history in
     HISTORY.md's format: the report asks the default workload for a folder whose

@@ -7,7 +7,6 @@ actually given, by click's ParameterSource).
 
 from __future__ import annotations
 
-import dataclasses
 import random
 import sys
 import threading
@@ -19,18 +18,7 @@ import click
 
 from harness.options import Declared, base_type, declared, label, registered
 from harness.runfiles import EXIT_USAGE
-from harness.spec import (
-    ASSIGNORS,
-    COMMITS,
-    ISOLATIONS,
-    POOL_MAX,
-    SPARK_CHOICES,
-    SUB_VIA,
-    SpecError,
-    TestSpec,
-    build_spec,
-    load_toml,
-)
+from harness.spec import SPARK_CHOICES, SpecError, TestSpec, build_spec, load_toml
 
 if TYPE_CHECKING:
     from harness.core import Stopper
@@ -39,13 +27,9 @@ if TYPE_CHECKING:
 FIELDS: dict[str, str] = {
     "system": "system", "backend": "backend", "nodes": "node_count", "node": "hosts",
     "cluster_file": "cluster_file",
-    "workload": "workload", "nemesis": "nemesis", "nemesis_interval": "nemesis_interval_s",
-    "nemesis_targets": "nemesis_targets", "nemesis_schedule": "nemesis_schedule",
+    "workload": "workload", "nemesis": "nemesis",
     "time_limit": "time_limit_s",
-    "concurrency": "concurrency", "keys": "keys", "max_writes_per_key": "max_writes_per_key",
-    "key_pool": "key_pool", "max_poll_records": "max_poll_records", "seed": "seed",
-    "isolation": "isolation",
-    "scenario": "scenario",
+    "concurrency": "concurrency", "seed": "seed", "scenario": "scenario",
     "results_dir": "results_dir", "test_count": "test_count",
     "replication_factor": "broker.replication_factor", "acks": "broker.acks",
     "min_insync_replicas": "broker.min_insync_replicas",
@@ -57,31 +41,44 @@ FIELDS: dict[str, str] = {
     "retries": "producer.retries", "delivery_timeout_ms": "producer.delivery_timeout_ms",
     "request_timeout_ms": "producer.request_timeout_ms",
     "idempotence": "producer.enable_idempotence", "max_in_flight": "producer.max_in_flight",
-    "sub_via": "sub_via", "crash_client_interval": "crash_client_interval_s",
-    "commit": "consumer.commit", "auto_commit_interval_ms": "consumer.auto_commit_interval_ms",
-    "group_session_timeout_ms": "consumer.session_timeout_ms", "assignor": "consumer.assignor",
+    "crash_client_interval": "crash_client_interval_s",
 }
-TABLES = ("broker", "producer", "consumer")
+TABLES = ("broker", "producer")
 
 
 def part_options() -> list[Declared]:
     """Every registered system's, workload's, backend's and nemesis package's own options
     (harness/options.py)."""
     out = [d for kind, name, part in registered() for d in declared(kind, name, part)]
-    seen: dict[str, Declared] = {}
-    for d in out:
-        if d.flag and d.flag in seen:
-            other = seen[d.flag]
-            raise SpecError(f"{d.flag}: declared by {other.kind} {other.part} and by "
-                            f"{d.kind} {d.part}")
-        seen[d.flag] = d
+    flag_parts(out)  # refuses a flag that two parts declare differently
     return out
+
+
+def flag_parts(options: list[Declared]) -> dict[str, tuple[Declared, tuple[str, ...]]]:
+    """Each flag -> its option and the parts that declare it. Parts of one kind may share
+    an option, declared alike (the queue and txn workloads share one options class): the
+    flag sets it for whichever of them the run uses. Any other repeat is refused."""
+    seen: dict[str, tuple[Declared, tuple[str, ...]]] = {}
+    for d in options:
+        if not d.flag:
+            continue
+        if d.flag in seen:
+            other, parts = seen[d.flag]
+            if (other.kind, other.name, other.type, other.default, other.meta) != \
+                    (d.kind, d.name, d.type, d.default, d.meta):
+                raise SpecError(f"{d.flag}: declared by {other.kind} {other.part} and by "
+                                f"{d.kind} {d.part}")
+            seen[d.flag] = (other, (*parts, d.part))
+        else:
+            seen[d.flag] = (d, (d.part,))
+    return seen
 
 
 def _click_option(d: Declared) -> click.Option:
     """The command-line option of a part's option (no default: only what is typed counts)."""
     base, _ = base_type(d.type)
-    help = f"{d.meta.help} [default: {d.default}]" if d.default is not None else d.meta.help
+    shown = ",".join(d.default) if isinstance(d.default, tuple | list) else d.default
+    help = f"{d.meta.help} [default: {shown}]" if d.default is not None else d.meta.help
     if base is bool:
         name = d.flag[2:]
         return click.Option([f"--{name}/--no-{name}", d.param], default=None, help=help)
@@ -95,39 +92,36 @@ class RunCommand(click.Command):
     """`undertow run`: the harness's options, then each part's own, generated from the
     parts' declarations; --help shows each part's under its own heading."""
 
-    def parts(self, ctx: click.Context) -> list[tuple[Declared, click.Option]]:
-        """The parts' options, made once per invocation (a part registered since is seen)."""
+    def parts(self, ctx: click.Context) -> list[tuple[Declared, tuple[str, ...], click.Option]]:
+        """The parts' options, one per flag (with the parts that share it), made once per
+        invocation (a part registered since is seen)."""
         key = f"undertow.parts.{id(self)}"
         if key not in ctx.meta:
             try:
-                ctx.meta[key] = [(d, _click_option(d)) for d in part_options() if d.flag]
+                ctx.meta[key] = [(d, parts, _click_option(d))
+                                 for d, parts in flag_parts(part_options()).values()]
             except SpecError as e:
                 raise BadUsage(str(e)) from e
-        parts: list[tuple[Declared, click.Option]] = ctx.meta[key]
+        parts: list[tuple[Declared, tuple[str, ...], click.Option]] = ctx.meta[key]
         return parts
 
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
         own = super().get_params(ctx)
-        return [*own[:-1], *(o for _, o in self.parts(ctx)), *own[-1:]]  # --help stays last
+        return [*own[:-1], *(o for _, _, o in self.parts(ctx)), *own[-1:]]  # --help last
 
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        part_params = {id(o) for _, o in self.parts(ctx)}
+        part_params = {id(o) for _, _, o in self.parts(ctx)}
         rows = [r for p in self.get_params(ctx) if id(p) not in part_params
                 and (r := p.get_help_record(ctx)) is not None]
         with formatter.section("Options"):
             formatter.write_dl(rows)
         groups: dict[tuple[str, str], list[tuple[str, str]]] = {}
-        for d, o in self.parts(ctx):
+        for d, parts, o in self.parts(ctx):
             if (r := o.get_help_record(ctx)) is not None:
-                groups.setdefault((d.kind, d.part), []).append(r)
+                groups.setdefault((d.kind, ", ".join(parts)), []).append(r)
         for (kind, part), rows in groups.items():
             with formatter.section(f"Options of {label(kind, part)}"):
                 formatter.write_dl(rows)
-
-
-def _default(name: str) -> Any:
-    """A TestSpec field's default, so the options show the spec's own."""
-    return next(f.default for f in dataclasses.fields(TestSpec) if f.name == name)
 
 
 class BadUsage(click.ClickException):
@@ -148,7 +142,7 @@ def _cli_layer(ctx: click.Context, params: dict[str, Any]) -> dict[str, Any]:
         if ctx.get_parameter_source(name) != click.core.ParameterSource.COMMANDLINE:
             continue
         value = params[name]
-        if name in ("nemesis", "nemesis_targets"):
+        if name == "nemesis":
             value = _comma_list(value)
         elif name == "node":
             value = tuple(value)
@@ -160,10 +154,13 @@ def _cli_layer(ctx: click.Context, params: dict[str, Any]) -> dict[str, Any]:
         else:
             layer[target] = value
     layer.update({t: fields for t, fields in tables.items() if fields})
-    for d in part_options():  # the parts' own options, under the part's name
-        if ctx.get_parameter_source(d.param) == click.core.ParameterSource.COMMANDLINE:
-            layer.setdefault(d.part, {})[d.name] = d.from_text(params[d.param]) \
-                if isinstance(params[d.param], str) else params[d.param]
+    for d, parts in flag_parts(part_options()).values():  # the parts' own options
+        if ctx.get_parameter_source(d.param) != click.core.ParameterSource.COMMANDLINE:
+            continue
+        value = d.from_text(params[d.param]) if isinstance(params[d.param], str) \
+            else params[d.param]
+        # under the part's name; one that parts share goes to whichever the run uses
+        layer.setdefault(d.part if len(parts) == 1 else "extra", {})[d.name] = value
     return layer
 
 
@@ -208,8 +205,8 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
     if toml:
         layers.append(toml)
         where.append(f"--config {params['config']}")
-    if params.get("extra"):  # --extra KEY=VALUE
-        cli["extra"] = parse_extra(params["extra"])
+    if params.get("extra"):  # --extra KEY=VALUE (a flag given for the same option wins)
+        cli["extra"] = {**parse_extra(params["extra"]), **cli.get("extra", {})}
     layers.append(cli)  # each layer's extra keys are options, layered one by one
     where.append("command line")
     if not any("seed" in layer for layer in layers):
@@ -235,34 +232,9 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
               help="Comma list of faults (kill, pause, partition, slow, lossy, clock, "
                    "lose-unflushed, the systems' sequences, a plug-in's own), or none; their "
                    "shaping: the nemesis package's options.")
-@click.option("--nemesis-interval", type=float, default=10.0, show_default=True,
-              help="Seconds between faults, on average.")
-@click.option("--nemesis-targets", default="one,minority,majority", show_default=True,
-              help="Comma list: one, minority, majority, all, leader, followers, controller, "
-                   "coordinator (of the consumer group, with --sub-via subscribe).")
-@click.option("--nemesis-schedule", type=click.Choice(["stagger", "phases"]), default="stagger",
-              show_default=True,
-              help="stagger: faults throughout; phases: steady 20 %, faults, then everything "
-                   "healed and a fault-free recovery for the last 30 %.")
 @click.option("--time-limit", type=float, default=60.0, show_default=True,
               help="Seconds of workload and faults (before the final heal and reads).")
 @click.option("--concurrency", type=int, default=10, show_default=True)
-@click.option("--keys", type=int, default=8, show_default=True,
-              help="Keys (partitions) written at once; each is retired after "
-                   "--max-writes-per-key sends and a fresh one from the pool takes its place.")
-@click.option("--max-writes-per-key", type=int, default=_default("max_writes_per_key"),
-              show_default=True,
-              help="Sends a key takes before it is retired.")
-@click.option("--key-pool", type=int,
-              help="Partitions created at setup for the keys to rotate through (default: "
-                   f"enough for the time limit, at most {POOL_MAX}).")
-@click.option("--max-poll-records", type=int, default=_default("max_poll_records"),
-              show_default=True,
-              help="Records one poll returns at most, over all its keys.")
-@click.option("--isolation", type=click.Choice(ISOLATIONS), default=_default("isolation"),
-              show_default=True,
-              help="Consumers' isolation level: committed transactions only, or every record "
-                   "below the high watermark (open and aborted transactions' too).")
 @click.option("--replication-factor", type=int, default=3, show_default=True)
 @click.option("--acks", type=click.Choice(["0", "1", "all"]), default="all", show_default=True)
 @click.option("--min-insync-replicas", type=int, default=2, show_default=True)
@@ -297,18 +269,6 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
 @click.option("--max-in-flight", type=int,
               help="Producer: an operation's requests unanswered on one connection "
                    "(max.in.flight.requests.per.connection; default: the system's own).")
-@click.option("--sub-via", type=click.Choice(SUB_VIA), default="assign", show_default=True,
-              help="Consumers: assign (each process picks its keys) or subscribe (all join "
-                   "one consumer group, which rebalances the keys among them).")
-@click.option("--commit", type=click.Choice(COMMITS), default="auto", show_default=True,
-              help="Consumer group: auto (every --auto-commit-interval-ms), processed (a "
-                   "poll's positions once its records were handed on) or off.")
-@click.option("--auto-commit-interval-ms", type=int, default=1000, show_default=True,
-              help="Consumer group: how often auto-commit commits the positions.")
-@click.option("--group-session-timeout-ms", type=int, default=6000, show_default=True,
-              help="Consumer group: a member silent this long is removed.")
-@click.option("--assignor", type=click.Choice(ASSIGNORS), default="range", show_default=True,
-              help="Consumer group: how the group leader hands out keys.")
 @click.option("--crash-client-interval", type=float,
               help="Seconds between client crashes, on average: the process is abandoned "
                    "without closing (default: none).")

@@ -1,6 +1,7 @@
 """Named scenarios, gathered from every registered system: a known bug, or a safe control.
 
-A scenario is a build_spec layer (TestSpec fields and a `broker` table) plus what
+A scenario is a build_spec layer (TestSpec fields, a `broker` table, and parts' options,
+e.g. `keys` or `nemesis_interval_s` where they were spec fields before) plus what
 the checkers must report, and the options that fix the bug (its control). Each
 system declares its own (`System.scenarios`); names are unique across systems.
 """

@@ -7,7 +7,6 @@ repeated exactly (`--seed` included).
 from __future__ import annotations
 
 import dataclasses
-import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -18,26 +17,9 @@ Acks = Literal["0", "1", "all"]
 Truncation = Literal["hw", "leader-epoch"]
 Flush = Literal["page-cache", "every-message"]
 BACKENDS = ("local", "docker", "ssh")
-TARGETS = ("one", "minority", "majority", "all", "leader", "followers", "controller",
-           "coordinator")
 SPARK_CHOICES = ("auto", "cold", "warm")  # checkers.spark_server says what each means
 READERS = ("auto", "spark", "driver")  # who reads history.jsonl: checkers.sparkread says
-SCHEDULES = ("stagger", "phases")  # nemesis/schedule.py says what each does
 DEFAULT_WORKLOAD = "queue"  # a run without --workload; the report measures availability by it
-# what a consumer reads: committed transactions only (stopping at the last stable offset),
-# or every record below the high watermark, open and aborted transactions' included
-ISOLATIONS = ("read-committed", "read-uncommitted")
-# Sizing the default key pool: sends per second the queue workload is assumed to reach
-# (what 10 clients get from 3 local nodes of our broker on 2 cores), and a ceiling: our
-# broker's followers fetch every partition in each round, so hundreds of partitions
-# slow every write (600 made it 5 times slower here; 256 stayed within the noise).
-POOL_SENDS_PER_S = 500
-POOL_MAX = 256
-MAX_POLL_RECORDS = 100  # a poll's records at most, over all its keys (Kafka's max.poll.records)
-SUB_VIA = ("assign", "subscribe")  # how consumers get their keys (Jepsen's :sub-via)
-COMMITS = ("auto", "processed", "off")  # ConsumerSettings.commit
-ASSIGNORS = ("range", "roundrobin", "sticky")  # the group assignors both systems run
-GROUP_ID = "undertow-queue"  # the one consumer group of a --sub-via subscribe run
 
 
 class SpecError(ValueError):
@@ -132,38 +114,10 @@ class ProducerSettings:
 
 
 @dataclass(frozen=True, slots=True)
-class ConsumerSettings:
-    """The consumer group's settings with --sub-via subscribe (the `[consumer]` table).
-
-    `commit`: `auto` commits each consumer's position every `auto_commit_interval_ms` from
-    a background thread (Kafka's enable.auto.commit), whether or not the records before it
-    were handed on yet; `processed` commits a poll's positions only once its records were
-    handed on (written to the history); `off` never commits (a new owner starts at offset
-    0). `session_timeout_ms`: a member whose heartbeats stop this long is removed.
-    """
-
-    commit: str = "auto"
-    auto_commit_interval_ms: int = 1000
-    session_timeout_ms: int = 6000
-    assignor: str = "range"
-
-    def validate(self) -> None:
-        if self.commit not in COMMITS:
-            raise SpecError(f"--commit (consumer.commit): {self.commit!r} is not one of "
-                            f"{', '.join(COMMITS)}")
-        if self.assignor not in ASSIGNORS:
-            raise SpecError(f"--assignor (consumer.assignor): {self.assignor!r} is not one of "
-                            f"{', '.join(ASSIGNORS)}")
-        for option, value in (("--auto-commit-interval-ms", self.auto_commit_interval_ms),
-                              ("--session-timeout-ms", self.session_timeout_ms)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise SpecError(f"{option} (consumer.{option[2:].replace('-', '_')}): "
-                                f"expected an integer >= 1, got {value!r}")
-
-
-@dataclass(frozen=True, slots=True)
 class TestSpec:
-    """Everything a run needs to know; only the CLI builds it from options."""
+    """Everything a run needs to know; only the CLI builds it from options. Its fields are
+    the harness's own (and the broker and producer tables); each part's own options sit in
+    `options`, read back typed by the part (`QueueOptions.of(spec)`)."""
 
     name: str = "queue-kill-partition"
     system: str = "undertow"  # the system under test: a name in harness.registry
@@ -172,21 +126,13 @@ class TestSpec:
     hosts: tuple[str, ...] = ()  # ssh backend: HOST[:PORT] per node
     cluster_file: str | None = None  # ssh backend: ducktape-style cluster.json
     workload: str = DEFAULT_WORKLOAD
+    # the faults (names the nemesis package knows); how they are scheduled and aimed is the
+    # package's own options (nemesis/options.py: --nemesis-interval, --nemesis-targets, ...)
     nemesis: tuple[str, ...] = ("kill", "partition")
-    nemesis_interval_s: float = 10.0
-    nemesis_targets: tuple[str, ...] = ("one", "minority", "majority")
-    nemesis_schedule: str = "stagger"  # stagger: faults throughout; phases: steady/faults/recovery
     time_limit_s: float = 60.0
     concurrency: int = 10
-    keys: int = 8  # keys written at once; the queue workload rotates them (workloads/keys.py)
-    max_writes_per_key: int = 1024  # sends a key takes before it is retired for a fresh one
-    key_pool: int | None = None  # partitions created at setup; None: enough for the time limit
-    max_poll_records: int = MAX_POLL_RECORDS
-    isolation: str = "read-committed"  # the consumers' isolation.level (ISOLATIONS)
     broker: BrokerSettings = field(default_factory=BrokerSettings)
     producer: ProducerSettings = field(default_factory=ProducerSettings)
-    sub_via: str = "assign"  # assign: each process picks its keys; subscribe: one group
-    consumer: ConsumerSettings = field(default_factory=ConsumerSettings)
     # a client process is crashed (abandoned, never closed) this often on average; None: never
     crash_client_interval_s: float | None = None
     seed: int = 0
@@ -210,15 +156,6 @@ class TestSpec:
             return tuple(f"n{i + 1}" for i in range(len(self.hosts)))
         return tuple(f"n{i + 1}" for i in range(self.node_count))
 
-    @property
-    def partitions(self) -> int:
-        """The topic's partitions, created at setup: the key pool given, else one that lasts
-        time_limit_s at POOL_SENDS_PER_S sends per second (at most POOL_MAX)."""
-        if self.key_pool is not None:
-            return self.key_pool
-        needed = math.ceil(self.time_limit_s * POOL_SENDS_PER_S / self.max_writes_per_key)
-        return max(self.keys, min(POOL_MAX, self.keys + needed))
-
     def validate(self) -> TestSpec:
         """Raise SpecError naming the first thing that cannot work."""
         if self.backend not in BACKENDS:
@@ -236,36 +173,13 @@ class TestSpec:
                             f"or 1, got {self.broker.offsets_commit_acks!r}")
         if self.backend == "ssh" and not self.hosts and not self.cluster_file:
             raise SpecError("--backend ssh needs --node HOST[:PORT] (repeated) or --cluster-file")
-        counts = {"--keys": self.keys, "--max-writes-per-key": self.max_writes_per_key,
-                  "--max-poll-records": self.max_poll_records, "--key-pool": self.key_pool}
-        for option, count in counts.items():
-            if count is not None and (not isinstance(count, int) or isinstance(count, bool)):
-                raise SpecError(f"{option}: must be an integer, got {count!r}")
         for option, value in (("--time-limit", self.time_limit_s),
-                              ("--nemesis-interval", self.nemesis_interval_s),
-                              ("--concurrency", self.concurrency), ("--keys", self.keys),
-                              ("--max-writes-per-key", self.max_writes_per_key),
-                              ("--max-poll-records", self.max_poll_records)):
+                              ("--concurrency", self.concurrency)):
             if value <= 0:
                 raise SpecError(f"{option}: must be positive, got {value:g}")
-        if self.key_pool is not None and self.key_pool < self.keys:
-            raise SpecError(f"--key-pool {self.key_pool}: must be at least --keys ({self.keys}), "
-                            f"the keys written at once")
-        if self.isolation not in ISOLATIONS:
-            raise SpecError(f"--isolation: {self.isolation!r} is not one of "
-                            f"{', '.join(ISOLATIONS)}")
         if self.spark not in SPARK_CHOICES:
             raise SpecError(f"--spark: {self.spark!r} is not one of {', '.join(SPARK_CHOICES)}")
-        if self.nemesis_schedule not in SCHEDULES:
-            raise SpecError(f"--nemesis-schedule: {self.nemesis_schedule!r} is not one of "
-                            f"{', '.join(SCHEDULES)}")
-        for t in self.nemesis_targets:
-            if t not in TARGETS:
-                raise SpecError(f"--nemesis-targets: {t!r} is not one of {', '.join(TARGETS)}")
         self.producer.validate()
-        if self.sub_via not in SUB_VIA:
-            raise SpecError(f"--sub-via: {self.sub_via!r} is not one of {', '.join(SUB_VIA)}")
-        self.consumer.validate()
         if self.crash_client_interval_s is not None and not self.crash_client_interval_s > 0:
             raise SpecError("--crash-client-interval: must be positive, got "
                             f"{self.crash_client_interval_s!r}")
@@ -301,15 +215,16 @@ def _coerce(cls: type[Any], data: Mapping[str, Any], where: str) -> dict[str, An
 
 def build_spec(*layers: Mapping[str, Any], where: tuple[str, ...] = (),
                recorded: bool = False) -> TestSpec:
-    """Merge layers (later wins): each a flat mapping of TestSpec fields plus `broker`,
-    `producer` and `consumer` tables, the run's system's, workload's, backend's and nemesis
-    package's own option tables (under their names, or in an `options` table) and `extra`
-    keys of those options. An `extra` key no part of the run declares is refused, unless
-    `recorded` (an old test.json's knobs are dropped, so old runs still load)."""
+    """Merge layers (later wins): each a flat mapping of TestSpec fields plus `broker` and
+    `producer` tables, the run's system's, workload's, backend's and nemesis package's own
+    option tables (under their names, or in an `options` table), `extra` keys of those
+    options, and the keys that were TestSpec fields before a part took them over (`keys`,
+    a `[consumer]` table: `_formerly`). An `extra` or former key no part of the run declares
+    is refused, unless `recorded` (an old test.json's knobs are dropped, so old runs still
+    load)."""
     merged: dict[str, Any] = {}
-    tables: dict[str, dict[str, Any]] = {"broker": {}, "producer": {}, "consumer": {}}
-    classes: dict[str, type[Any]] = {"broker": BrokerSettings, "producer": ProducerSettings,
-                                     "consumer": ConsumerSettings}
+    tables: dict[str, dict[str, Any]] = {"broker": {}, "producer": {}}
+    classes: dict[str, type[Any]] = {"broker": BrokerSettings, "producer": ProducerSettings}
     defaults = {f.name: f.default for f in fields(TestSpec)}
     chosen = {"system": str(defaults["system"]), "workload": str(defaults["workload"]),
               "backend": str(defaults["backend"])}
@@ -334,6 +249,8 @@ def build_spec(*layers: Mapping[str, Any], where: tuple[str, ...] = (),
         extra = layer.pop("extra", None) or {}
         if not isinstance(extra, Mapping):
             raise SpecError(f"{label}: [extra] must be a table, got {extra!r}")
+        for name, t in _formerly(layer, chosen, label, recorded).items():
+            own[name] = {**t, **own.get(name, {})}  # the part's own table wins
         parts.append((label, extra, own))
         merged.update(_coerce(TestSpec, layer, label))
     options, claimed = _resolve_options(chosen, parts)
@@ -344,8 +261,7 @@ def build_spec(*layers: Mapping[str, Any], where: tuple[str, ...] = (),
                     raise SpecError(_unclaimed(label, str(k), chosen))
     try:
         spec = TestSpec(**merged, broker=BrokerSettings(**tables["broker"]),
-                        producer=ProducerSettings(**tables["producer"]),
-                        consumer=ConsumerSettings(**tables["consumer"]), options=options)
+                        producer=ProducerSettings(**tables["producer"]), options=options)
     except TypeError as e:  # pragma: no cover - _coerce already checked the names
         raise SpecError(str(e)) from e
     return spec.validate()
@@ -391,6 +307,73 @@ def _part_tables(layer: dict[str, Any], chosen: Mapping[str, str],
     return own
 
 
+def _formerly(layer: dict[str, Any], chosen: Mapping[str, str], label: str,
+              recorded: bool) -> dict[str, dict[str, Any]]:
+    """Pop the layer's keys that were TestSpec fields before a part of the run took them
+    over (each option says where it was: `keys`, or `consumer.commit` for a key of the
+    old `[consumer]` table) and return them as that part's options, by part name. Old TOML
+    files, scenarios, build_spec callers and test.json files keep working. A former key
+    the run's parts do not take is refused naming the part that has it (dropped when
+    `recorded`); other keys are left to TestSpec's own check."""
+    from harness import options as o
+
+    if all(k in _FIELDS for k in layer):
+        return {}
+    taken: dict[str, tuple[str, str]] = {}  # former name -> (part name, option)
+    for kind in o.KINDS:
+        try:
+            part = o.part(kind, chosen[kind])
+        except SpecError:  # an unknown part: assembly says so, with the known names
+            continue
+        for d in o.declared(kind, chosen[kind], part):
+            if d.meta.formerly:
+                taken[d.meta.formerly] = (chosen[kind], d.name)
+    known = set(taken)
+    tables = {n.partition(".")[0] for n in known if "." in n}
+    if any(k not in known and k not in tables for k in layer if k not in _FIELDS):
+        known |= _former_names()  # another part's, or no part's: looked for only then
+        tables = {n.partition(".")[0] for n in known if "." in n}
+    old: dict[str, Any] = {}
+    for k in [k for k in layer if k not in _FIELDS and (k in known or k in tables)]:
+        value = layer.pop(k)
+        if k not in tables:
+            old[k] = value
+        elif not isinstance(value, Mapping):
+            raise SpecError(f"{label}: [{k}] must be a table, got {value!r}")
+        else:
+            old.update({f"{k}.{str(t).replace('-', '_')}": v for t, v in value.items()})
+    out: dict[str, dict[str, Any]] = {}
+    for key, value in old.items():
+        if key in taken:
+            name, option = taken[key]
+            out.setdefault(name, {})[option] = value
+        elif not recorded:
+            raise SpecError(_not_taken(label, key, chosen))
+    return out
+
+
+def _former_names() -> frozenset[str]:
+    """Every registered part's former TestSpec keys (`keys`, `consumer.commit`; looked at
+    only for a key that is neither a TestSpec field nor taken by the run's parts)."""
+    from harness import options as o
+
+    return frozenset(d.meta.formerly for kind, name, part in o.registered()
+                     for d in o.declared(kind, name, part) if d.meta.formerly)
+
+
+def _not_taken(label: str, key: str, chosen: Mapping[str, str]) -> str:
+    """Why a former key is refused: the parts that have it, not the run's."""
+    from harness import options as o
+
+    owners = [(kind, d) for kind, name, part in o.registered()
+              for d in o.declared(kind, name, part) if d.meta.formerly == key]
+    if not owners:
+        return f"{label}: unknown key {key!r}"
+    kind, d = owners[0]
+    parts = " or ".join(o.label(k, x.part) for k, x in owners)
+    return f"{label}: {d.flag or key}: only {parts} has it, not {chosen[kind]}"
+
+
 def _resolve_options(chosen: Mapping[str, str],
                      parts: list[tuple[str, Mapping[str, Any], dict[str, Mapping[str, Any]]]]
                      ) -> tuple[dict[str, dict[str, Any]], set[str]]:
@@ -415,13 +398,17 @@ def _resolve_options(chosen: Mapping[str, str],
 
 
 def _unclaimed(label: str, key: str, chosen: Mapping[str, str]) -> str:
-    """Why an extra key is refused: the part that has it, or that none has."""
+    """Why an extra key (or a flag that several parts share) is refused: the parts that
+    have it, or that none has."""
     from harness import options as o
 
-    for kind, name, part in o.registered():
-        if any(d.name == key for d in o.declared(kind, name, part)):
-            return f"{label}: extra {key}: only {o.label(kind, name)} has it, not " \
-                f"{chosen[kind]}"
+    owners = [d for kind, name, part in o.registered() for d in o.declared(kind, name, part)
+              if d.name == key]
+    if owners:
+        d = owners[0]
+        parts = " or ".join(o.label(x.kind, x.part) for x in owners if x.kind == d.kind)
+        flag = f" ({d.flag})" if d.flag else ""
+        return f"{label}: extra {key}: only {parts} has it, not {chosen[d.kind]}{flag}"
     return f"{label}: extra {key!r}: no system, workload or backend declares it (nor the " \
         "nemesis package)"
 
@@ -439,7 +426,8 @@ def _options_as_extra(spec: TestSpec) -> dict[str, Any]:
 
 def load_toml(path: Path) -> dict[str, Any]:
     """A TOML experiment file: TestSpec keys at top level, broker settings under [broker],
-    the clients' producer settings under [producer], their group's under [consumer]."""
+    the clients' producer settings under [producer], each part's own options under its name
+    ([queue], [kafka], [standard], ...)."""
     try:
         return tomllib.loads(path.read_text())
     except FileNotFoundError as e:
@@ -449,13 +437,16 @@ def load_toml(path: Path) -> dict[str, Any]:
 
 
 def load_test_json(path: Path) -> TestSpec:
-    """The spec a run was made with, from its test.json (unknown keys are ignored); SpecError
+    """The spec a run was made with, from its test.json (unknown keys are ignored; an old
+    one's keys that a part took over since are that part's options: `_formerly`); SpecError
     when there is none, HistoryError (a ValueError) when it cannot be read."""
     from harness.runfiles import read_test_json
 
     data = read_test_json(path)
     if data is None:
         raise SpecError(f"{path}: no such file")
-    keep = {f.name for f in fields(TestSpec)} | {"extra"}
+    former = _former_names()
+    keep = {f.name for f in fields(TestSpec)} | {"extra"} | former | \
+        {n.partition(".")[0] for n in former}
     return build_spec({k: v for k, v in data.items() if k in keep}, where=(str(path),),
                       recorded=True)

@@ -15,8 +15,17 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from harness import registry
 from harness.faultkinds import CLOCK_BUMP, CLOCK_SKEW, KILL, LOSE_UNFLUSHED, PAUSE, FaultKind, verbs
-from harness.protocols import DumpsReplicas, HasClock, Killable, LosesUnflushed, Pausable, Run
+from harness.protocols import (
+    DumpsReplicas,
+    HasClock,
+    Killable,
+    LosesUnflushed,
+    Pausable,
+    Run,
+    WritesKeys,
+)
 from harness.runfiles import Op, recent_send_keys
 from nemesis.evidence import (
     Verb,
@@ -85,10 +94,19 @@ def _await_leader_change(view: LiveView, key: int, old: set[str], wait_s: float)
         time.sleep(0.2)
 
 
+def key_counts(run: Run) -> tuple[int, int]:
+    """(keys written at once, the key pool) of the run's workload, which owns both
+    (harness.protocols.WritesKeys, found through harness.registry)."""
+    workload = registry.get("workload", run.spec.workload)
+    if not isinstance(workload, WritesKeys):
+        raise NemesisError(f"--workload {run.spec.workload} writes no keys to aim a fault at")
+    return workload.keys(run.spec), workload.partitions(run.spec)
+
+
 def live_keys(run: Run) -> list[int]:
     """The keys being written now (the workload rotates them): those of the latest sends in
-    the history, at most spec.keys of them, most recent first; [] before any send."""
-    return recent_send_keys(run.paths.history)[: run.spec.keys]
+    the history, at most --keys of them, most recent first; [] before any send."""
+    return recent_send_keys(run.paths.history)[: key_counts(run)[0]]
 
 
 def resolve_key(run: Run, value: Mapping[str, Any], rng: random.Random,
@@ -96,7 +114,7 @@ def resolve_key(run: Run, value: Mapping[str, Any], rng: random.Random,
     """The key an op is about: an integer, `"live"` (one of the keys being written now),
     `"auto"` (a live key whose replicas avoid the controller, so a sequence never takes
     the controller down with it), or `{"key_of": ROLE}` (the key chosen by the step that
-    named ROLE). Before any send, a live key is one of the first spec.keys."""
+    named ROLE). Before any send, a live key is one of the first --keys."""
     keys = run.extra.setdefault("nemesis_keys", {})
     raw = value.get("key", 0)
     if "key_of" in value:
@@ -105,14 +123,14 @@ def resolve_key(run: Run, value: Mapping[str, Any], rng: random.Random,
             raise NemesisError(f"key_of {role!r}: no earlier step chose a key as {role!r}")
         return int(keys[role])
     if raw in ("live", "auto"):
-        live = live_keys(run) or list(range(run.spec.keys))
+        live = live_keys(run) or list(range(key_counts(run)[0]))
         key = rng.choice(live)
         if raw == "auto":
             view = view or LiveView(run)
             controller = view.controller()
             spare = [k for k in live if controller not in (view.replicas_of(k) or (controller,))]
             if not spare:  # no live key avoids it: any key of the pool that does
-                spare = [k for k in range(run.spec.partitions)
+                spare = [k for k in range(key_counts(run)[1])
                          if controller not in (view.replicas_of(k) or (controller,))]
             key = rng.choice(spare) if spare else key
     else:

@@ -94,7 +94,7 @@ class Fault:
 
 def _target_value(spec: TestSpec, rng: random.Random) -> dict[str, Any]:
     """A target from --nemesis-targets: pure ones resolved now, dynamic ones at injection."""
-    target = rng.choice(spec.nemesis_targets or ("one",))
+    target = rng.choice(StandardOptions.of(spec).targets or ("one",))
     if target in PURE_TARGETS:
         return {"target": target, "nodes": list(pick(target, spec.nodes, rng))}
     return {"target": target, "key": "live"}  # resolved when injected: keys rotate
@@ -111,7 +111,7 @@ def _node_fault(kind: fk.FaultKind) -> Callable[[TestSpec, random.Random], list[
 
 
 def _partition_value(spec: TestSpec, rng: random.Random) -> dict[str, Any]:
-    target = rng.choice(spec.nemesis_targets or ("one",))
+    target = rng.choice(StandardOptions.of(spec).targets or ("one",))
     nodes = list(spec.nodes)
     if target == "all":
         kind = rng.choice(("majorities-ring", "bridge"))

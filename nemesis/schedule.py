@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.spec import TestSpec
+from nemesis.options import StandardOptions
 from nemesis.plan import windows
 
 STEADY_FRACTION = 0.2  # phases: the first 20 % of the run has no fault
@@ -27,7 +28,7 @@ RECOVERY_FRACTION = 0.3  # phases: the last 30 % has none either
 class Schedule:
     """The span of a run in which faults may be in force, and their windows in it."""
 
-    kind: str  # "stagger" or "phases" (harness.spec.SCHEDULES)
+    kind: str  # "stagger" or "phases" (nemesis.options.SCHEDULES)
     interval_s: float
     time_limit_s: float
 
@@ -60,4 +61,6 @@ class Schedule:
 
 
 def schedule_of(spec: TestSpec) -> Schedule:
-    return Schedule(spec.nemesis_schedule, spec.nemesis_interval_s, spec.time_limit_s)
+    """The run's schedule: the package's --nemesis-schedule and --nemesis-interval."""
+    opts = StandardOptions.of(spec)
+    return Schedule(opts.schedule, opts.interval_s, spec.time_limit_s)

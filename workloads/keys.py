@@ -8,8 +8,9 @@ history's bytes per line do not grow with the run.
 
 The first keys get staggered budgets (max_writes * (i + 1) / keys) so that they do not
 all retire together; every later key gets max_writes. Keys are partitions of one topic,
-created at setup (`TestSpec.partitions`); a run that uses the whole pool starts over at
-its lowest key that is not active, whose log then grows by up to max_writes more.
+created at setup (`QueueOptions.partitions`, workloads/options.py); a run that uses
+the whole pool starts over at its lowest key that is not active, whose log then grows
+by up to max_writes more.
 The ring is an immutable value and takes its randomness from the caller, so the
 generators that hold it stay pure and replayable.
 """

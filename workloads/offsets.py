@@ -31,6 +31,7 @@ from typing import Any
 from harness.protocols import SpeaksOffsets
 from harness.runfiles import Op, Process
 from harness.spec import TestSpec
+from workloads.options import QueueOptions
 
 # of a subscribed process's next operation: a commit when its polls moved since its last
 # one; a read of the committed offsets
@@ -40,7 +41,8 @@ COMMITTED_PROBABILITY = 0.05
 
 def enabled(spec: TestSpec, system: object) -> bool:
     """Whether the run's processes commit and read offsets as operations."""
-    return (spec.sub_via == "subscribe" and spec.consumer.commit in ("processed", "off")
+    opts = QueueOptions.of(spec)
+    return (opts.subscribe and opts.commit in ("processed", "off")
             and isinstance(system, SpeaksOffsets) and system.speaks_offsets(spec))
 
 

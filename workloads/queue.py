@@ -10,8 +10,8 @@ each process has its own (a fresh one after an `info`), with its own assigned
 keys and per-key positions, as a Kafka consumer has. This module holds only what
 the clients do (pure generators) and how the outcome is judged (the checkers).
 
-Keys rotate as in Jepsen's Kafka workload (workloads/keys.py): `spec.keys` are
-written at once, each takes at most `spec.max_writes_per_key` sends, and seeks to
+Keys rotate as in Jepsen's Kafka workload (workloads/keys.py): `--keys` are
+written at once, each takes at most `--max-writes-per-key` sends, and seeks to
 offset 0 are rare outside the final reads, which read every key sent to from the
 beginning; so no read re-reads a long log and the history stays linear in its
 operations.
@@ -47,6 +47,7 @@ from harness.test import Test
 from workloads import offsets
 from workloads.keys import KeyRing
 from workloads.offsets import OffsetOps
+from workloads.options import QueueOptions, WritesQueueKeys
 
 SEND_WEIGHT, POLL_WEIGHT, ASSIGN_WEIGHT = 5.0, 4.0, 1.0
 # Seeks to offset 0 outside the final reads: rare, and cheap since logs stay short.
@@ -151,16 +152,17 @@ def rejoins(ring: KeyRing) -> g.Gen:
 
 def generator(spec: TestSpec, *, offset_ops: bool = False) -> g.Gen:
     """The main phase's client ops: sends, polls and assigns (or subscribes, with --sub-via
-    subscribe) over `spec.keys` rotating keys; crashes with --crash-client-interval;
+    subscribe) over `--keys` rotating keys; crashes with --crash-client-interval;
     `offset_ops`: commits and committed reads as operations (workloads/offsets.py)."""
-    ring = KeyRing.start(spec.keys, spec.partitions, spec.max_writes_per_key)
+    opts = QueueOptions.of(spec)
+    ring = KeyRing.start(opts.keys, opts.partitions(spec.time_limit_s), opts.max_writes_per_key)
     # the timed ops come first: a tie in time goes to the first generator, and the
     # main mix always has an op for now
     gens: list[g.Gen] = []
     if spec.crash_client_interval_s is not None:
         gens.append(g.stagger(spec.crash_client_interval_s, g.repeat(g.op("crash"))))
-    if spec.sub_via == "subscribe":
-        offsets = OffsetOps(spec.consumer.commit == "processed", ring.pool) if offset_ops \
+    if opts.subscribe:
+        offsets = OffsetOps(opts.commit == "processed", ring.pool) if offset_ops \
             else None
         gens += [rejoins(ring), SubscribeOps(ring, offsets=offsets)]
     else:
@@ -269,7 +271,7 @@ def final_generator(spec: TestSpec, targets: Mapping[int, int],
     keys = tuple(sorted(targets))
     reads = g.time_limit(spec.final_read_timeout_s,
                          FinalReads(dict(targets), keys, patience=patience))
-    if spec.sub_via != "subscribe":
+    if not QueueOptions.of(spec).subscribe:
         return reads
     return g.phases(g.each_thread(g.op("assign", [])),
                     g.op("assign", [], fetch_committed=True), reads)
@@ -293,9 +295,9 @@ def read_targets(history: Path) -> dict[int, int]:
     return out
 
 
-class QueueWorkload:
-    """harness.protocols.Workload (and MeasuresAvailability): sends, polls and assigns;
-    the run-file checkers judge it."""
+class QueueWorkload(WritesQueueKeys):
+    """harness.protocols.Workload (and MeasuresAvailability, WritesKeys): sends, polls and
+    assigns; the run-file checkers judge it. Its options: workloads/options.py."""
 
     name = "queue"
 

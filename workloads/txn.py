@@ -38,6 +38,7 @@ from harness.spec import TestSpec
 from harness.test import Test
 from workloads import queue
 from workloads.keys import KeyRing
+from workloads.options import QueueOptions, WritesQueueKeys
 
 TXN_WEIGHT, ASSIGN_WEIGHT = 9.0, 1.0
 MAX_MICRO_OPS = 4
@@ -186,15 +187,17 @@ class TxnOps(g.Gen):
 
 
 def generator(spec: TestSpec) -> g.Gen:
-    ring = KeyRing.start(spec.keys, spec.partitions, spec.max_writes_per_key)
-    if spec.sub_via == "subscribe":
+    opts = QueueOptions.of(spec)
+    ring = KeyRing.start(opts.keys, opts.partitions(spec.time_limit_s), opts.max_writes_per_key)
+    if opts.subscribe:
         # the timed rejoins first: a tie in time goes to the first generator
         return g.any_of(queue.rejoins(ring), TxnOps(ring, subscribed=frozenset()))
     return TxnOps(ring)
 
 
-class TxnWorkload:
-    """harness.protocols.Workload: transactions; the run-file checkers judge them."""
+class TxnWorkload(WritesQueueKeys):
+    """harness.protocols.Workload (and WritesKeys): transactions; the run-file checkers
+    judge them. Its options are the queue workload's (workloads/options.py)."""
 
     name = "txn"
 

@@ -40,8 +40,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from harness.spec import MAX_POLL_RECORDS
 from systems.kafka import config
+from workloads.options import MAX_POLL_RECORDS
 
 log = logging.getLogger("undertow.kafka.client")
 POLL_WAIT_S = 0.2  # a poll waits this long for a first record, then takes what is queued

@@ -29,6 +29,7 @@ from systems.kafka.java.client import warm_up as java_warm_up
 from systems.kafka.java.settings import client_of
 from systems.kafka.local import LocalKafka
 from systems.kafka.options import KafkaOptions
+from workloads.options import QueueOptions, partitions
 
 # the fault kinds Kafka takes, whatever the sequence
 FAULTS = (KILL, PAUSE, PARTITION, LOSE_UNFLUSHED)
@@ -157,7 +158,7 @@ class KafkaViews:
         admin = self.open_admin()
         spec: TestSpec = run.spec
         timeout_s = max(timeout_s, MIN_READY_S)
-        took = admin.wait_ready(len(self.brokers), spec.partitions,
+        took = admin.wait_ready(len(self.brokers), partitions(spec),
                                 spec.broker.replication_factor,
                                 spec.broker.min_insync_replicas, timeout_s=timeout_s)
         rel = releases.release(self.jars.version)
@@ -190,7 +191,7 @@ class KafkaViews:
         if self.admin is None:
             return None
         spec = getattr(run, "spec", None)
-        if spec is not None and spec.workload == "txn" and spec.sub_via == "assign":
+        if spec is not None and spec.workload == "txn" and not QueueOptions.of(spec).subscribe:
             return self.admin.coordinator(TXN_STATE_TOPIC)
         return self.admin.coordinator()
 

@@ -2,9 +2,9 @@
 
 The operations and their rules are workloads/groupops.py's; this is what librdkafka
 does its own way. A `subscribe` makes a confluent-kafka consumer in the run's group
-(harness.spec.GROUP_ID) subscribed to the topic: librdkafka joins, heartbeats and
+(workloads.options.GROUP_ID) subscribed to the topic: librdkafka joins, heartbeats and
 rebalances in its own threads, and each newly assigned key starts at the group's
-committed offset, else 0. Commit modes (harness.spec.ConsumerSettings): `auto` stores
+committed offset, else 0. Commit modes (workloads.options.ConsumerSettings): `auto` stores
 each record's offset as poll hands it over and commits the stored offsets every
 interval (librdkafka's default); `processed` stores a poll's offsets only once its
 records were handed on, and auto-commit commits what is stored; `off` never commits.
@@ -41,10 +41,10 @@ from confluent_kafka import (
 )
 
 from harness.runfiles import Op, OpType
-from harness.spec import GROUP_ID, ConsumerSettings
 from systems.kafka import config
 from systems.kafka.client import POLL_WAIT_S, KafkaQueueClient, _rdkafka_logger
 from workloads.groupops import Batch, GroupOps, Held, final_wait_s
+from workloads.options import GROUP_ID, ConsumerSettings
 from workloads.spares import Spares
 
 # Members learn of a rebalance at their next heartbeat, so a rebalance takes about one

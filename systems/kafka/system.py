@@ -47,6 +47,7 @@ from systems.kafka.options import KafkaOptions
 from systems.kafka.remote import CONTROLLER_PORT, KafkaRemoteDB
 from systems.kafka.txn_client import KafkaTxnClient
 from workloads import offsets
+from workloads.options import QueueOptions, partitions
 
 CLIENT_PORT = 9092
 JRE_PACKAGES = ("openjdk-17-jre-headless",)  # Debian's, debootstrapped into the node image
@@ -80,7 +81,8 @@ class KafkaSystem:
         if client_of(spec) == "java":
             java.check(spec, _broker_version(spec))
             return
-        if spec.sub_via == "subscribe" and spec.consumer.assignor == "sticky":
+        opts = QueueOptions.of(spec)
+        if opts.subscribe and opts.assignor == "sticky":
             raise SpecError("--assignor sticky: librdkafka has no eager sticky assignor "
                             "(range or roundrobin)")
 
@@ -90,6 +92,7 @@ class KafkaSystem:
     def db(self, test: Test, host: NodeHost) -> DB:
         spec = test.spec
         j = jars.resolve(KafkaOptions.of(spec).kafka_version)
+        pool = partitions(spec)
         rel, mode = release_of(spec)
         asked = features.check(spec, jars.parse_version(j.version))
         fmt = tuple(features.format_args(asked))
@@ -100,18 +103,18 @@ class KafkaSystem:
             if mode == releases.ZOOKEEPER:
                 from systems.kafka.zk_local import KafkaZkLocalDB
 
-                db = KafkaZkLocalDB(j, nodes, root, spec.broker, partitions=spec.partitions,
+                db = KafkaZkLocalDB(j, nodes, root, spec.broker, partitions=pool,
                                     launcher=host.launcher, release=rel,
                                     members=zk.make_members(nodes, free_port),
                                     prefixes=host.prefixes)
                 db.metadata_mode = mode
             else:
-                db = KafkaLocalDB(j, nodes, root, spec.broker, partitions=spec.partitions,
+                db = KafkaLocalDB(j, nodes, root, spec.broker, partitions=pool,
                                   launcher=host.launcher, prefixes=host.prefixes,
                                   format_args=fmt)
         elif isinstance(host, ShellHost):
             nodes = _nodes(spec, host.endpoints.listen, lambda: CONTROLLER_PORT)
-            db = KafkaRemoteDB(host, j, nodes, spec.broker, partitions=spec.partitions,
+            db = KafkaRemoteDB(host, j, nodes, spec.broker, partitions=pool,
                                format_args=fmt)
         else:
             raise TypeError(f"kafka: no DB for a host of type {type(host).__name__}")
@@ -129,25 +132,26 @@ class KafkaSystem:
         if client_of(spec) == "java":
             out: Client = java.make_client(spec, offset_ops=offsets.enabled(spec, self))
             return out
-        inner = KafkaQueueClient(keys=spec.keys, acks=spec.broker.acks,
+        opts = QueueOptions.of(spec)
+        inner = KafkaQueueClient(keys=opts.keys, acks=spec.broker.acks,
                                  timeout_s=spec.producer.delivery_timeout_s,
                                  retries=spec.producer.retries,
                                  request_timeout_s=spec.producer.request_timeout_s,
                                  idempotence=idempotence(spec),
                                  max_in_flight=spec.producer.max_in_flight,
-                                 max_poll_records=spec.max_poll_records)
+                                 max_poll_records=opts.max_poll_records)
         if spec.workload == "txn":
-            isolation = spec.isolation.replace("-", "_")
+            isolation = opts.isolation.replace("-", "_")
             group = None
-            if spec.sub_via == "subscribe":  # offsets are committed inside transactions only
-                group = KafkaGroupClient(inner, partitions=spec.partitions,
-                                         settings=replace(spec.consumer, commit="off"),
+            if opts.subscribe:  # offsets are committed inside transactions only
+                group = KafkaGroupClient(inner, partitions=partitions(spec),
+                                         settings=replace(opts.consumer, commit="off"),
                                          isolation=isolation)
             return KafkaTxnClient(
                 inner, isolation=isolation, group=group,
                 transaction_timeout_ms=KafkaOptions.of(spec).transaction_timeout_ms)
-        if spec.sub_via == "subscribe" or spec.crash_client_interval_s is not None:
-            return KafkaGroupClient(inner, partitions=spec.partitions, settings=spec.consumer,
+        if opts.subscribe or spec.crash_client_interval_s is not None:
+            return KafkaGroupClient(inner, partitions=partitions(spec), settings=opts.consumer,
                                     offset_ops=offsets.enabled(spec, self))
         return inner
 

@@ -20,6 +20,7 @@ from harness.protocols import ClockReading
 from harness.spec import TestSpec
 from systems.undertow.client import ClientError, admin_metadata, admin_request
 from systems.undertow.options import UndertowOptions
+from workloads.options import QueueOptions, partitions
 
 TOPIC = "queue"
 OFFSETS_PARTITIONS = 3  # of the internal offsets topic, when the run's consumers subscribe
@@ -64,7 +65,7 @@ def node_config(spec: TestSpec, node: str, listen: str, peers: Mapping[str, str]
         raise ValueError(f"node_config: peers {sorted(peers)} must include the node {node!r}")
     settings = spec.broker.to_kafka()
     settings.setdefault("flush.ms", None)
-    if spec.sub_via == "subscribe":  # consumer groups on (the workload's one group)
+    if QueueOptions.of(spec).subscribe:  # consumer groups on (the workload's one group)
         settings["offsets.topic.num.partitions"] = OFFSETS_PARTITIONS
     if spec.workload == "txn":  # transactions need their coordinators' internal topic
         settings["transaction.state.log.num.partitions"] = TXN_STATE_PARTITIONS
@@ -76,7 +77,7 @@ def node_config(spec: TestSpec, node: str, listen: str, peers: Mapping[str, str]
         "peers": dict(peers),
         "process_roles": ["broker", "controller"],
         "controller_quorum_voters": controller_voters(spec),
-        "topic": {"name": TOPIC, "partitions": spec.partitions,
+        "topic": {"name": TOPIC, "partitions": partitions(spec),
                   "replication_factor": spec.broker.replication_factor},
         "settings": settings,
     }

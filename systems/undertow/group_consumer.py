@@ -7,7 +7,7 @@ thread and poll loop do between them. Eager protocol: before each rejoin the mem
 commits (by the spec's commit mode) and gives up every key; after it, each assigned key
 starts at the group's committed offset, or 0 when none (auto.offset.reset=earliest).
 
-Commit modes (harness.spec.ConsumerSettings): `auto` commits the consumed positions
+Commit modes (workloads.options.ConsumerSettings): `auto` commits the consumed positions
 every interval from the background thread, whatever the worker is doing; `processed`
 commits the positions of the polls whose completions were handed on; `off` never
 commits. With offset operations the session commits nothing by itself (neither before a
@@ -26,12 +26,12 @@ from collections.abc import Mapping
 
 from harness.protocols import Run
 from harness.runfiles import Op, OpType
-from harness.spec import GROUP_ID, ConsumerSettings
 from systems.undertow.admin import TOPIC
 from systems.undertow.client import BrokerClient, ClientError
 from systems.undertow.group_member import GroupError, GroupMember, commit_sync, fetch_committed
 from systems.undertow.queue_client import QueueClient
 from workloads.groupops import Batch, GroupOps, Held, final_wait_s
+from workloads.options import GROUP_ID, ConsumerSettings
 from workloads.spares import Spares
 
 log = logging.getLogger("undertow.group")

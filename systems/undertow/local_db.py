@@ -18,9 +18,9 @@ from typing import Any
 
 from harness.control.processes import NodeProcesses
 from harness.protocols import ClockReading, LocalHost, ProcState, Run
-from harness.spec import GROUP_ID
 from systems.undertow import admin as brokerdb
 from systems.undertow.client import admin_dump
+from workloads.options import GROUP_ID, partitions
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +96,7 @@ class LocalBrokerDB:
                                    f"{n.log_path} ends with:\n{brokerdb.tail(n.log_path)}")
 
         brokerdb.wait_ready({n: ln.listen for n, ln in self.nodes.items()}, timeout_s,
-                            partitions=run.spec.partitions, check=check)
+                            partitions=partitions(run.spec), check=check)
 
     # -- Killable --------------------------------------------------------------
 

@@ -20,9 +20,9 @@ from typing import Any
 
 from harness.protocols import Run
 from harness.runfiles import Op
-from harness.spec import MAX_POLL_RECORDS
 from systems.undertow.client import BrokerClient, ClientError
 from systems.undertow.pipeline import produce_many
+from workloads.options import MAX_POLL_RECORDS
 
 
 class QueueClient:

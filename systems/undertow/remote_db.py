@@ -21,9 +21,9 @@ from harness.control.shell import NodeError
 from harness.control.shell import check_exec as _check
 from harness.control.shellproc import ShellProcess
 from harness.protocols import ClockReading, Exec, ProcState, Run, ShellHost
-from harness.spec import GROUP_ID
 from systems.undertow import admin as db
 from systems.undertow.client import admin_dump
+from workloads.options import GROUP_ID, partitions
 
 BROKER_PORT = 9092
 IMAGE_PYTHONPATH = "/opt/undertow"  # where broker-image/Dockerfile puts the package
@@ -150,7 +150,7 @@ class RemoteBroker:
                 raise NodeError(f"the broker exited on {', '.join(down)} while starting "
                                 "(see nodes/<node>/broker.log)")
 
-        db.wait_ready(self.addrs, timeout_s, partitions=run.spec.partitions, check=check)
+        db.wait_ready(self.addrs, timeout_s, partitions=partitions(run.spec), check=check)
 
     # -- HasClock --------------------------------------------------------------------------------
 

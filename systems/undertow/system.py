@@ -27,6 +27,7 @@ from systems.undertow.scenarios import SCENARIOS
 from systems.undertow.sequences import SEQUENCES
 from systems.undertow.txn_client import TxnClient
 from workloads import offsets
+from workloads.options import QueueOptions
 
 IMAGE_DIR = Path(__file__).resolve().parents[2] / "broker-image"
 WORKLOADS = ("queue", "txn")
@@ -67,21 +68,23 @@ class UndertowSystem:
     def client(self, test: Test) -> Client:
         spec = test.spec
         txn = spec.workload == "txn"
-        queue = QueueClient(keys=spec.keys, acks=spec.broker.acks,
+        opts = QueueOptions.of(spec)
+        partitions = opts.partitions(spec.time_limit_s)
+        queue = QueueClient(keys=opts.keys, acks=spec.broker.acks,
                             timeout_s=spec.producer.delivery_timeout_s,
                             request_timeout_s=spec.producer.request_timeout_s,
                             **_producer(spec),
-                            max_poll_records=spec.max_poll_records,
-                            isolation=spec.isolation.replace("-", "_") if txn else None)
+                            max_poll_records=opts.max_poll_records,
+                            isolation=opts.isolation.replace("-", "_") if txn else None)
         if txn:
             shared = UndertowOptions.of(spec).shared_transactional_ids
             group = None
-            if spec.sub_via == "subscribe":  # offsets are committed inside transactions only
-                group = GroupQueueClient(queue, partitions=spec.partitions,
-                                         settings=replace(spec.consumer, commit="off"))
+            if opts.subscribe:  # offsets are committed inside transactions only
+                group = GroupQueueClient(queue, partitions=partitions,
+                                         settings=replace(opts.consumer, commit="off"))
             return TxnClient(queue, shared_ids=int(shared) if shared else None, group=group)
-        if spec.sub_via == "subscribe" or spec.crash_client_interval_s is not None:
-            return GroupQueueClient(queue, partitions=spec.partitions, settings=spec.consumer,
+        if opts.subscribe or spec.crash_client_interval_s is not None:
+            return GroupQueueClient(queue, partitions=partitions, settings=opts.consumer,
                                     offset_ops=offsets.enabled(spec, self))
         return queue
 
@@ -101,7 +104,7 @@ class UndertowSystem:
                   "replica_lag_time_max_ms": b.replica_lag_time_max_ms}
         if spec.workload == "txn":
             broker["txn_epoch_fencing"] = b.txn_epoch_fencing
-        if spec.sub_via == "subscribe":
+        if QueueOptions.of(spec).subscribe:
             broker["offsets_commit_acks"] = b.offsets_commit_acks
         return {"name": self.name, "version": _version(),
                 "topic": admin.TOPIC, "controller_voters": admin.controller_voters(spec),

@@ -32,7 +32,6 @@ from typing import Any
 
 from harness.protocols import Run
 from harness.runfiles import Op, OpType
-from harness.spec import GROUP_ID
 from systems.undertow.admin import TOPIC
 from systems.undertow.client import ClientError
 from systems.undertow.group_consumer import GroupQueueClient, GroupSession
@@ -40,6 +39,7 @@ from systems.undertow.group_member import fetch_committed
 from systems.undertow.pipeline import produce_many
 from systems.undertow.queue_client import QueueClient
 from systems.undertow.txn_producer import Outcome, TxnProducer
+from workloads.options import GROUP_ID
 from workloads.txn import run_transaction
 
 TRANSACTION_TIMEOUT_MS = 10_000

@@ -28,7 +28,8 @@ def spec_of(*args: str) -> dict[str, Any]:
 
 def test_defaults_are_the_default_experiment() -> None:
     s = spec_of()
-    assert (s["backend"], s["node_count"], s["workload"], s["keys"], s["concurrency"]) == \
+    keys = s["options"]["queue"]["keys"]  # the workload's own (workloads/options.py)
+    assert (s["backend"], s["node_count"], s["workload"], keys, s["concurrency"]) == \
         ("local", 3, "queue", 8, 10)
     assert s["nemesis"] == ["kill", "partition"] and s["time_limit_s"] == 60
     assert s["broker"]["acks"] == "all" and s["broker"]["min_insync_replicas"] == 2
@@ -49,7 +50,8 @@ def test_layers_defaults_toml_cli(tmp_path: Path) -> None:
     toml.write_text('time_limit_s = 20\nkeys = 4\nnemesis = "pause"\nseed = 9\n'
                     '[broker]\nacks = "1"\ntruncation = "hw"\n')
     s = spec_of("--config", str(toml), "--keys", "6", "--no-unclean-leader-election")
-    assert s["time_limit_s"] == 20 and s["keys"] == 6 and s["nemesis"] == ["pause"]
+    assert s["time_limit_s"] == 20 and s["options"]["queue"]["keys"] == 6
+    assert s["nemesis"] == ["pause"]
     assert s["seed"] == 9 and s["broker"]["acks"] == "1" and s["broker"]["truncation"] == "hw"
     s = spec_of("--config", str(toml), "--acks", "all", "--nemesis", "none", "--seed", "3")
     assert s["broker"]["acks"] == "all" and s["nemesis"] == [] and s["seed"] == 3
@@ -77,8 +79,8 @@ def test_scenario_layer_under_the_command_line() -> None:
     (["--config", "/nonexistent.toml"], "no such file"),
     (["--concurrency", "0"], "positive"),
     (["--keys", "3", "--key-pool", "2"], "--key-pool 2: must be at least --keys (3)"),
-    (["--max-writes-per-key", "0"], "--max-writes-per-key: must be positive"),
-    (["--max-poll-records", "-1"], "--max-poll-records: must be positive"),
+    (["--max-writes-per-key", "0"], "--max-writes-per-key (queue.max_writes_per_key): must be"),
+    (["--max-poll-records", "-1"], "--max-poll-records (queue.max_poll_records): must be"),
 ])
 def test_bad_options_exit_2_with_a_clear_message(args: list[str], needle: str) -> None:
     r = CliRunner().invoke(main, ["run", *args])

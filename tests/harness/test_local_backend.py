@@ -35,6 +35,7 @@ from harness.protocols import (
 from harness.runfiles import RunPaths
 from harness.spec import build_spec
 from systems.undertow.local_db import LocalBrokerDB
+from workloads.options import partitions
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("state")]
 
@@ -98,7 +99,7 @@ def test_up_writes_configs_and_serves_clients_through_the_proxy(
         for m in run.nodes:
             if m != n:
                 assert cfg["peers"][m] == backend.proxy.link(n, m).listen
-        assert cfg["topic"]["partitions"] == run.spec.partitions  # the key pool
+        assert cfg["topic"]["partitions"] == partitions(run.spec)  # the key pool
         assert cfg["settings"]["min.insync.replicas"] == 2
         assert run.client_addrs[n] == backend.proxy.link("client", n).listen
     client = BrokerClient(run.client_addrs, timeout_s=5)

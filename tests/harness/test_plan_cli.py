@@ -4,6 +4,7 @@ run --config` replays, on the run's system or another; bad input exits 2."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -15,6 +16,7 @@ from harness.store import write_test_json
 from harness.test import assemble
 from nemesis.options import StandardOptions
 from tests.harness.test_core import spec_of
+from workloads.options import QueueOptions
 
 
 def _recorded_run(tmp_path: Path, **settings: object) -> tuple[Path, list[dict[str, object]]]:
@@ -42,7 +44,8 @@ def test_the_plan_replays_on_the_same_system_and_on_another(tmp_path: Path) -> N
     assert spec["system"] == "undertow" and spec["options"] == {
         "undertow": {"controller_voters": 3, "shared_transactional_ids": None,
                      "broker_settings": None},
-        "standard": dataclasses.asdict(StandardOptions())}  # the nemesis package's
+        "standard": json.loads(json.dumps(dataclasses.asdict(StandardOptions()))),  # package's
+        "queue": dataclasses.asdict(QueueOptions())}  # the workload's
 
     out = CliRunner().invoke(cli, ["plan", str(run_dir), "--system", "kafka", "-o",
                                    str(tmp_path / "kafka.toml")])

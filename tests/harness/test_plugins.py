@@ -20,7 +20,7 @@ import pytest
 from nemesis.options import StandardOptions
 
 # the nemesis package's options, at their defaults, recorded beside the toy parts' own
-NEMESIS = {"standard": dataclasses.asdict(StandardOptions())}
+NEMESIS = {"standard": json.loads(json.dumps(dataclasses.asdict(StandardOptions())))}
 
 
 def test_unknown_system_and_workload_are_usage_errors(tmp_path: Path) -> None:

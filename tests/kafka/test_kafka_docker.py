@@ -23,6 +23,7 @@ from systems.kafka.remote import KafkaRemoteDB
 from tests.harness.claims import assert_each_fault_landed
 from tests.kafka.cluster import known_leader
 from tests.kafka.test_kafka_unflushed import cut_on_a_remote_cluster
+from workloads.options import partitions
 
 pytestmark = [pytest.mark.kafka, pytest.mark.docker, pytest.mark.slow]
 
@@ -102,7 +103,7 @@ def test_kill_pause_partition_dump_on_containers(tmp_path: Path, state: Path,
 
         rows = db.dump_replicas(run)
         assert {r["node"] for r in rows if "hw" in r} == {"n1", "n2", "n3"}
-        assert sum("hw" in r for r in rows) == 3 * spec.partitions
+        assert sum("hw" in r for r in rows) == 3 * partitions(spec)
         for n in run.nodes:
             db.collect(run, n, run.paths.node_dir(n))
             assert "Kafka version" in (run.paths.node_dir(n) / "kafka.log").read_text()
@@ -128,7 +129,7 @@ def test_a_short_docker_run_with_kills_pauses_and_partitions_is_valid(
     assert test["system_info"]["name"] == "kafka"
     assert test["system_info"]["version"] == kafka_jars.version
     rows = (outcome.run_dir / "replicas.jsonl").read_text().splitlines()
-    assert sum('"hw"' in r for r in rows) == 3 * spec.partitions
+    assert sum('"hw"' in r for r in rows) == 3 * partitions(spec)
     history = (outcome.run_dir / "history.jsonl").read_text()
     for f in ("kill", "pause", "partition"):
         assert f'"f":"{f}"' in history.replace(" ", ""), f"no {f} in the history"

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from confluent_kafka import TopicPartition
 
-from harness.spec import ConsumerSettings
 from systems.kafka.client import KafkaQueueClient
 from systems.kafka.group_client import (
     OFFSET_FETCH_FAILED,
@@ -21,6 +20,7 @@ from systems.kafka.group_client import (
     group_config,
 )
 from tests.kafka.cluster import OFFSETS, PARTITIONS, Cluster, place_internal
+from workloads.options import ConsumerSettings
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 _values = itertools.count(5_000_000)

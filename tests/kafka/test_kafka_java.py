@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from harness.runfiles import Op
-from harness.spec import ConsumerSettings
 from systems.kafka.client import KafkaQueueClient
 from systems.kafka.jars import KafkaJars
 from systems.kafka.java import jars, jvm
@@ -22,6 +21,7 @@ from systems.kafka.java.group import JavaGroupClient
 from systems.kafka.java.txn import JavaTxnClient
 from systems.kafka.txn_client import KafkaTxnClient
 from tests.kafka.cluster import PARTITIONS, Cluster, txn_member
+from workloads.options import ConsumerSettings
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 _values = itertools.count(3_000_000)

@@ -20,6 +20,7 @@ from systems.kafka import jars
 from systems.kafka.system import JRE_PACKAGES
 from tests.harness.claims import assert_each_fault_landed
 from tests.kafka.test_kafka_unflushed import cut_on_a_remote_cluster
+from workloads.options import partitions
 
 pytestmark = [pytest.mark.kafka, pytest.mark.ssh, pytest.mark.slow]
 
@@ -68,7 +69,7 @@ def test_a_short_ssh_run_with_kills_pauses_and_partitions_is_valid(
     assert test["system_info"]["name"] == "kafka"
     assert test["system_info"]["version"] == kafka_jars.version
     rows = (outcome.run_dir / "replicas.jsonl").read_text().splitlines()
-    assert sum('"hw"' in r for r in rows) == 3 * spec.partitions
+    assert sum('"hw"' in r for r in rows) == 3 * partitions(spec)
     assert "Kafka version" in (outcome.run_dir / "nodes" / "n1" / "kafka.log").read_text()
     assert_each_fault_landed((outcome.run_dir / "history.jsonl").read_text(),
                              ("kill", "start", "pause", "resume", "partition", "heal"))

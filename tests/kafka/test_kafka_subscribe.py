@@ -11,7 +11,7 @@ import pytest
 
 from harness.control.local import free_port
 from harness.runfiles import Op
-from harness.spec import ConsumerSettings, SpecError, build_spec
+from harness.spec import SpecError, build_spec
 from harness.spec import TestSpec as RunSpec  # not "Test*": pytest would try to collect it
 from harness.test import assemble
 from systems.kafka import jars
@@ -19,6 +19,7 @@ from systems.kafka.client import KafkaQueueClient
 from systems.kafka.group_client import GroupConsumer, KafkaGroupClient, close_spare
 from tests.enough import Ops, valid_run_with_enough
 from tests.kafka.pairs import clients
+from workloads.options import ConsumerSettings
 from workloads.spares import Spares
 
 

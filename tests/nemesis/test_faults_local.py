@@ -34,6 +34,7 @@ from nemesis.netfaults import Links, Partition
 from systems.undertow.client import BrokerClient
 from systems.undertow.local_db import LocalBrokerDB
 from tests.harness.claims import assert_clock_faults_land
+from workloads.options import QueueOptions
 
 pytestmark = pytest.mark.slow
 T = TypeVar("T")
@@ -285,7 +286,7 @@ def test_teardown_heals_every_fault_at_once(cluster: tuple[Run, Composed]) -> No
     assert net.in_force() == []
     assert all(db.clock_offset_ns(n) == 0 for n in run.nodes)
     wait_for("every partition to have a leader",
-             lambda: all(db.leader_of(run, k) for k in range(run.spec.keys)))
+             lambda: all(db.leader_of(run, k) for k in range(QueueOptions.of(run.spec).keys)))
 
 
 def test_a_fault_on_the_controller_records_the_controller_elected_after_it(

@@ -30,7 +30,9 @@ from nemesis.options import StandardOptions
 from nemesis.packages import NemesisPackage
 from tests.harness.test_core import spec_of
 
-DEFAULTS = {"slow_delay_ms": 100.0, "slow_jitter_ms": 50.0, "lossy_drop_probability": 0.2,
+DEFAULTS = {"interval_s": 10.0, "targets": ["one", "minority", "majority"],
+            "schedule": "stagger",  # the schedule's (test_package_schedule.py)
+            "slow_delay_ms": 100.0, "slow_jitter_ms": 50.0, "lossy_drop_probability": 0.2,
             "clock_bump_max_ms": 10_000.0, "clock_skew_max_ms": 5000.0}
 
 
@@ -123,7 +125,7 @@ def test_a_wrong_value_exits_2_naming_the_option(tmp_path: Path, args: list[str]
      "(standard.slow_delay_ms): expected a number, got 'x'"),
     ("[standard]\nslow_delay = 3\n",
      "[standard]: unknown key 'slow_delay'; known: clock_bump_max_ms, clock_skew_max_ms, "
-     "lossy_drop_probability, slow_delay_ms, slow_jitter_ms"),
+     "interval_s, lossy_drop_probability, schedule, slow_delay_ms, slow_jitter_ms, targets"),
     ("[nemesis]\nslow_delay_ms = 3\n",  # the table a user might guess: `nemesis` is a list
      '[nemesis] must be the list of faults, e.g. ["kill"]; the nemesis package\'s options '
      "go in [standard]"),

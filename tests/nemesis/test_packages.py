@@ -13,6 +13,7 @@ from harness.spec import SpecError, build_spec
 from nemesis.packages import FAULTS, known_faults, nemesis_package
 from systems.kafka.options import KafkaOptions
 from systems.undertow.options import UndertowOptions
+from workloads.options import QueueOptions
 
 SCENARIOS = all_scenarios()
 
@@ -172,7 +173,8 @@ def test_stagger_spreads_faults_over_the_whole_run_and_phases_leave_it_quiet_at_
 
 
 def test_an_unknown_schedule_is_named() -> None:
-    with pytest.raises(SpecError, match="--nemesis-schedule: 'bursty' is not one of"):
+    with pytest.raises(SpecError, match=r"--nemesis-schedule \(standard.schedule\): 'bursty' "
+                       "is not one of"):
         build_spec({"nemesis_schedule": "bursty"})
 
 
@@ -214,8 +216,9 @@ def test_each_known_bug_names_the_options_that_fix_it_and_they_build_a_fixed_spe
             continue
         # the consumers' setting, not the broker's
         if name in ("read-uncommitted", "kafka-read-uncommitted"):
-            assert (unsafe.workload, unsafe.isolation) == ("txn", "read-uncommitted")
-            assert (fixed.workload, fixed.isolation) == ("txn", "read-committed")
+            isolation = QueueOptions.of(unsafe).isolation, QueueOptions.of(fixed).isolation
+            assert (unsafe.workload, fixed.workload) == ("txn", "txn")
+            assert isolation == ("read-uncommitted", "read-committed")
             assert fixed.broker == unsafe.broker
             continue
         if name == "kafka-last-replica-standing":  # a cluster feature, formatted in

@@ -11,6 +11,7 @@ from typing import Any
 from checkers.api import check_local
 from checkers.testing import HistoryBuilder, replica_rows
 from harness.spec import build_spec
+from workloads.options import partitions
 
 BIG_KEY = 0  # its log starts again at offset 0 after a kill: 45 acknowledged writes lost
 BIG_LOSS = 45
@@ -97,7 +98,7 @@ def save_test(run: Path, system: str, **settings: Any) -> dict[str, Any]:
             d = run / "nodes" / name
             d.mkdir(parents=True, exist_ok=True)
             props = config.server_properties(node, nodes, d / "data", spec.broker,
-                                             partitions=spec.partitions)
+                                             partitions=partitions(spec))
             (d / "server.properties").write_text(config.render_properties(props))
             (d / "kafka.log").write_text("[kafka] started\n")
     saved: dict[str, Any] = json.loads((run / "test.json").read_text())

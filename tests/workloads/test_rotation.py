@@ -10,9 +10,10 @@ import pytest
 
 from harness import generator as g
 from harness.runfiles import HistoryWriter, Op, recent_send_keys
-from harness.spec import POOL_MAX, SpecError, build_spec
+from harness.spec import SpecError, build_spec
 from workloads import queue
 from workloads.keys import KeyRing
+from workloads.options import POOL_MAX, QueueOptions, partitions
 
 
 def _main(seed: int = 5, ops: int = 6000, **spec: object) -> list[Op]:
@@ -98,13 +99,15 @@ def test_final_reads_read_every_key_written_from_the_beginning() -> None:
 
 def test_the_pool_lasts_the_time_limit_and_is_checked_before_anything_starts() -> None:
     short, long = build_spec({"time_limit_s": 60}), build_spec({"time_limit_s": 600})
-    assert short.keys < short.partitions < long.partitions <= POOL_MAX
-    assert build_spec({"key_pool": 8}).partitions == 8
+    assert QueueOptions.of(short).keys < partitions(short) < partitions(long) <= POOL_MAX
+    assert partitions(build_spec({"key_pool": 8})) == 8
     with pytest.raises(SpecError, match="--key-pool 4: must be at least --keys"):
         build_spec({"keys": 8, "key_pool": 4})
-    with pytest.raises(SpecError, match="--max-writes-per-key: must be positive"):
+    with pytest.raises(SpecError, match=r"--max-writes-per-key \(queue.max_writes_per_key\): "
+                       "must be at least 1"):
         build_spec({"max_writes_per_key": 0})
-    with pytest.raises(SpecError, match="--max-poll-records: must be an integer"):
+    with pytest.raises(SpecError, match=r"--max-poll-records \(queue.max_poll_records\): "
+                       "expected an integer"):
         build_spec({"max_poll_records": "many"})
 
 

@@ -16,6 +16,7 @@ from harness.runfiles import Op, OpType
 from harness.spec import SpecError, build_spec
 from workloads import queue
 from workloads.keys import KeyRing
+from workloads.options import partitions
 
 MS = 1_000_000
 
@@ -50,7 +51,7 @@ def test_crashes_come_at_the_interval_and_assign_mode_is_unchanged() -> None:
     assert 8 <= len(crashes) <= 40 and all(o.value is None for o in crashes)
     plain = build_spec({"keys": 4})
     a = g.simulate(g.clients(g.limit(300, queue.generator(plain))), concurrency=5, seed=3)
-    ops = queue.QueueOps(KeyRing.start(4, plain.partitions, 1024))
+    ops = queue.QueueOps(KeyRing.start(4, partitions(plain), 1024))
     b = g.simulate(g.clients(g.limit(300, ops)), concurrency=5, seed=3)
     assert [(o.f, o.value) for o in a] == [(o.f, o.value) for o in b]
 

@@ -10,6 +10,7 @@ from typing import Any
 from harness.spec import SpecError, TestSpec
 from systems.kafka.java import jars, jvm, settings
 from systems.kafka.options import KafkaOptions
+from workloads.options import QueueOptions, partitions
 
 
 def client_jars(spec: TestSpec, broker_version: str | None) -> jars.ClientJars:
@@ -45,26 +46,27 @@ def make_client(spec: TestSpec, *, offset_ops: bool = False) -> Any:
     from systems.kafka.java.group import JavaGroupClient
     from systems.kafka.java.txn import JavaTxnClient
 
-    isolation = spec.isolation.replace("-", "_")
-    inner = JavaQueueClient(keys=spec.keys, acks=spec.broker.acks,
+    opts = QueueOptions.of(spec)
+    isolation = opts.isolation.replace("-", "_")
+    inner = JavaQueueClient(keys=opts.keys, acks=spec.broker.acks,
                             timeout_s=spec.producer.delivery_timeout_s,
                             retries=spec.producer.retries,
                             request_timeout_s=spec.producer.request_timeout_s,
                             idempotence=spec.producer.enable_idempotence,
                             max_in_flight=spec.producer.max_in_flight,
-                            max_poll_records=spec.max_poll_records,
+                            max_poll_records=opts.max_poll_records,
                             isolation=isolation if spec.workload == "txn" else "read_committed")
     if spec.workload == "txn":
         group = None
-        if spec.sub_via == "subscribe":  # offsets are committed inside transactions only
-            group = JavaGroupClient(inner, partitions=spec.partitions,
-                                    settings=replace(spec.consumer, commit="off"),
+        if opts.subscribe:  # offsets are committed inside transactions only
+            group = JavaGroupClient(inner, partitions=partitions(spec),
+                                    settings=replace(opts.consumer, commit="off"),
                                     isolation=isolation)
             group.in_txn = True
         return JavaTxnClient(inner, isolation=isolation, group=group,
                              transaction_timeout_ms=KafkaOptions.of(spec).transaction_timeout_ms)
-    if spec.sub_via == "subscribe" or spec.crash_client_interval_s is not None:
-        return JavaGroupClient(inner, partitions=spec.partitions, settings=spec.consumer,
+    if opts.subscribe or spec.crash_client_interval_s is not None:
+        return JavaGroupClient(inner, partitions=partitions(spec), settings=opts.consumer,
                                offset_ops=offset_ops)
     return inner
 

@@ -13,10 +13,10 @@ import threading
 from typing import Any
 
 from harness.runfiles import Op
-from harness.spec import MAX_POLL_RECORDS
 from systems.kafka import config
 from systems.kafka.client import WARMUP_TOPIC
 from systems.kafka.java import jvm, outcomes, settings
+from workloads.options import MAX_POLL_RECORDS
 
 # a poll waits this long for a first record (it returns at once when there is one). Longer
 # than librdkafka's 0.2 s: the Java consumer fetches only inside poll(), so on a loaded

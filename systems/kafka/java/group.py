@@ -14,10 +14,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from harness.runfiles import Op, OpType
-from harness.spec import GROUP_ID, ConsumerSettings
 from systems.kafka.java import jvm, outcomes, settings
 from systems.kafka.java.client import POLL_WAIT_MS, JavaQueueClient
 from workloads.groupops import Batch, GroupOps, Held, final_wait_s
+from workloads.options import GROUP_ID, ConsumerSettings
 from workloads.spares import Spares
 
 

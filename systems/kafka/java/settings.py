@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.spec import GROUP_ID, ConsumerSettings, SpecError, TestSpec
+from harness.spec import SpecError, TestSpec
 from systems.kafka.options import KafkaOptions
+from workloads.options import GROUP_ID, ConsumerSettings, QueueOptions
 
 ASSIGNORS = {
     "range": "org.apache.kafka.clients.consumer.RangeAssignor",
@@ -32,8 +33,8 @@ def client_of(spec: TestSpec) -> str:
 
 def check(spec: TestSpec) -> None:
     """What the Java client cannot do, as a SpecError before anything starts."""
-    if spec.sub_via == "subscribe" and spec.workload == "queue" \
-            and spec.consumer.commit == "auto":
+    opts = QueueOptions.of(spec)
+    if opts.subscribe and spec.workload == "queue" and opts.commit == "auto":
         raise SpecError("--commit auto: Kafka's Java client commits only inside poll(), "
                         "never in the background (its auto-commit is --commit processed)")
 

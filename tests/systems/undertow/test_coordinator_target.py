@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from broker.localcluster import LocalCluster
 
-from harness.spec import GROUP_ID
 from systems.undertow import admin
 from systems.undertow.client import BrokerClient
+from workloads.options import GROUP_ID
 
 pytestmark = pytest.mark.slow
 
