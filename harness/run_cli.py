@@ -41,7 +41,6 @@ FIELDS: dict[str, str] = {
     "retries": "producer.retries", "delivery_timeout_ms": "producer.delivery_timeout_ms",
     "request_timeout_ms": "producer.request_timeout_ms",
     "idempotence": "producer.enable_idempotence", "max_in_flight": "producer.max_in_flight",
-    "crash_client_interval": "crash_client_interval_s",
 }
 TABLES = ("broker", "producer")
 
@@ -269,9 +268,6 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
 @click.option("--max-in-flight", type=int,
               help="Producer: an operation's requests unanswered on one connection "
                    "(max.in.flight.requests.per.connection; default: the system's own).")
-@click.option("--crash-client-interval", type=float,
-              help="Seconds between client crashes, on average: the process is abandoned "
-                   "without closing (default: none).")
 @click.option("--extra", multiple=True, metavar="KEY=VALUE",
               help="A system's, workload's or backend's option by its key "
                    "(kafka_version=4.0.2, ssh_user=...), repeatable, over the scenario's.")

@@ -133,13 +133,10 @@ class TestSpec:
     concurrency: int = 10
     broker: BrokerSettings = field(default_factory=BrokerSettings)
     producer: ProducerSettings = field(default_factory=ProducerSettings)
-    # a client process is crashed (abandoned, never closed) this often on average; None: never
-    crash_client_interval_s: float | None = None
     seed: int = 0
     scenario: str | None = None
     results_dir: str = "results"
     test_count: int = 1
-    final_read_timeout_s: float = 30.0
     spark_master: str = "local[2]"
     spark: str = "auto"  # which Spark checks the run: checkers.spark_server.resolve's rule
     spark_remote: str | None = None  # a Spark Connect server (sc://HOST:PORT) to check on
@@ -180,9 +177,6 @@ class TestSpec:
         if self.spark not in SPARK_CHOICES:
             raise SpecError(f"--spark: {self.spark!r} is not one of {', '.join(SPARK_CHOICES)}")
         self.producer.validate()
-        if self.crash_client_interval_s is not None and not self.crash_client_interval_s > 0:
-            raise SpecError("--crash-client-interval: must be positive, got "
-                            f"{self.crash_client_interval_s!r}")
         if self.producer.enable_idempotence and self.broker.acks != "all":
             raise SpecError(f"--idempotence needs --acks all, not {self.broker.acks} "
                             "(as Kafka's producer)")
