@@ -140,8 +140,8 @@ class TestSpec:
     results_dir: str = "results"
     test_count: int = 1
     # the system's, workload's, backend's, nemesis package's and checkers' own options, by
-    # part name (which Spark checks is the checkers': checkers/options.py)
-    # (harness/options.py); an `extra` key in a layer is one of these, moved here
+    # part name (harness/options.py; which Spark checks is the checkers': checkers/options.py);
+    # an `extra` key in a layer is one of these, moved here
     options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # a recorded fault plan to replay as it is (nemesis/replay.py), instead of one drawn
     # from the seed; test.json always records the plan a run used under this key
@@ -209,11 +209,11 @@ def build_spec(*layers: Mapping[str, Any], where: tuple[str, ...] = (),
                recorded: bool = False) -> TestSpec:
     """Merge layers (later wins): each a flat mapping of TestSpec fields plus `broker` and
     `producer` tables, the run's system's, workload's, backend's, nemesis package's and
-    checkers' own option tables (under their names, or in an `options` table), `extra` keys of those
-    options, and the keys that were TestSpec fields before a part took them over (`keys`,
-    a `[consumer]` table: `_formerly`). An `extra` or former key no part of the run declares
-    is refused, unless `recorded` (an old test.json's knobs are dropped, so old runs still
-    load)."""
+    checkers' own option tables (under their names, or in an `options` table), `extra` keys
+    of those options, and the keys that were TestSpec fields before a part took them over
+    (`keys`, a `[consumer]` table, `spark`: `_formerly`). An `extra` or former key no part
+    of the run declares is refused, unless `recorded` (an old test.json's knobs are
+    dropped, so old runs still load)."""
     merged: dict[str, Any] = {}
     tables: dict[str, dict[str, Any]] = {"broker": {}, "producer": {}}
     classes: dict[str, type[Any]] = {"broker": BrokerSettings, "producer": ProducerSettings}
