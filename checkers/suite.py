@@ -3,7 +3,8 @@
 Log checks per key, the dependency-graph cycles and the replica checks all read
 the same tables, so they run as one job; an input that breaks the contract
 answers "unknown" with the reader's `file:line: problem`. The Spark is the one the
-spec names, by checkers.spark_server's rule (the warm server when it is up).
+run's options name (checkers/options.py, `[checkers]`), by checkers.spark_server's rule
+(the warm server when it is up).
 
 In a run, the Spark session starts (and runs one tiny job, see checkers.spark.warm_up)
 in the background while the workload runs (`prepare`), so the verdict does not wait
@@ -22,6 +23,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from checkers.options import SparkOptions
 from harness.runfiles import HistoryError, write_results
 from harness.spec import TestSpec
 
@@ -38,14 +40,16 @@ log = logging.getLogger(__name__)
 def _target(spec: TestSpec | None) -> SparkTarget:
     from checkers.spark_server import resolve
 
-    return (resolve(spec.spark, spec.spark_master, spec.spark_remote)
-            if spec is not None else resolve("auto", "local[2]"))
+    opts = SparkOptions.of(spec) if spec is not None else SparkOptions()
+    return resolve(opts.spark, opts.spark_master, opts.spark_remote)
 
 
 class RunFileChecker:
-    """Every anomaly of HISTORY.md, from history.jsonl (and replicas.jsonl when present)."""
+    """Every anomaly of HISTORY.md, from history.jsonl (and replicas.jsonl when present);
+    the checkers' part (harness/options.py): which Spark checks is its options'."""
 
     name = "run-files"
+    options = SparkOptions
 
     def __init__(self) -> None:
         self._early: tuple[SparkTarget, SessionStarter] | None = None

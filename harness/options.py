@@ -1,5 +1,5 @@
-"""Options owned by the parts: a System, a Workload, a Backend or the nemesis package declares
-its own as a dataclass.
+"""Options owned by the parts: a System, a Workload, a Backend, the nemesis package or the
+checkers declare their own as a dataclass.
 
 Each field is one option: its type (the annotation), its default, its help, the values it
 refuses (`choices`, or a `check` that says what is wrong) and its command-line flag
@@ -12,7 +12,10 @@ reads its own back, typed: `KafkaOptions.of(spec)`.
 A backend is found by the run's `--backend` name (harness/backends.py), a system or a
 workload through harness/registry.py, the nemesis package likewise (always the one named
 `NEMESIS_PACKAGE`, "standard": the spec's `nemesis` is the list of faults, so its table is
-`[standard]`, test.json's `options.standard`); past that the four kinds are handled alike.
+`[standard]`, test.json's `options.standard`), the checkers' likewise (always the run-file
+checker suite, checkers/suite.py `RunFileChecker`, named `CHECKERS`, "checkers": its
+table is `[checkers]`, test.json's `options.checkers`; checkers/options.py says what they
+choose); past that the five kinds are handled alike.
 
 Parts of one kind may share one options class (the queue and txn workloads): their flags
 are listed once, under both names, and set the run's part's options. An option that was
@@ -39,8 +42,9 @@ from typing import Any, Literal, Self
 
 from harness.spec import SpecError
 
-Kind = Literal["system", "workload", "backend", "nemesis"]
-KINDS: tuple[Kind, ...] = ("system", "workload", "backend", "nemesis")
+Kind = Literal["system", "workload", "backend", "nemesis", "checkers"]
+KINDS: tuple[Kind, ...] = ("system", "workload", "backend", "nemesis", "checkers")
+CHECKERS = "checkers"  # the checkers' part: its TOML table and test.json's options key
 _META = "undertow.option"
 
 
@@ -106,18 +110,30 @@ class NemesisOptions(_PartOptions):
     kind = "nemesis"
 
 
+class CheckerOptions(_PartOptions):
+    """Base of the checkers' options dataclass (checkers/options.py's SparkOptions)."""
+
+    kind = "checkers"
+
+
 def part_name(kind: Kind, spec: Any) -> str:
     """The name of the run's part of that kind: spec.system, spec.workload, spec.backend;
-    the nemesis package is always NEMESIS_PACKAGE (spec.nemesis names faults, not it)."""
+    the nemesis package is always NEMESIS_PACKAGE (spec.nemesis names faults, not it), the
+    checkers' part always CHECKERS (the workload names the checkers a run has)."""
     if kind == "nemesis":
         from harness.faultplan import NEMESIS_PACKAGE
 
         return NEMESIS_PACKAGE
+    if kind == "checkers":
+        return CHECKERS
     return str(getattr(spec, kind))
 
 
 def label(kind: str, name: str) -> str:
-    """How --help and the errors name a part: `--system kafka`, `the nemesis package standard`."""
+    """How --help and the errors name a part: `--system kafka`, `the nemesis package standard`,
+    `the checkers`."""
+    if kind == "checkers":
+        return "the checkers"
     return f"the nemesis package {name}" if kind == "nemesis" else f"--{kind} {name}"
 
 
@@ -264,7 +280,10 @@ def non_default(kind: Kind, part_name: str, part: Any,
 
 
 def names(kind: Kind) -> list[str]:
-    """Every part's name of that kind: the backends' table, else the registry."""
+    """Every part's name of that kind: the backends' table, the checkers' one part, else the
+    registry."""
+    if kind == "checkers":
+        return [CHECKERS]
     if kind == "backend":
         from harness.backends import CLASSES
 
@@ -275,7 +294,14 @@ def names(kind: Kind) -> list[str]:
 
 
 def part(kind: Kind, name: str) -> Any:
-    """The part named (a backend's class); SpecError naming the option when unknown."""
+    """The part named (a backend's class, the checker suite's); SpecError naming the option
+    when unknown."""
+    if kind == "checkers":
+        if name != CHECKERS:
+            raise SpecError(f"the checkers' options: {name!r} is not known (known: {CHECKERS})")
+        from checkers.suite import RunFileChecker  # the run-file checks, Spark's options
+
+        return RunFileChecker
     if kind == "backend":
         from harness.backends import backend_class
 
@@ -286,8 +312,8 @@ def part(kind: Kind, name: str) -> Any:
 
 
 def registered() -> list[tuple[Kind, str, Any]]:
-    """Every system, workload, backend and nemesis package that imports (one that does not
-    is left out here: naming it with --system says why)."""
+    """Every system, workload, backend, nemesis package and the checkers, when they import
+    (one that does not is left out here: naming it with --system says why)."""
     out = []
     for kind in KINDS:
         for name in names(kind):

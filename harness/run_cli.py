@@ -18,7 +18,7 @@ import click
 
 from harness.options import Declared, base_type, declared, label, registered
 from harness.runfiles import EXIT_USAGE
-from harness.spec import SPARK_CHOICES, SpecError, TestSpec, build_spec, load_toml
+from harness.spec import SpecError, TestSpec, build_spec, load_toml
 
 if TYPE_CHECKING:
     from harness.core import Stopper
@@ -37,18 +37,16 @@ FIELDS: dict[str, str] = {
     "truncation": "broker.truncation", "flush": "broker.flush",
     "txn_fencing": "broker.txn_epoch_fencing",
     "offsets_commit_acks": "broker.offsets_commit_acks",
-    "spark": "spark", "spark_master": "spark_master", "spark_remote": "spark_remote",
     "retries": "producer.retries", "delivery_timeout_ms": "producer.delivery_timeout_ms",
     "request_timeout_ms": "producer.request_timeout_ms",
     "idempotence": "producer.enable_idempotence", "max_in_flight": "producer.max_in_flight",
-    "crash_client_interval": "crash_client_interval_s",
 }
 TABLES = ("broker", "producer")
 
 
 def part_options() -> list[Declared]:
-    """Every registered system's, workload's, backend's and nemesis package's own options
-    (harness/options.py)."""
+    """Every registered system's, workload's, backend's, nemesis package's and the checkers'
+    own options (harness/options.py)."""
     out = [d for kind, name, part in registered() for d in declared(kind, name, part)]
     flag_parts(out)  # refuses a flag that two parts declare differently
     return out
@@ -250,12 +248,6 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
 @click.option("--offsets-commit-acks", type=click.IntRange(-1, 1), default=-1, show_default=True,
               help="When a group coordinator answers a commit: -1 once replicated, 1 once in "
                    "its own log (Kafka's old offsets.commit.required.acks; our broker).")
-@click.option("--spark", type=click.Choice(SPARK_CHOICES), default="auto", show_default=True,
-              help="Which Spark checks the run: auto (the warm one of `undertow spark start` "
-                   "when it is up, else cold), cold, or warm (exit 2 if none is up).")
-@click.option("--spark-master", default="local[2]", show_default=True,
-              help="Spark master of a cold check (a non-local one is used as given).")
-@click.option("--spark-remote", help="A Spark Connect server (sc://HOST:PORT) to check on.")
 @click.option("--retries", type=int,
               help="Producer: resends of a send whose attempt may have been written "
                    "(default: the system's own; each resend may duplicate the record).")
@@ -269,9 +261,6 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
 @click.option("--max-in-flight", type=int,
               help="Producer: an operation's requests unanswered on one connection "
                    "(max.in.flight.requests.per.connection; default: the system's own).")
-@click.option("--crash-client-interval", type=float,
-              help="Seconds between client crashes, on average: the process is abandoned "
-                   "without closing (default: none).")
 @click.option("--extra", multiple=True, metavar="KEY=VALUE",
               help="A system's, workload's or backend's option by its key "
                    "(kafka_version=4.0.2, ssh_user=...), repeatable, over the scenario's.")
@@ -313,10 +302,12 @@ def _run(ctx: click.Context, params: dict[str, Any], stopper: Stopper) -> int:
         core.check_startable(spec)
     except SpecError as e:
         raise BadUsage(str(e)) from e
+    from checkers.options import SparkOptions
     from checkers.spark_server import SparkError, resolve
 
+    spark = SparkOptions.of(spec)  # the checkers' options
     try:  # a named Spark that cannot be had is said now, not after the run
-        resolve(spec.spark, spec.spark_master, spec.spark_remote)
+        resolve(spark.spark, spark.spark_master, spark.spark_remote)
     except SparkError as e:
         raise BadUsage(str(e)) from e
     click.echo(f"undertow run: {test_name(spec)}, "

@@ -17,7 +17,9 @@ Acks = Literal["0", "1", "all"]
 Truncation = Literal["hw", "leader-epoch"]
 Flush = Literal["page-cache", "every-message"]
 BACKENDS = ("local", "docker", "ssh")
-SPARK_CHOICES = ("auto", "cold", "warm")  # checkers.spark_server says what each means
+# which Spark checks (checkers.spark_server says what each means): the checkers' option
+# (checkers/options.py), `undertow check`'s and `undertow nightly`'s --spark
+SPARK_CHOICES = ("auto", "cold", "warm")
 READERS = ("auto", "spark", "driver")  # who reads history.jsonl: checkers.sparkread says
 DEFAULT_WORKLOAD = "queue"  # a run without --workload; the report measures availability by it
 
@@ -133,18 +135,13 @@ class TestSpec:
     concurrency: int = 10
     broker: BrokerSettings = field(default_factory=BrokerSettings)
     producer: ProducerSettings = field(default_factory=ProducerSettings)
-    # a client process is crashed (abandoned, never closed) this often on average; None: never
-    crash_client_interval_s: float | None = None
     seed: int = 0
     scenario: str | None = None
     results_dir: str = "results"
     test_count: int = 1
-    final_read_timeout_s: float = 30.0
-    spark_master: str = "local[2]"
-    spark: str = "auto"  # which Spark checks the run: checkers.spark_server.resolve's rule
-    spark_remote: str | None = None  # a Spark Connect server (sc://HOST:PORT) to check on
-    # the system's, workload's, backend's and nemesis package's own options, by part name
-    # (harness/options.py); an `extra` key in a layer is one of these, moved here
+    # the system's, workload's, backend's, nemesis package's and checkers' own options, by
+    # part name (harness/options.py; which Spark checks is the checkers': checkers/options.py);
+    # an `extra` key in a layer is one of these, moved here
     options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # a recorded fault plan to replay as it is (nemesis/replay.py), instead of one drawn
     # from the seed; test.json always records the plan a run used under this key
@@ -177,12 +174,7 @@ class TestSpec:
                               ("--concurrency", self.concurrency)):
             if value <= 0:
                 raise SpecError(f"{option}: must be positive, got {value:g}")
-        if self.spark not in SPARK_CHOICES:
-            raise SpecError(f"--spark: {self.spark!r} is not one of {', '.join(SPARK_CHOICES)}")
         self.producer.validate()
-        if self.crash_client_interval_s is not None and not self.crash_client_interval_s > 0:
-            raise SpecError("--crash-client-interval: must be positive, got "
-                            f"{self.crash_client_interval_s!r}")
         if self.producer.enable_idempotence and self.broker.acks != "all":
             raise SpecError(f"--idempotence needs --acks all, not {self.broker.acks} "
                             "(as Kafka's producer)")
@@ -216,12 +208,12 @@ def _coerce(cls: type[Any], data: Mapping[str, Any], where: str) -> dict[str, An
 def build_spec(*layers: Mapping[str, Any], where: tuple[str, ...] = (),
                recorded: bool = False) -> TestSpec:
     """Merge layers (later wins): each a flat mapping of TestSpec fields plus `broker` and
-    `producer` tables, the run's system's, workload's, backend's and nemesis package's own
-    option tables (under their names, or in an `options` table), `extra` keys of those
-    options, and the keys that were TestSpec fields before a part took them over (`keys`,
-    a `[consumer]` table: `_formerly`). An `extra` or former key no part of the run declares
-    is refused, unless `recorded` (an old test.json's knobs are dropped, so old runs still
-    load)."""
+    `producer` tables, the run's system's, workload's, backend's, nemesis package's and
+    checkers' own option tables (under their names, or in an `options` table), `extra` keys
+    of those options, and the keys that were TestSpec fields before a part took them over
+    (`keys`, a `[consumer]` table, `spark`: `_formerly`). An `extra` or former key no part
+    of the run declares is refused, unless `recorded` (an old test.json's knobs are
+    dropped, so old runs still load)."""
     merged: dict[str, Any] = {}
     tables: dict[str, dict[str, Any]] = {"broker": {}, "producer": {}}
     classes: dict[str, type[Any]] = {"broker": BrokerSettings, "producer": ProducerSettings}
@@ -230,7 +222,8 @@ def build_spec(*layers: Mapping[str, Any], where: tuple[str, ...] = (),
               "backend": str(defaults["backend"])}
     for layer in layers:
         chosen.update({k: str(layer[k]) for k in chosen if k in layer})
-    chosen["nemesis"] = _nemesis_package()  # a layer's `nemesis` is its faults, not the part
+    # a layer's `nemesis` is its faults, not the part; the checkers' part is always the one
+    chosen.update(nemesis=_part_name("nemesis"), checkers=_part_name("checkers"))
     parts: list[tuple[str, Mapping[str, Any], dict[str, Mapping[str, Any]]]] = []
     for i, layer in enumerate(layers):
         label = where[i] if i < len(where) else f"layer {i}"
@@ -270,10 +263,11 @@ def build_spec(*layers: Mapping[str, Any], where: tuple[str, ...] = (),
 _FIELDS = frozenset(f.name for f in fields(TestSpec))
 
 
-def _nemesis_package() -> str:
+def _part_name(kind: Any) -> str:
+    """The nemesis package's or the checkers' part: one, whatever the spec says."""
     from harness.options import part_name
 
-    return part_name("nemesis", None)
+    return part_name(kind, None)
 
 
 def _part_tables(layer: dict[str, Any], chosen: Mapping[str, str],
@@ -298,7 +292,7 @@ def _part_tables(layer: dict[str, Any], chosen: Mapping[str, str],
         kinds = [k for k in o.KINDS if name in o.names(k)]
         if not kinds:
             raise SpecError(f"{label}: options of {name!r}, which is no system, workload or "
-                            "backend (nor nemesis package)")
+                            "backend (nor nemesis package, nor the checkers)")
         kind = kinds[0]
         flags = {d.name: d.flag or d.name for d in o.declared(kind, name, o.part(kind, name))}
         given = ", ".join(flags.get(k.replace("-", "_"), k) for k in t)
@@ -377,8 +371,8 @@ def _not_taken(label: str, key: str, chosen: Mapping[str, str]) -> str:
 def _resolve_options(chosen: Mapping[str, str],
                      parts: list[tuple[str, Mapping[str, Any], dict[str, Mapping[str, Any]]]]
                      ) -> tuple[dict[str, dict[str, Any]], set[str]]:
-    """The chosen system's, workload's, backend's and nemesis package's options, and the
-    extra keys they took."""
+    """The chosen system's, workload's, backend's, nemesis package's and checkers' options,
+    and the extra keys they took."""
     from harness import options as o
 
     options: dict[str, dict[str, Any]] = {}
@@ -410,7 +404,7 @@ def _unclaimed(label: str, key: str, chosen: Mapping[str, str]) -> str:
         flag = f" ({d.flag})" if d.flag else ""
         return f"{label}: extra {key}: only {parts} has it, not {chosen[d.kind]}{flag}"
     return f"{label}: extra {key!r}: no system, workload or backend declares it (nor the " \
-        "nemesis package)"
+        "nemesis package, nor the checkers)"
 
 
 def _options_as_extra(spec: TestSpec) -> dict[str, Any]:
@@ -427,7 +421,7 @@ def _options_as_extra(spec: TestSpec) -> dict[str, Any]:
 def load_toml(path: Path) -> dict[str, Any]:
     """A TOML experiment file: TestSpec keys at top level, broker settings under [broker],
     the clients' producer settings under [producer], each part's own options under its name
-    ([queue], [kafka], [standard], ...)."""
+    ([queue], [kafka], [standard], [checkers], ...)."""
     try:
         return tomllib.loads(path.read_text())
     except FileNotFoundError as e:

@@ -119,7 +119,7 @@ def session_spark(pytestconfig: pytest.Config) -> dict[str, Any]:
 @pytest.fixture(autouse=True)
 def _slow_tests_check_on_the_session_spark(request: pytest.FixtureRequest) -> None:
     """A slow test (clusters, runs, Spark) checks on `session_spark`; a test that must
-    check cold says so (`--spark cold`, TestSpec(spark="cold")), as a user would."""
+    check cold says so (`--spark cold`, `[checkers] spark = "cold"`), as a user would."""
     if request.node.get_closest_marker("slow") is not None:
         request.getfixturevalue("session_spark")
 

@@ -1,4 +1,5 @@
-"""The queue and txn workloads' own options: which keys the clients write and how they read.
+"""The queue and txn workloads' own options: which keys the clients write, how they read
+(the final reads' time limit included) and how often a client crashes (queue only).
 
 Declared here once (harness/options.py) and shared by both workloads (txn's final reads
 are the queue workload's, its keys rotate the same way): `undertow run --help` lists them
@@ -60,9 +61,15 @@ def _count(lo: int) -> Any:
     return check
 
 
+def _positive_s(value: float) -> str | None:
+    return None if math.isfinite(value) and value > 0 else f"must be positive, got {value!r}"
+
+
 @dataclass(frozen=True, slots=True)
 class QueueOptions(WorkloadOptions):
-    """What the queue and txn workloads' clients write and read, and their consumer group."""
+    """What the queue and txn workloads' clients write and read, their consumer group, how
+    often a client crashes (the txn workload's systems refuse crashes) and how long the
+    final reads may take."""
 
     keys: int = option(
         8, "Keys (partitions) written at once; each is retired after --max-writes-per-key "
@@ -99,6 +106,13 @@ class QueueOptions(WorkloadOptions):
     assignor: str = option(
         "range", "Consumer group: how the group leader hands out keys.", choices=ASSIGNORS,
         formerly="consumer.assignor")
+    crash_client_interval_s: float | None = option(
+        None, "Seconds between client crashes, on average: the process is abandoned without "
+        "closing (the queue workload; default: none).", flag="--crash-client-interval",
+        check=_positive_s, metavar="S", formerly="crash_client_interval_s")
+    final_read_timeout_s: float = option(
+        30.0, "Seconds the final reads may take at most (a TOML file's or --extra's; no "
+        "flag).", flag="", check=_positive_s, metavar="S", formerly="final_read_timeout_s")
 
     def refuse(self) -> str | None:
         if self.key_pool is not None and self.key_pool < self.keys:

@@ -159,8 +159,8 @@ def generator(spec: TestSpec, *, offset_ops: bool = False) -> g.Gen:
     # the timed ops come first: a tie in time goes to the first generator, and the
     # main mix always has an op for now
     gens: list[g.Gen] = []
-    if spec.crash_client_interval_s is not None:
-        gens.append(g.stagger(spec.crash_client_interval_s, g.repeat(g.op("crash"))))
+    if opts.crash_client_interval_s is not None:
+        gens.append(g.stagger(opts.crash_client_interval_s, g.repeat(g.op("crash"))))
     if opts.subscribe:
         offsets = OffsetOps(opts.commit == "processed", ring.pool) if offset_ops \
             else None
@@ -269,9 +269,10 @@ def final_generator(spec: TestSpec, targets: Mapping[int, int],
     first every process leaves the group and the group's final committed offsets are
     read (the module docstring says how)."""
     keys = tuple(sorted(targets))
-    reads = g.time_limit(spec.final_read_timeout_s,
+    opts = QueueOptions.of(spec)
+    reads = g.time_limit(opts.final_read_timeout_s,
                          FinalReads(dict(targets), keys, patience=patience))
-    if not QueueOptions.of(spec).subscribe:
+    if not opts.subscribe:
         return reads
     return g.phases(g.each_thread(g.op("assign", [])),
                     g.op("assign", [], fetch_committed=True), reads)

@@ -23,10 +23,12 @@ from harness.report.index import IndexRow, index_rows
 from harness.runfiles import RESULTS_JSON, TEST_JSON, HistoryError, line_times, read_json
 
 # test.json keys that are not settings: the seed and what it draws, where the run was
-# written, and what the machine and the running system reported
+# written, and what the machine and the running system reported; which Spark checked
+# (an old test.json's top-level keys, a new one's `options.checkers`: NOT_SETTINGS_PARTS)
 NOT_SETTINGS = frozenset({"seed", "nemesis_plan", "run_id", "results_dir", "nodes", "versions",
                           "system_info", "fault_kinds", "nemesis_phases", "name", "test_count",
                           "spark", "spark_master", "spark_remote"})
+NOT_SETTINGS_PARTS = frozenset({"checkers"})  # test.json's `options` of those parts
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +68,8 @@ class Row:
 def settings_digest(test: Mapping[str, Any]) -> str:
     """What a run was asked to do apart from its seed, as a short digest."""
     kept = {k: v for k, v in test.items() if k not in NOT_SETTINGS}
+    if isinstance(options := kept.get("options"), Mapping):
+        kept["options"] = {k: v for k, v in options.items() if k not in NOT_SETTINGS_PARTS}
     return hashlib.sha256(orjson.dumps(kept, option=orjson.OPT_SORT_KEYS)).hexdigest()[:12]
 
 

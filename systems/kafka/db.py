@@ -87,7 +87,7 @@ def check_spec(spec: TestSpec) -> None:
         if spec.broker.acks != "all":
             raise SpecError(f"--workload txn needs --acks all, not {spec.broker.acks} "
                             "(a transactional producer is idempotent)")
-        if spec.crash_client_interval_s is not None:
+        if QueueOptions.of(spec).crash_client_interval_s is not None:
             raise SpecError("--crash-client-interval: only the queue workload has it, not txn")
     rel, mode = release_of(spec)
     if mode == releases.ZOOKEEPER:

@@ -150,7 +150,7 @@ class KafkaSystem:
             return KafkaTxnClient(
                 inner, isolation=isolation, group=group,
                 transaction_timeout_ms=KafkaOptions.of(spec).transaction_timeout_ms)
-        if opts.subscribe or spec.crash_client_interval_s is not None:
+        if opts.subscribe or opts.crash_client_interval_s is not None:
             return KafkaGroupClient(inner, partitions=partitions(spec), settings=opts.consumer,
                                     offset_ops=offsets.enabled(spec, self))
         return inner

@@ -47,7 +47,8 @@ class UndertowSystem:
         if spec.workload not in WORKLOADS:
             raise SpecError(f"--workload {spec.workload}: the undertow system speaks "
                             f"{', '.join(WORKLOADS)}")
-        if spec.workload != "queue" and spec.crash_client_interval_s is not None:
+        if spec.workload != "queue" and \
+                QueueOptions.of(spec).crash_client_interval_s is not None:
             raise SpecError("--crash-client-interval: only the queue workload has it, not "
                             f"{spec.workload}")
         if spec.workload == "txn" and spec.broker.acks != "all":
@@ -83,7 +84,7 @@ class UndertowSystem:
                 group = GroupQueueClient(queue, partitions=partitions,
                                          settings=replace(opts.consumer, commit="off"))
             return TxnClient(queue, shared_ids=int(shared) if shared else None, group=group)
-        if opts.subscribe or spec.crash_client_interval_s is not None:
+        if opts.subscribe or opts.crash_client_interval_s is not None:
             return GroupQueueClient(queue, partitions=partitions, settings=opts.consumer,
                                     offset_ops=offsets.enabled(spec, self))
         return queue

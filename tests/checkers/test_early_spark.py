@@ -28,7 +28,7 @@ run, java_home = Path(sys.argv[1]), sys.argv[2]
 if len(sys.argv) > 3:  # histories of this many bytes and more are read by Spark
     import checkers.sparkread
     checkers.sparkread.MIN_BYTES = int(sys.argv[3])
-spec = TestSpec(spark="cold", spark_master="local[1]")
+spec = TestSpec(options={"checkers": {"spark": "cold", "spark_master": "local[1]"}})
 saved = os.environ.get("JAVA_HOME")
 if java_home:
     os.environ["JAVA_HOME"] = java_home
@@ -104,7 +104,7 @@ from pathlib import Path
 from checkers.suite import RunFileChecker
 from harness.spec import TestSpec
 
-spec = TestSpec(spark="cold", spark_master="local[1]")
+spec = TestSpec(options={"checkers": {"spark": "cold", "spark_master": "local[1]"}})
 checker = RunFileChecker()
 checker.prepare(spec)
 out = []

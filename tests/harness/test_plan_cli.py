@@ -9,6 +9,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from checkers.options import SparkOptions
 from harness.cli import main as cli
 from harness.runfiles import RunPaths
 from harness.spec import build_spec
@@ -45,7 +46,8 @@ def test_the_plan_replays_on_the_same_system_and_on_another(tmp_path: Path) -> N
         "undertow": {"controller_voters": 3, "shared_transactional_ids": None,
                      "broker_settings": None},
         "standard": json.loads(json.dumps(dataclasses.asdict(StandardOptions()))),  # package's
-        "queue": dataclasses.asdict(QueueOptions())}  # the workload's
+        "queue": dataclasses.asdict(QueueOptions()),  # the workload's
+        "checkers": dataclasses.asdict(SparkOptions())}  # the checkers' (which Spark)
 
     out = CliRunner().invoke(cli, ["plan", str(run_dir), "--system", "kafka", "-o",
                                    str(tmp_path / "kafka.toml")])

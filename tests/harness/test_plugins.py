@@ -17,10 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from checkers.options import SparkOptions
 from nemesis.options import StandardOptions
 
-# the nemesis package's options, at their defaults, recorded beside the toy parts' own
-NEMESIS = {"standard": json.loads(json.dumps(dataclasses.asdict(StandardOptions())))}
+# the nemesis package's and the checkers' options, at their defaults, recorded beside the
+# toy parts' own
+NEMESIS = {"standard": json.loads(json.dumps(dataclasses.asdict(StandardOptions()))),
+           "checkers": dataclasses.asdict(SparkOptions())}
 
 
 def test_unknown_system_and_workload_are_usage_errors(tmp_path: Path) -> None:
@@ -56,7 +59,7 @@ def test_a_toy_system_and_workload_run_end_to_end(
     assert test["system"] == "toy" and test["system_info"] == {"name": "toy", "version": "1"}
     # each part's options under its name: the command line over the file
     assert test["options"] == {"toy": {"latency_ms": 2}, "toyload": {"final_polls": 2},
-                               "standard": {**NEMESIS["standard"], "interval_s": 1.0}}
+                               **NEMESIS, "standard": {**NEMESIS["standard"], "interval_s": 1.0}}
     history = (run_dir / "history.jsonl").read_text()
     finals = [json.loads(line) for line in history.splitlines()]
     assert sum(o["f"] == "poll" and o["type"] == "invoke" for o in finals) == 2  # final polls

@@ -65,7 +65,7 @@ def make_client(spec: TestSpec, *, offset_ops: bool = False) -> Any:
             group.in_txn = True
         return JavaTxnClient(inner, isolation=isolation, group=group,
                              transaction_timeout_ms=KafkaOptions.of(spec).transaction_timeout_ms)
-    if opts.subscribe or spec.crash_client_interval_s is not None:
+    if opts.subscribe or opts.crash_client_interval_s is not None:
         return JavaGroupClient(inner, partitions=partitions(spec), settings=opts.consumer,
                                offset_ops=offset_ops)
     return inner
