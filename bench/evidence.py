@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import core
-from harness.runfiles import NEMESIS, read_history
+from harness.runfiles import FINAL, NEMESIS, TEST_JSON, read_history, read_test_json
 from harness.spec import build_spec
 from harness.test import Test, assemble
 
@@ -49,6 +49,44 @@ class _Unchecked(Test):
 
     def checkers(self) -> list[Any]:
         return []
+
+
+# the calls a fault makes for its evidence: (module, name); no_evidence quiets the first
+# three (observe_after and read_clocks then have nothing to compare), timed_evidence
+# times all of them
+OBSERVATIONS = (("nemesis.faults", "observe"), ("nemesis.netfaults", "_link_evidence"),
+                ("nemesis.shaping", "time_links"), ("nemesis.faults", "observe_after"),
+                ("nemesis.faults", "read_clocks"))
+
+
+@contextlib.contextmanager
+def timed_evidence(spent: dict[str, float]) -> Iterator[None]:
+    """Each evidence call's CPU time on its thread (the nemesis's) and its wall time,
+    added up in `spent` ("cpu_s", "wall_s"): what the evidence itself costs, beside the
+    whole run's CPU. The proxy's side of a probe (a connection or two per link) is not in
+    it."""
+    import importlib
+
+    saved = []
+    for module, name in OBSERVATIONS:
+        m = importlib.import_module(module)
+        real = getattr(m, name)
+
+        def timed(*a: Any, _real: Any = real, **k: Any) -> Any:
+            c0, w0 = time.thread_time(), time.perf_counter()
+            try:
+                return _real(*a, **k)
+            finally:
+                spent["cpu_s"] = spent.get("cpu_s", 0.0) + time.thread_time() - c0
+                spent["wall_s"] = spent.get("wall_s", 0.0) + time.perf_counter() - w0
+
+        saved.append((m, name, real))
+        setattr(m, name, timed)
+    try:
+        yield
+    finally:
+        for m, name, real in saved:
+            setattr(m, name, real)
 
 
 @contextlib.contextmanager
@@ -80,15 +118,35 @@ def one_run(root: Path, *, system: str, nemesis: str, seconds: float, interval: 
     test = assemble(spec)
     test = _Unchecked(**{f: getattr(test, f) for f in
                          ("spec", "system", "workload", "nemesis", "backend")})
+    spent: dict[str, float] = {}
     with contextlib.ExitStack() as stack:
-        if not evidence:
-            stack.enter_context(no_evidence())
+        stack.enter_context(timed_evidence(spent) if evidence else no_evidence())
         t0, cpu0 = time.monotonic(), cpu_seconds()
         out = core.run_test(test)
         wall, cpu_s = time.monotonic() - t0, cpu_seconds() - cpu0
     got = figures(out.run_dir / "history.jsonl", seconds)
     return {"evidence": evidence, "seed": seed, "run": str(out.run_dir), "wall_s": wall,
-            "cpu_s": cpu_s, "cpu_ms_per_op": 1000 * cpu_s / max(got["client_ops"], 1), **got}
+            "cpu_s": cpu_s, "cpu_ms_per_op": 1000 * cpu_s / max(got["client_ops"], 1),
+            "evidence_cpu_s": spent.get("cpu_s", 0.0), "evidence_wall_s": spent.get("wall_s", 0.0),
+            "lateness_ms": lateness(out.run_dir), **got}
+
+
+def lateness(run_dir: Path) -> dict[str, float] | None:
+    """How late the nemesis's invocations came against its plan (test.json's
+    `nemesis_plan`), each measured from the first: an observation that holds the nemesis
+    delays the steps behind it, and so stretches the fault windows the clients see.
+    Median and 90th percentile in ms; None without a plan."""
+    test = read_test_json(run_dir / TEST_JSON) or {}
+    plan = [float(s["at_s"]) for s in test.get("nemesis_plan") or ()]
+    times = [op.time / 1e9 for op in read_history(run_dir / "history.jsonl")
+             if op.process == NEMESIS and op.type == "invoke" and not op.extra.get(FINAL)]
+    pairs = list(zip(plan, times, strict=False))
+    if len(pairs) < 2:
+        return None
+    a0, t0 = pairs[0]
+    late = sorted((t - t0) - (a - a0) for a, t in pairs)
+    return {"median": round(1000 * statistics.median(late), 1),
+            "p90": round(1000 * late[int(0.9 * (len(late) - 1))], 1)}
 
 
 def cpu_seconds() -> float:
@@ -158,6 +216,58 @@ def pair(args: argparse.Namespace, root: Path, seed: int, first: bool) -> list[d
             for evidence in (first, not first)]
 
 
+def _ratios(pairs: list[tuple[dict[str, Any], dict[str, Any]]], key: str) -> dict[str, Any]:
+    r = [a[key] / b[key] for a, b in pairs]
+    return {"per_seed": [round(x, 3) for x in r], "median": statistics.median(r),
+            "geometric_mean": statistics.geometric_mean(r)}
+
+
+def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each seed's two sides compared (a pair where a side made no client op is left out
+    and named: its run failed, so it says nothing of the evidence), the share of the
+    evidence side's CPU that its observations took, and both sides' lateness against the
+    plan. Prints what it finds."""
+    sides: dict[int, dict[bool, dict[str, Any]]] = {}
+    for r in runs:
+        sides.setdefault(r["seed"], {})[r["evidence"]] = r
+    pairs: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    left_out: list[dict[str, Any]] = []
+    for seed, two in sorted(sides.items()):
+        if len(two) == 2 and two[True]["ops"] and two[False]["ops"]:
+            pairs.append((two[True], two[False]))
+        else:
+            left_out.append({"seed": seed, "runs": [r["run"] for r in two.values()]})
+    for x in left_out:
+        print(f"seed {x['seed']}: a side made no client op (its run failed): left out; "
+              f"run folders {', '.join(x['runs'])}")
+    out: dict[str, Any] = {"pairs": len(pairs), "left_out": left_out}
+    if not pairs:
+        return out
+    out["ops_per_s"] = _ratios(pairs, "ops_per_s")
+    out["cpu_ms_per_op"] = _ratios(pairs, "cpu_ms_per_op")
+    out["ops_sum_ratio"] = sum(a["ops"] for a, _ in pairs) / sum(b["ops"] for _, b in pairs)
+    out["evidence_cpu_share"] = (sum(a["evidence_cpu_s"] for a, _ in pairs)
+                                 / sum(a["cpu_s"] for a, _ in pairs))
+    out["evidence_cpu_ms_per_fault"] = (1000 * sum(a["evidence_cpu_s"] for a, _ in pairs)
+                                        / max(1, sum(a["nemesis_ops"] for a, _ in pairs)))
+    late = {side: [r["lateness_ms"]["median"] for r in (p[i] for p in pairs)
+                   if r.get("lateness_ms")] for i, side in ((0, "with"), (1, "without"))}
+    out["lateness_median_ms"] = {k: statistics.median(v) if v else None
+                                 for k, v in late.items()}
+    o, c = out["ops_per_s"], out["cpu_ms_per_op"]
+    print(f"{len(pairs)} pairs. Client ops/s with/without evidence, per seed: "
+          f"{', '.join(f'{x:.2f}' for x in o['per_seed'])}; median {o['median']:.3f}, "
+          f"geometric mean {o['geometric_mean']:.3f}, all ops summed {out['ops_sum_ratio']:.3f}")
+    print(f"CPU ms per client op (the whole run: servers, proxy, harness) with/without: "
+          f"median {c['median']:.3f}, geometric mean {c['geometric_mean']:.3f}")
+    print(f"the evidence's own calls: {100 * out['evidence_cpu_share']:.2f} % of the evidence "
+          f"side's CPU ({out['evidence_cpu_ms_per_fault']:.1f} CPU ms per nemesis op); the "
+          f"nemesis's lateness against its plan, median of runs' medians: with "
+          f"{out['lateness_median_ms']['with']} ms, without "
+          f"{out['lateness_median_ms']['without']} ms")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.evidence")
     ap.add_argument("--system", default="undertow")
@@ -169,6 +279,7 @@ def main() -> None:
     ap.add_argument("--together", action="store_true",
                     help="run both sides of a seed at the same moment, each its own cluster "
                          "and process: both see the same load")
+    ap.add_argument("--keep", type=Path, help="keep the run folders here (default: removed)")
     ap.add_argument("--one", choices=("on", "off"), help=argparse.SUPPRESS)
     ap.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, help=argparse.SUPPRESS)
@@ -181,7 +292,9 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     runs: list[dict[str, Any]] = []
     load_before = " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    with tempfile.TemporaryDirectory(prefix="bench-evidence-") as d:
+    with contextlib.ExitStack() as stack:
+        d = str(args.keep) if args.keep else stack.enter_context(
+            tempfile.TemporaryDirectory(prefix="bench-evidence-"))
         for i in range(args.pairs):
             seed = args.first_seed + i
             for r in pair(args, Path(d), seed, first=i % 2 == 0):
@@ -191,37 +304,10 @@ def main() -> None:
                       f"{r['nemesis_ops']} nemesis completions, {r['landed']} landed, "
                       f"{r['not_landed']} not landed, {r['cpu_ms_per_op']:.2f} CPU ms per "
                       f"op", flush=True)
-    on = [r["ops_per_s"] for r in runs if r["evidence"]]
-    off = [r["ops_per_s"] for r in runs if not r["evidence"]]
-    ratios = [a["ops_per_s"] / b["ops_per_s"] for a, b in zip(
-        sorted((r for r in runs if r["evidence"]), key=lambda r: r["seed"]),
-        sorted((r for r in runs if not r["evidence"]), key=lambda r: r["seed"]), strict=True)]
     res: dict[str, Any] = {
-        "args": vars(args), "load_before": load_before,
+        "args": {k: str(v) for k, v in vars(args).items()}, "load_before": load_before,
         "load_after": " ".join(Path("/proc/loadavg").read_text().split()[:3]), "runs": runs,
-        "median_ops_per_s": {"with": statistics.median(on), "without": statistics.median(off)},
-        "per_seed_ratio": ratios}
-    with_, without = statistics.median(on), statistics.median(off)
-    res["ratio_median"] = statistics.median(ratios)
-    res["ratio_geometric_mean"] = statistics.geometric_mean(ratios)
-    cpu = [a["cpu_ms_per_op"] / b["cpu_ms_per_op"] for a, b in zip(
-        sorted((r for r in runs if r["evidence"]), key=lambda r: r["seed"]),
-        sorted((r for r in runs if not r["evidence"]), key=lambda r: r["seed"]), strict=True)]
-    res["per_seed_cpu_ratio"] = cpu
-    res["cpu_ratio_median"] = statistics.median(cpu)
-    res["cpu_ratio_geometric_mean"] = statistics.geometric_mean(cpu)
-    print(f"client ops/s with/without evidence, per seed: "
-          f"{', '.join(f'{x:.3f}' for x in ratios)}; median {res['ratio_median']:.3f}, "
-          f"geometric mean {res['ratio_geometric_mean']:.3f} (medians over seeds: with "
-          f"{with_:,.0f}, without {without:,.0f}); load before {load_before}, "
-          f"after {res['load_after']}")
-    print(f"CPU ms per client op (the whole run: servers, proxy, harness) with/without, "
-          f"per seed: {', '.join(f'{x:.3f}' for x in cpu)}; median "
-          f"{res['cpu_ratio_median']:.3f}, geometric mean "
-          f"{res['cpu_ratio_geometric_mean']:.3f} (medians: with "
-          f"{statistics.median(r['cpu_ms_per_op'] for r in runs if r['evidence']):.2f} ms, "
-          f"without "
-          f"{statistics.median(r['cpu_ms_per_op'] for r in runs if not r['evidence']):.2f} ms)")
+        **summary(runs)}
     (OUT / "evidence.json").write_text(json.dumps(res, indent=1) + "\n")
     for side in (True, False):
         by_f: dict[str, list[float]] = {}

@@ -390,6 +390,15 @@ class Workload(Protocol):
 
 
 @runtime_checkable
+class ChecksSpec(Protocol):
+    """A workload with rules of its own about the rest of the run (txn: no client crashes,
+    acks all): assembly asks it before anything starts, after the system's own check, so
+    a rule every system shares is written once, in the workload."""
+
+    def check(self, spec: TestSpec) -> None: ...  # SpecError naming the option
+
+
+@runtime_checkable
 class WritesKeys(Protocol):
     """A workload whose clients write integer keys, the partitions of one topic: `keys` at
     once, rotating through the `partitions` the system creates at setup. The nemesis asks

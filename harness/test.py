@@ -39,11 +39,14 @@ class Test:
 def assemble(spec: TestSpec) -> Test:
     """The parts of spec, or SpecError naming the option that is wrong; starts nothing."""
     from harness.backends import make_backend
+    from harness.protocols import ChecksSpec
 
     spec.validate()
     system: System = registry.get("system", spec.system)
     workload: Workload = registry.get("workload", spec.workload)
     system.check(spec)
+    if isinstance(workload, ChecksSpec):
+        workload.check(spec)
     nemesis: NemesisPackage | None = None
     if spec.nemesis_plan and not spec.nemesis:
         raise SpecError("nemesis_plan: a plan to replay needs the faults that inject it "

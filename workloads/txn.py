@@ -34,7 +34,7 @@ from checkers.suite import RunFileChecker
 from harness import generator as g
 from harness.protocols import Checker
 from harness.runfiles import Op, OpType, Process
-from harness.spec import TestSpec
+from harness.spec import SpecError, TestSpec
 from harness.test import Test
 from workloads import queue
 from workloads.keys import KeyRing
@@ -200,6 +200,14 @@ class TxnWorkload(WritesQueueKeys):
     judge them. Its options are the queue workload's (workloads/options.py)."""
 
     name = "txn"
+
+    def check(self, spec: TestSpec) -> None:
+        """Its own rules, on every system (harness.protocols.ChecksSpec)."""
+        if QueueOptions.of(spec).crash_client_interval_s is not None:
+            raise SpecError("--crash-client-interval: only the queue workload has it, not txn")
+        if spec.broker.acks != "all":
+            raise SpecError(f"--workload txn needs --acks all, not {spec.broker.acks} "
+                            "(a transactional producer is idempotent)")
 
     def generator(self, test: Test) -> g.Gen:
         return generator(test.spec)

@@ -83,12 +83,6 @@ def check_spec(spec: TestSpec) -> None:
     if spec.workload not in WORKLOADS:
         raise SpecError(f"--workload {spec.workload}: Kafka runs the "
                         f"{', '.join(WORKLOADS)} workloads")
-    if spec.workload == "txn":
-        if spec.broker.acks != "all":
-            raise SpecError(f"--workload txn needs --acks all, not {spec.broker.acks} "
-                            "(a transactional producer is idempotent)")
-        if QueueOptions.of(spec).crash_client_interval_s is not None:
-            raise SpecError("--crash-client-interval: only the queue workload has it, not txn")
     rel, mode = release_of(spec)
     if mode == releases.ZOOKEEPER:
         if controller_voters(spec):

@@ -47,13 +47,6 @@ class UndertowSystem:
         if spec.workload not in WORKLOADS:
             raise SpecError(f"--workload {spec.workload}: the undertow system speaks "
                             f"{', '.join(WORKLOADS)}")
-        if spec.workload != "queue" and \
-                QueueOptions.of(spec).crash_client_interval_s is not None:
-            raise SpecError("--crash-client-interval: only the queue workload has it, not "
-                            f"{spec.workload}")
-        if spec.workload == "txn" and spec.broker.acks != "all":
-            raise SpecError(f"--workload txn needs --acks all, not {spec.broker.acks} "
-                            "(a transactional producer is idempotent)")
         try:
             admin.controller_voters(spec)
         except ValueError as e:

@@ -242,7 +242,7 @@ def test_client_crashes_and_the_final_reads_time_limit_are_the_workload_s(
 def test_a_wrong_crash_interval_or_final_read_limit_exits_2(args: list[str],
                                                             needle: str) -> None:
     """Before anything starts: the txn workload's refusal comes from assembly (the
-    systems'), run here by `undertow run` before a folder or process exists."""
+    workload's own check), run here by `undertow run` before a folder or process exists."""
     r = CliRunner().invoke(main, ["run", "--nemesis", "none", *args])
     assert r.exit_code == 2 and needle in r.output, r.output
 
@@ -263,3 +263,20 @@ def test_an_old_test_json_s_crash_interval_and_final_read_limit_load(tmp_path: P
     assert saved["options"]["queue"]["crash_client_interval_s"] == 2.0
     assert not {"crash_client_interval_s", "final_read_timeout_s"} & set(saved)
     assert load_test_json(tmp_path / "test.json").options == spec.options
+
+
+@pytest.mark.parametrize("system", ["undertow", "kafka"])
+def test_the_txn_workload_s_own_rules_hold_on_every_system(system: str) -> None:
+    """No client crashes, acks all: the txn workload's rules (harness.protocols.ChecksSpec),
+    written once, asked by assembly whatever the system; the queue workload has neither."""
+    from harness.protocols import ChecksSpec
+    from harness.test import assemble
+    from workloads.txn import workload as txn
+
+    assert isinstance(txn, ChecksSpec)
+    base = {"system": system, "workload": "txn", "nemesis": ["kill"]}
+    with pytest.raises(SpecError, match="only the queue workload has it, not txn"):
+        assemble(build_spec({**base, "crash_client_interval_s": 2.0}))
+    with pytest.raises(SpecError, match="--workload txn needs --acks all, not 1"):
+        assemble(build_spec({**base, "broker": {"acks": "1", "min_insync_replicas": 1}}))
+    assemble(build_spec({**base, "workload": "queue", "crash_client_interval_s": 2.0}))
