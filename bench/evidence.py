@@ -1,8 +1,9 @@
 """What does a fault's evidence cost the clients? Client ops/s under faults every 2 s,
 with the evidence (HISTORY.md's `landed`), and with it left out, side by side in one run.
 
-    python -m bench.evidence [--seconds 30] [--pairs 3] [--interval 2] [--together]
-                             [--nemesis kill,pause,partition] [--system undertow]
+    python -m bench.evidence [--seconds 30] [--pairs 3] [--first-seed 1] [--interval 2]
+                             [--together] [--keep DIR] [--nemesis kill,pause,partition]
+                             [--system undertow]
 
 The default experiment's setting (local backend, 3 nodes, concurrency 20 as in
 bench.harness), faults every `--interval` seconds. "Without" is this same code with
@@ -16,9 +17,14 @@ are not the figure).
 
 Prints each run, each seed's ratios (with / without) of client ops/s and of CPU per
 client op (the whole run's: servers, link proxy, harness; getrusage of the process and
-its reaped children), their medians and geometric means, and the nemesis's time per
-verb; writes bench/out/evidence.json. CPU per op is the steadier figure on a shared
-machine: ops/s moves with whatever else runs, the CPU each op costs much less.
+its reaped children), their medians and geometric means; what the evidence's own calls
+cost directly (their CPU on the nemesis's thread, as a share of the run's CPU, and per
+nemesis op); how late the nemesis came against its plan on each side (an observation
+that holds the nemesis stretches the fault windows behind it); and the nemesis's time
+per verb. A pair where a side made no client op (its run failed) is left out and named.
+Writes bench/out/evidence.json; `--keep DIR` keeps the run folders. Two runs of one seed
+differ by up to 50 % in ops/s whatever the evidence (leaders move at other moments), so
+the direct costs are the figures that resolve a few per cent.
 """
 
 from __future__ import annotations
