@@ -59,6 +59,7 @@ from harness.runfiles.testjson import amend_test_json, read_test_json, save_test
 from harness.runfiles.tolerant import (
     RunFiles,
     iter_history,
+    last_acked_send,
     load_run,
     no_gc,
     read_json,
@@ -120,6 +121,7 @@ __all__ = [
     "check_sends",
     "exit_code",
     "iter_history",
+    "last_acked_send",
     "line_times",
     "load_run",
     "merge_commits",
