@@ -17,7 +17,7 @@ from typing import Any
 
 from harness.faultkinds import CLOCK_BUMP, CLOCK_SKEW, KILL, LOSE_UNFLUSHED, PAUSE, FaultKind, verbs
 from harness.protocols import DumpsReplicas, HasClock, Killable, LosesUnflushed, Pausable, Run
-from harness.runfiles import Op, last_acked_send, recent_send_keys
+from harness.runfiles import Op, last_acked_send, recent_send_counts, recent_send_keys
 from nemesis.evidence import (
     Verb,
     clock_landing,
@@ -137,9 +137,11 @@ def live_keys(run: Run) -> list[int]:
 def resolve_key(run: Run, value: Mapping[str, Any], rng: random.Random,
                 view: LiveView | None = None) -> int:
     """The key an op is about: an integer, `"live"` (one of the keys being written now),
-    `"auto"` (a live key whose replicas avoid the controller, so a sequence never takes
-    the controller down with it), or `{"key_of": ROLE}` (the key chosen by the step that
-    named ROLE). Before any send, a live key is one of the first spec.keys."""
+    `"fresh"` (of those, the one that entered last: the fewest sends so far, so the most
+    left before the workload retires it), `"auto"` (a live key whose replicas avoid the
+    controller, so a sequence never takes the controller down with it), or
+    `{"key_of": ROLE}` (the key chosen by the step that named ROLE). Before any send, a
+    live key is one of the first spec.keys."""
     keys = run.extra.setdefault("nemesis_keys", {})
     raw = value.get("key", 0)
     if "key_of" in value:
@@ -147,8 +149,12 @@ def resolve_key(run: Run, value: Mapping[str, Any], rng: random.Random,
         if role not in keys:
             raise NemesisError(f"key_of {role!r}: no earlier step chose a key as {role!r}")
         return int(keys[role])
-    if raw in ("live", "auto"):
+    if raw in ("live", "auto", "fresh"):
         live = live_keys(run) or list(range(run.spec.keys))
+        if raw == "fresh":
+            counts = recent_send_counts(run.paths.history)
+            least = min(counts.get(k, 0) for k in live)
+            live = [k for k in live if counts.get(k, 0) == least]
         key = rng.choice(live)
         if raw == "auto":
             view = view or LiveView(run)

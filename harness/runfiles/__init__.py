@@ -65,6 +65,7 @@ from harness.runfiles.tolerant import (
     read_json,
     read_jsonl,
     read_results,
+    recent_send_counts,
     recent_send_keys,
 )
 from harness.runfiles.verdict import (
@@ -134,6 +135,7 @@ __all__ = [
     "read_replicas",
     "read_results",
     "read_test_json",
+    "recent_send_counts",
     "recent_send_keys",
     "save_test_json",
     "scan_history",

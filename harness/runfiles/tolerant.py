@@ -179,3 +179,24 @@ def last_acked_send(history: Path, key: int, tail_bytes: int = 64 * 1024) -> int
                     and micro[1] == key and isinstance(row.get("index"), int):
                 return int(row["index"])
     return None
+
+
+def recent_send_counts(history: Path, tail_bytes: int = 1024 * 1024) -> dict[int, int]:
+    """How many send invocations each key has in history.jsonl's last `tail_bytes`: of the
+    keys being written now, the one with the fewest entered last (keys are written
+    uniformly), so it has the most writes left before it is retired. A torn or unreadable
+    line is skipped; a missing file gives {}."""
+    counts: dict[int, int] = {}
+    for raw in _tail_lines(history, tail_bytes):
+        if b'"invoke"' not in raw or b'"send"' not in raw:
+            continue
+        try:
+            row = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+        value = row.get("value") if isinstance(row, dict) else None
+        for micro in value if isinstance(value, list) else ():
+            if isinstance(micro, list) and len(micro) == 3 and micro[0] == "send" and \
+                    isinstance(micro[1], int):
+                counts[micro[1]] = counts.get(micro[1], 0) + 1
+    return counts

@@ -14,7 +14,14 @@ from pathlib import Path
 from typing import cast
 
 from harness.protocols import DB, Run
-from harness.runfiles import NEMESIS, HistoryWriter, Op, RunPaths, last_acked_send
+from harness.runfiles import (
+    NEMESIS,
+    HistoryWriter,
+    Op,
+    RunPaths,
+    last_acked_send,
+    recent_send_counts,
+)
 from harness.spec import build_spec
 from nemesis import faults
 from nemesis.faults import Kill
@@ -106,6 +113,23 @@ def test_last_acked_send_is_the_newest_ok_send_on_the_key(tmp_path: Path) -> Non
     assert last_acked_send(path, 5) is None
 
 
+def test_a_fresh_key_is_the_live_key_that_entered_last(tmp_path: Path) -> None:
+    db = FakeDB(["n1"])
+    run = _run(tmp_path, db)
+    with HistoryWriter(run.paths.history) as hw:
+        for i in range(30):  # key 7 written alone, then keys 7 and 9 alternately
+            hw.append(Op("invoke", 0, "send", [["send", 7, i]]))
+        for i in range(10):
+            hw.append(Op("invoke", 0, "send", [["send", 9 if i % 2 else 7, 100 + i]]))
+    assert recent_send_counts(run.paths.history) == {7: 35, 9: 5}
+    for seed in range(5):
+        value: dict[str, object] = {"key": "fresh", "as": "F"}
+        assert faults.resolve_key(run, value, random.Random(seed)) == 9
+    assert run.extra["nemesis_keys"]["F"] == 9
+    assert {faults.resolve_key(run, {"key": "live"}, random.Random(s)) for s in range(20)} \
+        == {7, 9}
+
+
 def _kill_a() -> Op:
     return Op("invoke", NEMESIS, "kill", {"role": "A", "key_of": "F", "await_ack_s": 2.0})
 
@@ -152,6 +176,7 @@ def test_the_sequences_wait_for_the_ack_and_restart_after_the_longest_election()
         steps = build(10.0, random.Random(1))
         kill_a = next(s for s in steps if s.f == "kill" and s.value.get("role") == "A")
         assert kill_a.value["key_of"] == "F" and kill_a.value["await_ack_s"] > 0
+        assert steps[0].value["key"] == "fresh" and steps[0].value["as"] == "F"
         kill_l2 = next(s for s in steps if s.f == "kill" and s.value.get("as") == "L2")
         assert kill_l2.value["wait_s"] == ELECTION_WAIT_S
         back = min(s.at_s for s in steps if s.f == "start")
