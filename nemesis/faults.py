@@ -26,7 +26,7 @@ from harness.protocols import (
     Run,
     WritesKeys,
 )
-from harness.runfiles import Op, recent_send_keys
+from harness.runfiles import Op, last_acked_send, recent_send_counts, recent_send_keys
 from nemesis.evidence import (
     Verb,
     clock_landing,
@@ -62,6 +62,8 @@ def target_nodes(run: Run, value: Any, rng: random.Random) -> tuple[str, ...]:
             raise NemesisError(f"role {role!r} was never assigned (an earlier op's \"as\"); "
                                f"known roles: {sorted(roles)}")
         given = roles[role]
+        if "await_ack_s" in value and isinstance(value, dict):
+            _await_fresh_ack(run, value, rng)
     else:
         target = str(value.get("target", "one"))
         view = LiveView(run)
@@ -72,9 +74,18 @@ def target_nodes(run: Run, value: Any, rng: random.Random) -> tuple[str, ...]:
             leader = view.leader_of(key)
             roles[str(value["leader_as"])] = (leader,) if leader in nodes else ()
         if "leader_not" in value:  # a new leader: wait (at most wait_s) for the election
-            _await_leader_change(view, key, set(roles.get(str(value["leader_not"]), ())),
-                                 float(value.get("wait_s", 10.0)))
-        given = resolve(target, nodes, rng, view, key)
+            old = set(roles.get(str(value["leader_not"]), ()))
+            wait_s = float(value.get("wait_s", 10.0))
+            new = _await_leader_change(view, key, old, wait_s)
+            if new is None:  # none seen: hit nobody rather than the old leader again
+                if isinstance(value, dict):
+                    value["missed"] = (f"no leader of key {key} other than "
+                                       f"{', '.join(sorted(old)) or 'none'} within {wait_s:g} s")
+                given = ()
+            else:
+                given = (new,) if target == "leader" else resolve(target, nodes, rng, view, key)
+        else:
+            given = resolve(target, nodes, rng, view, key)
     if "as" in value:
         roles[str(value["as"])] = given
     if "index" in value:  # one node of those (the role named keeps them all)
@@ -83,15 +94,47 @@ def target_nodes(run: Run, value: Any, rng: random.Random) -> tuple[str, ...]:
     return given
 
 
-def _await_leader_change(view: LiveView, key: int, old: set[str], wait_s: float) -> None:
-    """Until the key is led by a node outside `old` (a ZooKeeper-era election takes a
-    session timeout and the controller's turn, seconds on a loaded machine)."""
+LEADER_POLL_S = 0.1  # how often a wait for a new leader asks the cluster
+ACK_POLL_S = 0.01  # how often a wait for an acknowledged send reads the history's tail
+
+
+def _await_leader_change(view: LiveView, key: int, old: set[str], wait_s: float) -> str | None:
+    """The key's leader once it is a node outside `old` (a ZooKeeper-era election takes a
+    session timeout and the controller's turn, seconds on a loaded machine, more when the
+    old leader was the controller); None if no such leader was seen within wait_s."""
     deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
+    while True:
         leader = view.leader_of(key)
-        if leader is not None and leader not in old:
-            return
-        time.sleep(0.2)
+        if leader is not None and leader not in old and leader in view.run.nodes:
+            return leader
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(LEADER_POLL_S)
+
+
+def _await_fresh_ack(run: Run, value: dict[str, Any], rng: random.Random) -> None:
+    """Hold a step (at most `await_ack_s`) until the history shows an acknowledged send on
+    its key (`key` or `key_of`) newer than every one there when the step began, so the
+    fault lands right after a write on that key was acknowledged (a follower learns of
+    it a fetch round later). Writes into value the key, `acked` (whether one came) and
+    `ack_wait_s`; the step goes ahead either way."""
+    key = resolve_key(run, value, rng)
+    value["key"] = key
+    t0 = time.monotonic()
+    deadline = t0 + float(value["await_ack_s"])
+    history = run.paths.history
+    before = last_acked_send(history, key)
+    acked = False
+    while True:
+        now = last_acked_send(history, key)
+        if now is not None and (before is None or now > before):
+            acked = True
+            break
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(ACK_POLL_S)
+    value["acked"] = acked
+    value["ack_wait_s"] = round(time.monotonic() - t0, 3)
 
 
 def key_counts(run: Run) -> tuple[int, int]:
@@ -112,9 +155,11 @@ def live_keys(run: Run) -> list[int]:
 def resolve_key(run: Run, value: Mapping[str, Any], rng: random.Random,
                 view: LiveView | None = None) -> int:
     """The key an op is about: an integer, `"live"` (one of the keys being written now),
-    `"auto"` (a live key whose replicas avoid the controller, so a sequence never takes
-    the controller down with it), or `{"key_of": ROLE}` (the key chosen by the step that
-    named ROLE). Before any send, a live key is one of the first --keys."""
+    `"fresh"` (of those, the one that entered last: the fewest sends so far, so the most
+    left before the workload retires it), `"auto"` (a live key whose replicas avoid the
+    controller, so a sequence never takes the controller down with it), or
+    `{"key_of": ROLE}` (the key chosen by the step that named ROLE). Before any send, a
+    live key is one of the first --keys."""
     keys = run.extra.setdefault("nemesis_keys", {})
     raw = value.get("key", 0)
     if "key_of" in value:
@@ -122,8 +167,12 @@ def resolve_key(run: Run, value: Mapping[str, Any], rng: random.Random,
         if role not in keys:
             raise NemesisError(f"key_of {role!r}: no earlier step chose a key as {role!r}")
         return int(keys[role])
-    if raw in ("live", "auto"):
+    if raw in ("live", "auto", "fresh"):
         live = live_keys(run) or list(range(key_counts(run)[0]))
+        if raw == "fresh":
+            counts = recent_send_counts(run.paths.history)
+            least = min(counts.get(k, 0) for k in live)
+            live = [k for k in live if counts.get(k, 0) == least]
         key = rng.choice(live)
         if raw == "auto":
             view = view or LiveView(run)
@@ -223,6 +272,9 @@ class Kill(_NodeFault):
             v = _value(op)
             if op.f == KILL.start:
                 nodes = target_nodes(run, v, self.rng)
+                if not nodes and "missed" in v:  # a target that never came: nothing killed
+                    return _done(op, {**v, "nodes": []}, [],
+                                 {"landed": False, "evidence": str(v["missed"])})
                 self.faulted |= set(nodes)
                 return _done(op, {**v, "nodes": list(nodes)},
                              *_acted(run, "kill", nodes, lambda n: db.kill(run, n)))

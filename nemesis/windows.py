@@ -103,7 +103,7 @@ def target_text(value: Mapping[str, Any]) -> str:
     elif "target" in value or "kind" in value:
         t = str(value.get("target") or value.get("kind"))
         key = value.get("key")
-        which = "a live key" if key in ("live", "auto") else f"key {key}"
+        which = "a live key" if key in ("live", "auto", "fresh") else f"key {key}"
         parts.append(f"{t} of {which}" if key is not None and t in ("leader", "followers")
                      else t)
     if "as" in value:

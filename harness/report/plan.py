@@ -29,9 +29,9 @@ def describe(value: Mapping[str, Any]) -> tuple[str, str]:
     if isinstance(value.get("nodes"), list):
         said.append(_names(value["nodes"]))
     elif target in DYNAMIC and key is not None:
-        which = "a key being written" if key in ("live", "auto") else f"key {key}"
+        which = "a key being written" if key in ("live", "auto", "fresh") else f"key {key}"
         said.append(DYNAMIC[target].format(key=which) + ", found when injected")
-    elif key in ("live", "auto"):
+    elif key in ("live", "auto", "fresh"):
         said.append("a key chosen when injected")
     grudge = value.get("grudge")
     if isinstance(grudge, Mapping):

@@ -59,11 +59,13 @@ from harness.runfiles.testjson import amend_test_json, read_test_json, save_test
 from harness.runfiles.tolerant import (
     RunFiles,
     iter_history,
+    last_acked_send,
     load_run,
     no_gc,
     read_json,
     read_jsonl,
     read_results,
+    recent_send_counts,
     recent_send_keys,
 )
 from harness.runfiles.verdict import (
@@ -120,6 +122,7 @@ __all__ = [
     "check_sends",
     "exit_code",
     "iter_history",
+    "last_acked_send",
     "line_times",
     "load_run",
     "merge_commits",
@@ -132,6 +135,7 @@ __all__ = [
     "read_replicas",
     "read_results",
     "read_test_json",
+    "recent_send_counts",
     "recent_send_keys",
     "save_test_json",
     "scan_history",

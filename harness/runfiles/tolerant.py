@@ -122,12 +122,8 @@ def load_run(run_dir: Path) -> RunFiles:
     )
 
 
-def recent_send_keys(history: Path, tail_bytes: int = 64 * 1024) -> list[int]:
-    """The keys of the latest send invocations in history.jsonl as written so far, most
-    recent first, each once: the keys being written now (the nemesis aims at them).
-
-    Reads only the file's last `tail_bytes`; a torn or unreadable line is skipped, and a
-    missing file gives []."""
+def _tail_lines(history: Path, tail_bytes: int) -> list[bytes]:
+    """The whole lines of the file's last `tail_bytes` ([] for a missing file)."""
     try:
         with open(history, "rb") as fh:
             fh.seek(0, 2)
@@ -137,8 +133,16 @@ def recent_send_keys(history: Path, tail_bytes: int = 64 * 1024) -> list[int]:
     except OSError:
         return []
     lines = data.split(b"\n")
-    if size > tail_bytes:
-        lines = lines[1:]  # the first is cut
+    return lines[1:] if size > tail_bytes else lines  # the first is cut
+
+
+def recent_send_keys(history: Path, tail_bytes: int = 64 * 1024) -> list[int]:
+    """The keys of the latest send invocations in history.jsonl as written so far, most
+    recent first, each once: the keys being written now (the nemesis aims at them).
+
+    Reads only the file's last `tail_bytes`; a torn or unreadable line is skipped, and a
+    missing file gives []."""
+    lines = _tail_lines(history, tail_bytes)
     keys: list[int] = []
     for raw in reversed(lines):
         if b'"invoke"' not in raw or b'"send"' not in raw:
@@ -153,3 +157,46 @@ def recent_send_keys(history: Path, tail_bytes: int = 64 * 1024) -> list[int]:
                     isinstance(micro[1], int) and micro[1] not in keys:
                 keys.append(micro[1])
     return keys
+
+
+def last_acked_send(history: Path, key: int, tail_bytes: int = 64 * 1024) -> int | None:
+    """The index of the latest `ok` send completion on `key` in history.jsonl as written
+    so far: the newest acknowledged write on that key (the nemesis times a fault just
+    after one). None when the file's last `tail_bytes` hold none; a torn or unreadable
+    line is skipped."""
+    for raw in reversed(_tail_lines(history, tail_bytes)):
+        if b'"ok"' not in raw or b'"send"' not in raw:
+            continue
+        try:
+            row = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(row, dict) or row.get("type") != "ok":
+            continue
+        value = row.get("value")
+        for micro in value if isinstance(value, list) else ():
+            if isinstance(micro, list) and len(micro) == 3 and micro[0] == "send" \
+                    and micro[1] == key and isinstance(row.get("index"), int):
+                return int(row["index"])
+    return None
+
+
+def recent_send_counts(history: Path, tail_bytes: int = 1024 * 1024) -> dict[int, int]:
+    """How many send invocations each key has in history.jsonl's last `tail_bytes`: of the
+    keys being written now, the one with the fewest entered last (keys are written
+    uniformly), so it has the most writes left before it is retired. A torn or unreadable
+    line is skipped; a missing file gives {}."""
+    counts: dict[int, int] = {}
+    for raw in _tail_lines(history, tail_bytes):
+        if b'"invoke"' not in raw or b'"send"' not in raw:
+            continue
+        try:
+            row = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+        value = row.get("value") if isinstance(row, dict) else None
+        for micro in value if isinstance(value, list) else ():
+            if isinstance(micro, list) and len(micro) == 3 and micro[0] == "send" and \
+                    isinstance(micro[1], int):
+                counts[micro[1]] = counts.get(micro[1], 0) + 1
+    return counts

@@ -9,10 +9,17 @@ high watermark, which trails the leader's by a fetch. So, on a key
 being written now (2 keys; 4 brokers, RF 3, min ISR 2, acks all, unclean election off;
 the controller may be among them and then moves too, as it would):
 
-1. its two followers are cut off from each other (both still reach the leader A);
+1. its two followers are cut off from each other (both still reach the leader A); the
+   key is the live one that entered last (the workload retires a key after
+   max_writes_per_key sends, a few seconds here), so it is still written when A dies;
    a follower's high watermark trails A's by the records acknowledged since its last
    fetch answer (up to replica.fetch.wait.max.ms, 500 ms), so the key must be written;
-2. A dies; once its ZooKeeper session expires the controller elects one follower, L2;
+2. A dies, right after the history shows a send on the key acknowledged (waiting at
+   most ACK_WAIT_S for one newer than those there when the step began), so something
+   acknowledged sits above the followers' high watermarks; once its ZooKeeper session
+   expires the controller elects one follower, L2 (when A was the controller, a new
+   controller is elected first, which takes longer: the step waits up to
+   ELECTION_WAIT_S and, if it sees no new leader, kills nobody and says it did not land);
    the other, F, becomes L2's follower, truncates to its high watermark, and cannot
    fetch back what it dropped (it cannot reach L2; it stays in the ISR for
    replica.lag.time.max.ms, the era's 10 s);
@@ -37,24 +44,30 @@ from harness.faultplan import FaultSequence, Step
 SESSION_MS = 3000  # zookeeper.session.timeout.ms: a dead broker is noticed after this
 LAG_MS = 10_000  # replica.lag.time.max.ms, 0.10's default: F stays in the ISR this long
 ELECTED_S = 4.0  # after A's kill: its session (3 s) expired, L2 about to be elected
-ELECTION_WAIT_S = 6.0  # then L2 is killed as soon as it leads (well within F's 10 s in ISR)
+ELECTION_WAIT_S = 12.0  # then L2 is killed as soon as it leads (seen within this, or never)
+ACK_WAIT_S = 2.0  # A is killed just after an acknowledged send on the key (or after this)
 RELEASES = "0.10.2.x (the bug); control 0.11.0.x (KIP-101)"
 
 
 def _apart_then_two_leaders(t: float) -> list[Step]:
     return [
-        Step(t, PARTITION.start, {"kind": "followers-apart", "key": "live", "as": "F",
+        Step(t, PARTITION.start, {"kind": "followers-apart", "key": "fresh", "as": "F",
                                   "leader_as": "A"}),
-        Step(t + 0.2, KILL.start, {"role": "A"}),
+        Step(t + 0.2, KILL.start, {"role": "A", "key_of": "F", "await_ack_s": ACK_WAIT_S}),
         Step(t + ELECTED_S, KILL.start, {"target": "leader", "key_of": "F", "as": "L2",
                                          "leader_not": "A", "wait_s": ELECTION_WAIT_S}),
         Step(t + ELECTED_S + 0.1, PARTITION.heal, {}),
     ]
 
 
+# A and L2 come back once F leads even after the longest election wait (a broker
+# restarted within its old ZooKeeper session would fail to register)
+BACK_S = ELECTED_S + ELECTION_WAIT_S + SESSION_MS / 1000 + 2.0
+
+
 def kafka_kip101_loss(t: float, rng: random.Random) -> list[Step]:
     """Steps 1-3, then A and L2 back together once F leads."""
-    back = t + ELECTED_S + SESSION_MS / 1000 + 4.0
+    back = t + BACK_S
     return [*_apart_then_two_leaders(t),
             Step(back, KILL.heal, {"role": "A"}),
             Step(back + 0.05, KILL.heal, {"role": "L2"})]
@@ -62,7 +75,7 @@ def kafka_kip101_loss(t: float, rng: random.Random) -> list[Step]:
 
 def kafka_kip101_divergence(t: float, rng: random.Random) -> list[Step]:
     """Steps 1-3, then L2 back (F takes writes again), A back 8 s later."""
-    back = t + ELECTED_S + SESSION_MS / 1000 + 4.0
+    back = t + BACK_S
     return [*_apart_then_two_leaders(t),
             Step(back, KILL.heal, {"role": "L2"}),
             Step(back + 8.0, KILL.heal, {"role": "A"})]
