@@ -10,7 +10,7 @@ validation is the strict reader's job (harness.runfiles.strict), never repeated 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,26 +136,36 @@ def _tail_lines(history: Path, tail_bytes: int) -> list[bytes]:
     return lines[1:] if size > tail_bytes else lines  # the first is cut
 
 
+def _sends(lines: Iterable[bytes], typ: str) -> Iterator[tuple[dict[str, Any], int]]:
+    """Each send micro-op of the `typ` lines among `lines` (invoke, ok, ...), as its row
+    and its key, in the order given; a torn or unreadable line is skipped."""
+    token = f'"{typ}"'.encode()
+    for raw in lines:
+        if token not in raw or b'"send"' not in raw:
+            continue
+        try:
+            row = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(row, dict) or row.get("type") != typ:
+            continue
+        value = row.get("value")
+        for micro in value if isinstance(value, list) else ():
+            if isinstance(micro, list) and len(micro) == 3 and micro[0] == "send" and \
+                    isinstance(micro[1], int):
+                yield row, micro[1]
+
+
 def recent_send_keys(history: Path, tail_bytes: int = 64 * 1024) -> list[int]:
     """The keys of the latest send invocations in history.jsonl as written so far, most
     recent first, each once: the keys being written now (the nemesis aims at them).
 
     Reads only the file's last `tail_bytes`; a torn or unreadable line is skipped, and a
     missing file gives []."""
-    lines = _tail_lines(history, tail_bytes)
     keys: list[int] = []
-    for raw in reversed(lines):
-        if b'"invoke"' not in raw or b'"send"' not in raw:
-            continue
-        try:
-            row = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            continue
-        value = row.get("value") if isinstance(row, dict) else None
-        for micro in value if isinstance(value, list) else ():
-            if isinstance(micro, list) and len(micro) == 3 and micro[0] == "send" and \
-                    isinstance(micro[1], int) and micro[1] not in keys:
-                keys.append(micro[1])
+    for _, key in _sends(reversed(_tail_lines(history, tail_bytes)), "invoke"):
+        if key not in keys:
+            keys.append(key)
     return keys
 
 
@@ -164,20 +174,9 @@ def last_acked_send(history: Path, key: int, tail_bytes: int = 64 * 1024) -> int
     so far: the newest acknowledged write on that key (the nemesis times a fault just
     after one). None when the file's last `tail_bytes` hold none; a torn or unreadable
     line is skipped."""
-    for raw in reversed(_tail_lines(history, tail_bytes)):
-        if b'"ok"' not in raw or b'"send"' not in raw:
-            continue
-        try:
-            row = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            continue
-        if not isinstance(row, dict) or row.get("type") != "ok":
-            continue
-        value = row.get("value")
-        for micro in value if isinstance(value, list) else ():
-            if isinstance(micro, list) and len(micro) == 3 and micro[0] == "send" \
-                    and micro[1] == key and isinstance(row.get("index"), int):
-                return int(row["index"])
+    for row, k in _sends(reversed(_tail_lines(history, tail_bytes)), "ok"):
+        if k == key and isinstance(row.get("index"), int):
+            return int(row["index"])
     return None
 
 
@@ -187,16 +186,6 @@ def recent_send_counts(history: Path, tail_bytes: int = 1024 * 1024) -> dict[int
     uniformly), so it has the most writes left before it is retired. A torn or unreadable
     line is skipped; a missing file gives {}."""
     counts: dict[int, int] = {}
-    for raw in _tail_lines(history, tail_bytes):
-        if b'"invoke"' not in raw or b'"send"' not in raw:
-            continue
-        try:
-            row = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            continue
-        value = row.get("value") if isinstance(row, dict) else None
-        for micro in value if isinstance(value, list) else ():
-            if isinstance(micro, list) and len(micro) == 3 and micro[0] == "send" and \
-                    isinstance(micro[1], int):
-                counts[micro[1]] = counts.get(micro[1], 0) + 1
+    for _, key in _sends(_tail_lines(history, tail_bytes), "invoke"):
+        counts[key] = counts.get(key, 0) + 1
     return counts
