@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import json
 import resource
 import statistics
@@ -38,7 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,54 +67,50 @@ OBSERVATIONS = (("nemesis.faults", "observe"), ("nemesis.netfaults", "_link_evid
 
 
 @contextlib.contextmanager
-def timed_evidence(spent: dict[str, float]) -> Iterator[None]:
+def _patched(stand_ins: Iterable[tuple[str, str, Callable[[Any], Any]]]) -> Iterator[None]:
+    """Each (module, name) replaced meanwhile by what its maker makes of the real one."""
+    saved = []
+    for module, name, make in stand_ins:
+        m = importlib.import_module(module)
+        real = getattr(m, name)
+        saved.append((m, name, real))
+        setattr(m, name, make(real))
+    try:
+        yield
+    finally:
+        for m, name, real in reversed(saved):
+            setattr(m, name, real)
+
+
+def timed_evidence(spent: dict[str, float]) -> contextlib.AbstractContextManager[None]:
     """Each evidence call's CPU time on its thread (the nemesis's) and its wall time,
     added up in `spent` ("cpu_s", "wall_s"): what the evidence itself costs, beside the
     whole run's CPU. The proxy's side of a probe (a connection or two per link) is not in
     it."""
-    import importlib
-
-    saved = []
-    for module, name in OBSERVATIONS:
-        m = importlib.import_module(module)
-        real = getattr(m, name)
-
-        def timed(*a: Any, _real: Any = real, **k: Any) -> Any:
+    def timing(real: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*a: Any, **k: Any) -> Any:
             c0, w0 = time.thread_time(), time.perf_counter()
             try:
-                return _real(*a, **k)
+                return real(*a, **k)
             finally:
                 spent["cpu_s"] = spent.get("cpu_s", 0.0) + time.thread_time() - c0
                 spent["wall_s"] = spent.get("wall_s", 0.0) + time.perf_counter() - w0
+        return timed
 
-        saved.append((m, name, real))
-        setattr(m, name, timed)
-    try:
-        yield
-    finally:
-        for m, name, real in saved:
-            setattr(m, name, real)
+    return _patched((module, name, timing) for module, name in OBSERVATIONS)
 
 
-@contextlib.contextmanager
-def no_evidence() -> Iterator[None]:
+def no_evidence() -> contextlib.AbstractContextManager[None]:
     """Every observation a fault makes for its evidence answers "cannot tell" meanwhile."""
-    import nemesis.faults
-    import nemesis.netfaults
-    import nemesis.shaping
+    quiet: dict[str, Callable[..., Any]] = {
+        "observe": lambda run, nodes: None,
+        "_link_evidence": lambda run, pairs, want: {},
+        "time_links": lambda run, nodes, budget_s: None}
+    def stand_in(name: str) -> Callable[[Any], Any]:
+        return lambda real: quiet[name]
 
-    quiet: list[tuple[object, str, Any]] = [
-        (nemesis.faults, "observe", lambda run, nodes: None),
-        (nemesis.netfaults, "_link_evidence", lambda run, pairs, want: {}),
-        (nemesis.shaping, "time_links", lambda run, nodes, budget_s: None)]
-    saved = [(m, name, getattr(m, name)) for m, name, _ in quiet]
-    for m, name, stand_in in quiet:
-        setattr(m, name, stand_in)
-    try:
-        yield
-    finally:
-        for m, name, old in saved:
-            setattr(m, name, old)
+    return _patched((module, name, stand_in(name))
+                    for module, name in OBSERVATIONS if name in quiet)
 
 
 def one_run(root: Path, *, system: str, nemesis: str, seconds: float, interval: float,
