@@ -22,7 +22,7 @@ from harness.report.trends import settings_digest
 from harness.runfiles import RunPaths
 from harness.spec import build_spec, load_test_json
 from harness.store import write_test_json
-from tests.harness.test_core import spec_of
+from tests.harness.test_core import help_sections, spec_of
 
 DEFAULTS = dataclasses.asdict(SparkOptions())
 FORMER = ("spark", "spark_master", "spark_remote")
@@ -50,9 +50,7 @@ def test_the_flags_are_the_checkers_under_their_heading() -> None:
     assert spec_of("--spark-remote", "sc://h:15002")["options"]["checkers"][
         "spark_remote"] == "sc://h:15002"
     assert spec_of("--extra", "spark=warm")["options"]["checkers"]["spark"] == "warm"
-    help = CliRunner().invoke(main, ["run", "--help"]).output
-    main_section, _, rest = help.partition("Options of ")
-    own = rest[rest.index("the checkers:"):]
+    main_section, own = help_sections("the checkers")
     for flag in ("--spark ", "--spark-master", "--spark-remote"):
         assert flag in own and f"  {flag}" not in main_section, flag
 

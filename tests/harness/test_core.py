@@ -26,6 +26,14 @@ def spec_of(*args: str) -> dict[str, Any]:
     return spec
 
 
+def help_sections(part: str) -> tuple[str, str]:
+    """`undertow run --help` cut in two: the harness's own options (before the first
+    part's heading), and the options under `Options of PART:` (to the next blank line)."""
+    text = CliRunner().invoke(main, ["run", "--help"]).output
+    own = text[text.index(f"Options of {part}:"):]
+    return text.partition("Options of ")[0], own[:own.index("\n\n")] if "\n\n" in own else own
+
+
 def test_defaults_are_the_default_experiment() -> None:
     s = spec_of()
     keys = s["options"]["queue"]["keys"]  # the workload's own (workloads/options.py)

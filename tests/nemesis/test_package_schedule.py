@@ -21,7 +21,7 @@ from harness.store import write_test_json
 from nemesis.options import StandardOptions
 from nemesis.packages import FAULTS
 from nemesis.schedule import schedule_of
-from tests.harness.test_core import spec_of
+from tests.harness.test_core import help_sections, spec_of
 
 FORMER = ("nemesis_interval_s", "nemesis_targets", "nemesis_schedule")
 
@@ -41,9 +41,7 @@ def test_the_flags_are_the_package_s_under_its_heading() -> None:
     assert (d["interval_s"], d["targets"], d["schedule"]) == \
         (10.0, ["one", "minority", "majority"], "stagger")
     assert spec_of("--nemesis-targets", "none")["options"]["standard"]["targets"] == []
-    help = CliRunner().invoke(main, ["run", "--help"]).output
-    main_section, _, _ = help.partition("Options of ")
-    own_section = help[help.index("Options of the nemesis package standard:"):]
+    main_section, own_section = help_sections("the nemesis package standard")
     for flag in ("--nemesis-interval S", "--nemesis-targets T,...", "--nemesis-schedule"):
         assert flag in own_section and flag not in main_section, flag
     assert "--nemesis TEXT" in main_section  # the faults stay the harness's

@@ -19,7 +19,7 @@ from harness.cli import main
 from harness.runfiles import RunPaths
 from harness.spec import SpecError, build_spec, load_test_json
 from harness.store import write_test_json
-from tests.harness.test_core import spec_of
+from tests.harness.test_core import help_sections, spec_of
 from workloads.options import ConsumerSettings, QueueOptions, partitions
 
 DEFAULTS = dataclasses.asdict(QueueOptions())
@@ -43,10 +43,7 @@ def test_the_flags_are_the_workload_s_under_its_heading() -> None:
     assert t["options"]["txn"] == {**DEFAULTS, "isolation": "read-uncommitted", "key_pool": 20}
     assert "queue" not in t["options"]
     assert spec_of()["options"]["queue"] == DEFAULTS  # the defaults as before
-    help = CliRunner().invoke(main, ["run", "--help"]).output
-    main_section, _, rest = help.partition("Options of ")
-    own = rest[rest.index("--workload queue, txn:"):]
-    own = own[:own.index("\n\n")]
+    main_section, own = help_sections("--workload queue, txn")
     for flag in ("--keys", "--max-writes-per-key", "--key-pool", "--max-poll-records",
                  "--isolation", "--sub-via", "--commit", "--auto-commit-interval-ms",
                  "--group-session-timeout-ms", "--assignor", "--crash-client-interval"):
