@@ -61,6 +61,12 @@ def publish(dumped: Path, final: Path, pattern: str) -> None:
             old.unlink(missing_ok=True)
 
 
+def log_option(path: Path) -> str:
+    """The JVM option that writes its class-data-sharing decisions (mapped, or why not) to
+    `path` instead of stderr: a JVM that declines an archive says why there."""
+    return f"-Xlog:cds*=info,class+path=info:file={path}"
+
+
 def use_options(archive: Path) -> tuple[str, ...]:
     """The JVM options that map `archive` (ignored by the JVM when it does not match)."""
     return (f"{ARCHIVE_OPTION}{archive}", *QUIET)

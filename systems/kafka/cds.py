@@ -9,7 +9,8 @@ release started in a scratch folder with `-XX:ArchiveClassesAtExit`, ended by SI
 once it has started (the JVM dumps at a normal exit), the archive then renamed into
 <cache>/<version>/cds/. A build that fails is marked and not tried again for that key;
 absent, failed or stale, the JVMs start as before. KRaft releases only: a broker of a
-ZooKeeper release needs its ZooKeeper before it starts.
+ZooKeeper release needs its ZooKeeper before it starts. Each broker's JVM writes what it
+did with the archive (mapped, or why not) to its node's cds.log, not to stderr.
 """
 
 from __future__ import annotations

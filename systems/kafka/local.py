@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.control.processes import NodeProcesses
+from harness.jvm_cds import log_option
 from harness.protocols import Launches, ProcState
 from harness.spec import BrokerSettings
 from systems.kafka import cds, config, dump, releases, unflushed
@@ -119,11 +120,16 @@ class LocalKafka:
 
     # -- Killable --------------------------------------------------------------
 
+    def cds_log(self, node: str) -> Path:
+        """Where the node's JVM writes whether it mapped the release's archive, and why not."""
+        return self.node_dir(node) / "cds.log"
+
     def start(self, run: Any, node: str) -> None:
         """Start the node's JVM; a running node stays as it is."""
+        jvm = (*self.jvm, log_option(self.cds_log(node))) if self.jvm else ()
         cmd = [*self.prefixes.get(node, ()),
                *config.server_command(self.java, self.jars.classpath,
-                                      str(self.props_path(node)), self.jvm)]
+                                      str(self.props_path(node)), jvm)]
         self.procs.start(node, cmd, self.node_dir(node), self.log_path(node))
 
     def kill(self, run: Any, node: str) -> None:
