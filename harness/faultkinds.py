@@ -20,10 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
-
-if TYPE_CHECKING:
-    from harness.protocols import FaultKind as AnyKind
+from typing import Any, Literal
 
 Aim = Literal["nodes", "grudge"]
 _COLOUR = re.compile(r"#[0-9a-fA-F]{3}|#[0-9a-fA-F]{6}|[a-zA-Z]{3,20}")
@@ -85,42 +82,31 @@ KINDS: tuple[FaultKind, ...] = (KILL, PAUSE, PARTITION, SLOW, LOSSY, CLOCK_BUMP,
                                 LOSE_UNFLUSHED)
 
 
-K = TypeVar("K", bound="AnyKind")
-_BUILT_IN: dict[object, int] = {k: i for i, k in enumerate(KINDS)}
-
-
-def ordered(kinds: Iterable[K]) -> tuple[K, ...]:
-    """The kinds once each, built-ins in `KINDS`'s order first (the final heal's order),
-    then any others in the order given."""
-    given = tuple(dict.fromkeys(kinds))
-    return (*sorted((k for k in given if k in _BUILT_IN), key=_BUILT_IN.__getitem__),
-            *(k for k in given if k not in _BUILT_IN))
-
-
 def known() -> tuple[FaultKind, ...]:
-    """Every kind a run may meet: the built-ins, then those of registered faults (plug-ins:
-    harness.registry's `fault` kind, loaded at first use)."""
+    """Every kind a run may meet, once each: the built-ins in `KINDS`'s order (the final
+    heal's), then those of registered faults (plug-ins: harness.registry's `fault` kind,
+    loaded at first use)."""
     from harness import registry
 
     extra: list[FaultKind] = []
     for name in registry.names("fault"):
         extra += getattr(registry.get("fault", name), "kinds", ())
-    return ordered((*KINDS, *extra))
+    return tuple(dict.fromkeys((*KINDS, *extra)))
 
 
-def verbs(kinds: Iterable[AnyKind]) -> frozenset[str]:
+def verbs(kinds: Iterable[FaultKind]) -> frozenset[str]:
     """Every verb the kinds use, starts and stops: what a nemesis of them handles."""
     return frozenset(v for k in kinds for v in (k.start, k.stop) if v is not None)
 
 
-def stops(kinds: Iterable[AnyKind]) -> tuple[str, ...]:
+def stops(kinds: Iterable[FaultKind]) -> tuple[str, ...]:
     """The kinds' stop verbs, once each, in their order: the final heal of a package."""
     return tuple(dict.fromkeys(k.stop for k in kinds if k.stop is not None))
 
 
-def recovery_verbs(kinds: Iterable[AnyKind]) -> frozenset[str]:
+def recovery_verbs(kinds: Iterable[FaultKind]) -> frozenset[str]:
     """Verbs whose completion ends a fault (stops, and instants' own verbs): heals."""
-    return frozenset(k.stop or k.start for k in kinds)
+    return frozenset(k.ends for k in kinds)
 
 
 def by_start(kinds: Iterable[FaultKind]) -> dict[str, FaultKind]:
@@ -133,7 +119,6 @@ def by_start(kinds: Iterable[FaultKind]) -> dict[str, FaultKind]:
     return out
 
 
-def kinds_json(kinds: Sequence[AnyKind] = KINDS) -> list[dict[str, Any]]:
+def kinds_json(kinds: Sequence[FaultKind] = KINDS) -> list[dict[str, Any]]:
     """The kinds as test.json records them, so a run folder names its own vocabulary."""
-    return [{"start": k.start, "stop": k.stop, "colour": k.colour, "label": k.label,
-             "aims": k.aims} for k in kinds]
+    return [k.to_json() for k in kinds]

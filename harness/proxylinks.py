@@ -234,9 +234,8 @@ class _Conn:
         if self.closed or self.connecting or self.up is not None:
             return
         if self.link.shape("fwd").blocked or self.link.shape("bwd").blocked:
-            held = self.probe.held if self.probe is not None else None
-            if held is not None and not held.done():
-                held.set_result(None)  # the proxy's own probe: say at once it is held
+            if self.probe is not None and not self.probe.held.done():
+                self.probe.held.set_result(None)  # the proxy's own probe: say it is held
             return
         if self.down is not None and _dialer_gone(self.down):
             self.close()  # it gave up during the cut: as under a DROP, dst never hears of it

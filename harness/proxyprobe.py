@@ -46,9 +46,9 @@ class Probe:
     when that dial is answered, `held` when the link decided not to dial (it is cut)."""
 
     outcome: asyncio.Future[str]
+    held: asyncio.Future[None]
     redirect: str | None = None
     dialled: str | None = None
-    held: asyncio.Future[None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,11 +158,10 @@ class Prober:
         try:
             sock.bind((host, 0))
             local = sock.getsockname()[1]
-            probe = link.probes[local] = Probe(self.loop.create_future(), redirect,
-                                               held=self.loop.create_future())
+            probe = link.probes[local] = Probe(self.loop.create_future(),
+                                               self.loop.create_future(), redirect)
             await asyncio.wait_for(self.loop.sock_connect(sock, (host, int(port))), timeout_s)
             left = max(0.0, timeout_s - (time.monotonic() - t0))
-            assert probe.held is not None
             either: set[asyncio.Future[Any]] = {probe.outcome, probe.held}
             await asyncio.wait(either, timeout=left, return_when=asyncio.FIRST_COMPLETED)
             if not probe.outcome.done() and probe.held.done():  # still held a moment later?

@@ -23,11 +23,10 @@ from itertools import accumulate, pairwise
 from pathlib import Path
 from typing import Any
 
-from harness.faultkinds import KINDS, known, recovery_verbs
+from harness.faultkinds import known, recovery_verbs
 from harness.runfiles import FINAL, NEMESIS, Op, iter_history
 from harness.spec import TestSpec
 
-HEAL_VERBS = recovery_verbs(KINDS)  # the built-in kinds' (a Tally adds plug-ins' too)
 NS = 1_000_000_000
 
 

@@ -21,7 +21,6 @@ from harness import generator as gen
 from harness import registry
 from harness.faultplan import FaultSequence, HasSequences, Step
 from harness.protocols import Checker, Nemesis
-from harness.protocols import FaultKind as AnyKind
 from harness.runfiles import FINAL
 from harness.spec import SpecError, TestSpec
 from nemesis import grudges as g
@@ -52,9 +51,9 @@ class NemesisPackage:
     schedule: dict[str, Any] | None = None  # Schedule.to_json(): its kind and phases
 
     @property
-    def kinds(self) -> tuple[AnyKind, ...]:
+    def kinds(self) -> tuple[fk.FaultKind, ...]:
         """The fault kinds this package can inject (test.json records them)."""
-        return fk.ordered(self.nemesis.kinds)
+        return tuple(k for k in fk.known() if k in self.nemesis.kinds)
 
     def plan_json(self) -> list[dict[str, Any]]:
         return [s.to_json() for s in self.plan]
@@ -89,7 +88,7 @@ class Fault:
         if odd:
             raise TypeError(f"fault {self.name!r}: its kinds must be harness.faultkinds."
                             f"FaultKind, not {odd!r}")
-        return fk.ordered(found)
+        return tuple(dict.fromkeys(found))
 
 
 def _target_value(spec: TestSpec, rng: random.Random) -> dict[str, Any]:
@@ -217,7 +216,7 @@ def fault_kinds(names: Iterable[str]) -> frozenset[fk.FaultKind]:
 def final_generator(nemesis: Nemesis) -> gen.Gen:
     """Every heal the nemesis knows, once each, in an order that works (start before resume),
     marked `"final": true` so that availability and liveness tell it from a fault's heal."""
-    heals = fk.stops(fk.ordered(nemesis.kinds))
+    heals = fk.stops(k for k in fk.known() if k in nemesis.kinds)
     return gen.seq(*(gen.op(f, {}, **{FINAL: True}) for f in heals if f in nemesis.fs))
 
 

@@ -49,6 +49,7 @@ class Windowed:
     steps: tuple[Step, ...]
     owners: tuple[frozenset[int], ...]
     count: int
+    heals: frozenset[str]  # the stop verbs of the kinds the plan was read with
 
     def members(self, w: int) -> list[int]:
         return [i for i, o in enumerate(self.owners) if w in o]
@@ -84,8 +85,7 @@ class Windowed:
         """(fault, target) of window w, as a person reads them."""
         steps = [self.steps[i] for i in self.members(w) if self.owners[i] == frozenset({w})]
         steps = steps or [self.steps[i] for i in self.members(w)]
-        heals = heal_verbs()[1]
-        faults = [s.f for s in steps if s.f not in heals] or [steps[0].f]
+        faults = [s.f for s in steps if s.f not in self.heals] or [steps[0].f]
         counts = {f: faults.count(f) for f in faults}  # a sequence: kill x2 (B, then A)
         return ("+".join(f if n == 1 else f"{f} x{n}" for f, n in counts.items()),
                 target_text(steps[0].value))
@@ -170,4 +170,4 @@ def windows(steps: Sequence[Step]) -> Windowed:
                 if faults[w, s.f] <= 0 and w in open_.get(s.f, []):
                     open_[s.f].remove(w)
         owners.append(mine)
-    return Windowed(steps, tuple(frozenset(o) for o in owners), count)
+    return Windowed(steps, tuple(frozenset(o) for o in owners), count, heals)

@@ -6,8 +6,11 @@ import random
 from pathlib import Path
 from typing import Any
 
+from harness.faultkinds import KINDS, recovery_verbs
 from harness.runfiles import HistoryWriter, Op
-from nemesis.liveness import HEAL_VERBS, LivenessChecker, liveness, recoveries
+from nemesis.liveness import LivenessChecker, liveness, recoveries
+
+HEAL_VERBS = recovery_verbs(KINDS)  # the built-in kinds' heals
 
 S = 1_000_000_000
 
