@@ -173,6 +173,14 @@ class Killable(Protocol):
 
 
 @runtime_checkable
+class Stoppable(Protocol):
+    """A node asked to shut itself down (SIGTERM, SIGKILL after a grace): a rolling
+    restart, or a crash after the server's own shutdown wrote its checkpoints."""
+
+    def stop(self, run: Run, node: str) -> None: ...
+
+
+@runtime_checkable
 class Pausable(Protocol):
     def pause(self, run: Run, node: str) -> None: ...   # SIGSTOP / docker pause
     def resume(self, run: Run, node: str) -> None: ...  # SIGCONT / docker unpause; idempotent

@@ -24,6 +24,7 @@ from harness.protocols import (
     LosesUnflushed,
     Pausable,
     Run,
+    Stoppable,
     WritesKeys,
 )
 from harness.runfiles import Op, last_acked_send, recent_send_counts, recent_send_keys
@@ -253,8 +254,22 @@ class _NodeFault:
         return tuple(n for n in run.nodes if n in self.faulted) or tuple(run.nodes)
 
 
+def _killer(run: Run, value: Mapping[str, Any]) -> Callable[[str], None]:
+    """SIGKILL; with `"graceful": true` the node's own shutdown (SIGTERM), which writes
+    what a crash would not (e.g. a ZooKeeper-era Kafka broker's high-watermark checkpoint)."""
+    db = run.db
+    if not value.get("graceful"):
+        assert isinstance(db, Killable)
+        return lambda n: db.kill(run, n)
+    if not isinstance(db, Stoppable):
+        raise NemesisError(f"kill graceful: {run.spec.system} on the {run.spec.backend} "
+                           "backend cannot ask a node to shut down")
+    return lambda n: db.stop(run, n)
+
+
 class Kill(_NodeFault):
-    """SIGKILL brokers (`kill`) and start them again (`start`, `{}` = every node)."""
+    """SIGKILL brokers (`kill`; `"graceful": true`: SIGTERM, the node's own shutdown) and
+    start them again (`start`, `{}` = every node)."""
 
     kinds = (KILL,)
     fs = verbs(kinds)
@@ -271,13 +286,14 @@ class Kill(_NodeFault):
         with self.lock:
             v = _value(op)
             if op.f == KILL.start:
+                act = _killer(run, v)  # refused before any wait for a target
                 nodes = target_nodes(run, v, self.rng)
                 if not nodes and "missed" in v:  # a target that never came: nothing killed
                     return _done(op, {**v, "nodes": []}, [],
                                  {"landed": False, "evidence": str(v["missed"])})
                 self.faulted |= set(nodes)
                 return _done(op, {**v, "nodes": list(nodes)},
-                             *_acted(run, "kill", nodes, lambda n: db.kill(run, n)))
+                             *_acted(run, "kill", nodes, act))
             if op.f == KILL.stop:
                 nodes = self._shorter(run, v) if "shorter_of" in v else heal_nodes(run, v, self.rng)
                 faulted = [n for n in nodes if n in self.faulted]

@@ -1,4 +1,5 @@
-"""The one process of each node of a local cluster: start, SIGKILL, SIGSTOP/SIGCONT, close.
+"""The one process of each node of a local cluster: start, SIGKILL, SIGTERM, SIGSTOP/SIGCONT,
+close.
 
 Every system's local DB holds one `NodeProcesses` and says only *what* to run;
 how a process is started (through the backend's launcher, so it dies with the
@@ -21,6 +22,7 @@ from harness.control.procstate import local_state
 from harness.protocols import Launches, ProcState
 
 KILL_WAIT_S = 10.0
+STOP_GRACE_S = 30.0  # a server's own shutdown, then SIGKILL
 
 
 @dataclass(slots=True)
@@ -70,6 +72,23 @@ class NodeProcesses:
                     p.proc.send_signal(signal.SIGKILL)
                     p.proc.send_signal(signal.SIGCONT)
                 p.proc.wait(timeout=KILL_WAIT_S)
+            self._forget(p)
+
+    def stop(self, node: str, grace_s: float = STOP_GRACE_S) -> None:
+        """SIGTERM, so the server shuts itself down (its shutdown hooks run); SIGKILL if it
+        is still there after grace_s. A stopped process is woken so that it can."""
+        p = self._get(node)
+        with self._lock:
+            if p.proc is not None and p.proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    p.proc.send_signal(signal.SIGTERM)
+                    p.proc.send_signal(signal.SIGCONT)
+                try:
+                    p.proc.wait(timeout=grace_s)
+                except subprocess.TimeoutExpired:
+                    with contextlib.suppress(ProcessLookupError):
+                        p.proc.send_signal(signal.SIGKILL)
+                    p.proc.wait(timeout=KILL_WAIT_S)
             self._forget(p)
 
     def _forget(self, p: _Proc) -> None:

@@ -25,6 +25,7 @@ from harness.control.shell import NodeError, check_exec
 from harness.protocols import Exec, ProcState, ShellHost
 
 KILL_WAIT_S = 10.0
+STOP_GRACE_S = 30.0  # a server's own shutdown, then SIGKILL
 _NAME = re.compile(r"[A-Za-z0-9._*?-][A-Za-z0-9._*?/-]*")
 
 
@@ -120,6 +121,23 @@ class ShellProcess:
         while self.running(node):
             if time.monotonic() > deadline:
                 raise NodeError(f"{self.name} on {node} survived SIGKILL for {KILL_WAIT_S:g} s")
+            time.sleep(0.05)
+
+    def stop(self, node: str, grace_s: float = STOP_GRACE_S) -> None:
+        """SIGTERM, so the server shuts itself down; SIGKILL if it is still there after
+        grace_s (a frozen node is thawed first: it cannot shut down frozen)."""
+        if self.frozen(node):
+            self.resume(node)
+        if not self.running(node):
+            return
+        pid = self._pid_expr(node)
+        check_exec(self.sh(node, f"p={pid}; kill -TERM $p; r=$?; kill -CONT $p 2>/dev/null; "
+                                 "exit $r"), node, "kill -TERM")
+        deadline = time.monotonic() + grace_s
+        while self.running(node):
+            if time.monotonic() > deadline:
+                self.kill(node)
+                return
             time.sleep(0.05)
 
     def pause(self, node: str) -> None:

@@ -84,6 +84,9 @@ def check_spec(spec: TestSpec) -> None:
         raise SpecError(f"--workload {spec.workload}: Kafka runs the "
                         f"{', '.join(WORKLOADS)} workloads")
     rel, mode = release_of(spec)
+    if mode != releases.ZOOKEEPER and not KafkaOptions.of(spec).controlled_shutdown:
+        raise SpecError("--no-kafka-controlled-shutdown: ZooKeeper mode only (a KRaft broker "
+                        "always shuts down through its controller)")
     if mode == releases.ZOOKEEPER:
         if controller_voters(spec):
             raise SpecError("controller_voters: KRaft controllers; in ZooKeeper mode the "

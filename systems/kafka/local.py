@@ -135,6 +135,9 @@ class LocalKafka:
     def kill(self, run: Any, node: str) -> None:
         self.procs.kill(node)
 
+    def stop(self, run: Any, node: str) -> None:
+        self.procs.stop(node)
+
     def is_running(self, node: str) -> bool:
         return self.procs.is_running(node)
 

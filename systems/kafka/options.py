@@ -43,6 +43,11 @@ class KafkaOptions(SystemOptions):
         None, "Cluster features set when the storage is formatted: name=level[,...] (a table "
         "in TOML), e.g. eligible.leader.replicas.version=1.", metavar="NAME=LEVEL,...",
         parse=str)
+    controlled_shutdown: bool = option(
+        True, "ZooKeeper mode: controlled.shutdown.enable. A broker asked to shut down (a "
+        "graceful kill) first has the controller move its leaders away; off, its shutdown "
+        "writes its checkpoints and leaves, as a crash would after them.",
+        flag="--kafka-controlled-shutdown")
     controller_voters: int = option(
         0, "Dedicated KRaft controllers: the first N nodes are controllers only, the rest "
         "brokers only (0: every node both).", flag="--kafka-controllers",

@@ -143,6 +143,9 @@ class KafkaRemoteDB(KafkaViews):
     def kill(self, run: Any, node: str) -> None:
         self.proc.kill(node)
 
+    def stop(self, run: Any, node: str) -> None:
+        self.proc.stop(node)
+
     def pause(self, run: Any, node: str) -> None:
         self.proc.pause(node)
 

@@ -169,8 +169,10 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "KIP-101 divergence on the release that had it (releases: " + kip101.RELEASES + "): "
         "as kafka-kip101-loss, then the truncated leader takes writes at the offsets it lost "
         "before the old leader returns, truncates only to its own high watermark and keeps "
-        "the old records there: the replicas differ below the high watermark.",
+        "the old records there: the replicas differ below the high watermark. The old "
+        "leader is stopped by its own shutdown (SIGTERM, controlled shutdown off), which "
+        "writes its high-watermark checkpoint.",
         ("replica-divergence",), kip101.BROKER, fixed_by=("--kafka-version", "0.11.0.3"),
         nemesis=("kafka-kip101-divergence",), node_count=4, keys=2, nemesis_interval_s=44.0,
-        extra={"kafka_version": "0.10.2.2"}),
+        extra={"kafka_version": "0.10.2.2", "controlled_shutdown": False}),
 )}

@@ -106,7 +106,8 @@ class KafkaSystem:
                 db = KafkaZkLocalDB(j, nodes, root, spec.broker, partitions=pool,
                                     launcher=host.launcher, release=rel,
                                     members=zk.make_members(nodes, free_port),
-                                    prefixes=host.prefixes)
+                                    prefixes=host.prefixes,
+                                    controlled_shutdown=KafkaOptions.of(spec).controlled_shutdown)
                 db.metadata_mode = mode
             else:
                 db = KafkaLocalDB(j, nodes, root, spec.broker, partitions=pool,

@@ -105,7 +105,8 @@ def wait_serving(member: ZkMember, timeout_s: float) -> float:
 
 
 def broker_properties(node: KafkaNode, zk_connect: str, data_dir: PurePath, b: BrokerSettings,
-                      rel: Release, *, partitions: int) -> dict[str, str]:
+                      rel: Release, *, partitions: int,
+                      controlled_shutdown: bool = True) -> dict[str, str]:
     """A ZooKeeper-mode broker's server.properties: every safety setting explicit (the
     release's own defaults differ: unclean election was on by default before 0.11)."""
     rf = str(b.replication_factor)
@@ -126,6 +127,7 @@ def broker_properties(node: KafkaNode, zk_connect: str, data_dir: PurePath, b: B
         "replica.lag.time.max.ms": b.replica_lag_time_max_ms,
         "auto.create.topics.enable": "false",
         "auto.leader.rebalance.enable": "false",  # leaders move by faults only
+        "controlled.shutdown.enable": str(controlled_shutdown).lower(),
         "offsets.topic.replication.factor": rf,
         "offsets.topic.num.partitions": 1,
         "replica.high.watermark.checkpoint.interval.ms": 500,  # the dumps read HW from it

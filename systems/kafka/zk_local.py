@@ -34,10 +34,12 @@ class KafkaZkLocalDB(KafkaLocalDB):
     def __init__(self, jars: KafkaJars, nodes: Mapping[str, config.KafkaNode], root: Path,
                  settings: BrokerSettings, *, partitions: int, launcher: Launches,
                  release: Release, members: Mapping[str, zk.ZkMember],
-                 prefixes: Mapping[str, Sequence[str]] | None = None) -> None:
+                 prefixes: Mapping[str, Sequence[str]] | None = None,
+                 controlled_shutdown: bool = True) -> None:
         super().__init__(jars, nodes, root, settings, partitions=partitions, launcher=launcher,
                          prefixes=prefixes)
         self.release = release
+        self.controlled_shutdown = controlled_shutdown
         self.members = dict(members)
         self.zk_procs = NodeProcesses(launcher, self.nodes)
 
@@ -62,7 +64,8 @@ class KafkaZkLocalDB(KafkaLocalDB):
                 zk.zoo_cfg(self.members[name], self.members, self.zk_dir(name) / "data"))
             self.log4j_path(name).write_text(zk.LOG4J)
             props = zk.broker_properties(node, connect, self.data_dir(name), self.settings,
-                                         self.release, partitions=self.partitions)
+                                         self.release, partitions=self.partitions,
+                                         controlled_shutdown=self.controlled_shutdown)
             d.mkdir(parents=True, exist_ok=True)
             self.props_path(name).write_text(config.render_properties(props))
 

@@ -108,6 +108,9 @@ class LocalBrokerDB:
     def kill(self, run: Run | None, node: str) -> None:
         self.procs.kill(node)
 
+    def stop(self, run: Run | None, node: str) -> None:
+        self.procs.stop(node)
+
     def is_running(self, node: str) -> bool:
         return self.procs.is_running(node)
 

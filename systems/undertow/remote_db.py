@@ -108,6 +108,9 @@ class RemoteBroker:
     def kill(self, run: Run, node: str) -> None:
         self.proc.kill(node)
 
+    def stop(self, run: Run, node: str) -> None:
+        self.proc.stop(node)
+
     # -- Pausable (the host's freezer, else signals) ------------------------------------------
 
     def pause(self, run: Run, node: str) -> None:

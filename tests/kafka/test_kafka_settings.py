@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.spec import BrokerSettings, SpecError
-from systems.kafka import config, jars
+from systems.kafka import config, jars, releases, zk
 from systems.kafka.client import ERRORS, Sent, outcome, single_try
 
 
@@ -50,6 +50,22 @@ def test_server_properties_follow_the_spec() -> None:
     assert p["log.flush.interval.messages"] == "1"
     assert "log.flush.interval.messages" not in _props(BrokerSettings())
     assert _props(BrokerSettings())["unclean.leader.election.enable"] == "false"
+
+
+def test_controlled_shutdown_is_set_explicitly_in_zookeeper_mode_only() -> None:
+    nodes = config.make_nodes(["n1", "n2"], "127.0.0.1", iter(range(9100, 9200)).__next__)
+    old = releases.release("0.10.2.2")
+    props = [zk.broker_properties(nodes["n1"], "127.0.0.1:2181", Path("/data"),
+                                  BrokerSettings(), old, partitions=4, controlled_shutdown=on)
+             for on in (True, False)]
+    assert [p["controlled.shutdown.enable"] for p in props] == ["true", "false"]
+    from click.testing import CliRunner
+
+    from harness.cli import main
+
+    r = CliRunner().invoke(main, ["run", "--system", "kafka", "--kafka-version", "4.4.0",
+                                  "--nemesis", "kill", "--no-kafka-controlled-shutdown"])
+    assert r.exit_code == 2 and "ZooKeeper mode only" in r.output, r.output
 
 
 def test_hw_truncation_is_refused() -> None:

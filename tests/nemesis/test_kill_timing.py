@@ -1,5 +1,6 @@
-"""The kill steps of kafka-kip101-*: A dies just after an acknowledged send on the key,
-and the second kill hits the newly elected leader or, when none is seen, nobody.
+"""The kill steps of kafka-kip101-*: A dies just after an acknowledged send on the key
+(by its own shutdown in the divergence sequence), and the second kill hits the newly
+elected leader or, when none is seen, nobody.
 
 A fake DB (leaders scripted per call, kills recorded) and a history written by the
 test; no cluster."""
@@ -13,6 +14,8 @@ import time
 from pathlib import Path
 from typing import cast
 
+import pytest
+
 from harness.protocols import DB, Run
 from harness.runfiles import (
     NEMESIS,
@@ -24,7 +27,7 @@ from harness.runfiles import (
 )
 from harness.spec import build_spec
 from nemesis import faults
-from nemesis.faults import Kill
+from nemesis.faults import Kill, NemesisError
 from systems.kafka.kip101 import (
     BACK_S,
     ELECTION_WAIT_S,
@@ -53,6 +56,17 @@ class FakeDB:
 
     def start(self, run: Run, node: str) -> None:
         pass
+
+
+class StoppingDB(FakeDB):
+    """FakeDB whose nodes can also be asked to shut down (recorded apart from kills)."""
+
+    def __init__(self, leaders: list[str | None]) -> None:
+        super().__init__(leaders)
+        self.stopped: list[str] = []
+
+    def stop(self, run: Run, node: str) -> None:
+        self.stopped.append(node)
 
 
 def _run(tmp_path: Path, db: FakeDB) -> Run:
@@ -93,6 +107,26 @@ def test_no_new_leader_seen_kills_nobody_and_says_it_did_not_land(tmp_path: Path
     assert run.extra["nemesis_roles"]["L2"] == ()
     healed = kill.invoke(run, Op("invoke", NEMESIS, "start", {"role": "L2"}))
     assert healed.value["nodes"] == []  # L2's restart starts nobody
+
+
+def test_a_graceful_kill_asks_the_node_to_shut_down(tmp_path: Path) -> None:
+    db = StoppingDB(["n1"])
+    run = _run(tmp_path, db)
+    done = Kill().setup(run).invoke(run, Op("invoke", NEMESIS, "kill",
+                                            {"role": "A", "graceful": True}))
+    assert db.stopped == ["n1"] and db.killed == []
+    assert done.value["nodes"] == ["n1"] and done.value["graceful"] is True
+    Kill().setup(run).invoke(run, Op("invoke", NEMESIS, "kill", {"role": "A"}))
+    assert db.killed == ["n1"] and db.stopped == ["n1"]
+
+
+def test_a_graceful_kill_of_nodes_that_cannot_shut_down_is_refused(tmp_path: Path) -> None:
+    db = FakeDB(["n1"])
+    run = _run(tmp_path, db)
+    with pytest.raises(NemesisError, match="cannot ask a node to shut down"):
+        Kill().setup(run).invoke(run, Op("invoke", NEMESIS, "kill",
+                                         {"role": "A", "graceful": True}))
+    assert db.killed == []
 
 
 def _send(hw: HistoryWriter, process: int, key: int, value: int, offset: int) -> None:
@@ -181,4 +215,6 @@ def test_the_sequences_wait_for_the_ack_and_restart_after_the_longest_election()
         assert kill_l2.value["wait_s"] == ELECTION_WAIT_S
         back = min(s.at_s for s in steps if s.f == "start")
         assert back - kill_l2.at_s >= ELECTION_WAIT_S and back == 10.0 + BACK_S
+        # the divergence needs A's last high watermark on disk: only its own shutdown
+        assert kill_a.value.get("graceful", False) is (build is kafka_kip101_divergence)
     assert faults.ACK_POLL_S < 0.05

@@ -239,7 +239,9 @@ def test_each_known_bug_names_the_options_that_fix_it_and_they_build_a_fixed_spe
             assert (KafkaOptions.of(unsafe).kafka_version,
                     KafkaOptions.of(fixed).kafka_version) == \
                 ("0.10.2.2", "0.11.0.3")
-            assert fixed.broker == unsafe.broker
+            assert fixed.broker == unsafe.broker  # and every other option the same:
+            assert KafkaOptions.of(fixed) == replace(KafkaOptions.of(unsafe),
+                                                     kafka_version="0.11.0.3")
             continue
         if name == "offsets-commit-acks-1":  # the group coordinator's acks alone
             assert (unsafe.broker.offsets_commit_acks, fixed.broker.offsets_commit_acks) == \
