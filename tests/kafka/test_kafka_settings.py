@@ -53,7 +53,7 @@ def test_server_properties_follow_the_spec() -> None:
 
 
 def test_controlled_shutdown_is_set_explicitly_in_zookeeper_mode_only() -> None:
-    nodes = config.make_nodes(["n1", "n2"], "127.0.0.1", iter(range(9100, 9200)).__next__)
+    nodes = config.make_nodes(("n1", "n2"), "127.0.0.1", iter(range(9100, 9200)).__next__)
     old = releases.release("0.10.2.2")
     props = [zk.broker_properties(nodes["n1"], "127.0.0.1:2181", Path("/data"),
                                   BrokerSettings(), old, partitions=4, controlled_shutdown=on)
