@@ -26,8 +26,8 @@ STRING_SERIALIZER = "org.apache.kafka.common.serialization.StringSerializer"
 STRING_DESERIALIZER = "org.apache.kafka.common.serialization.StringDeserializer"
 # No JMX reporter (4.x adds it by default) and no metrics pushed to the brokers (KIP-714): each
 # assign re-registers the consumer's per-partition metrics, and both reporters' handling of
-# that was a sixth of the Java client's CPU (JFR, bench.harness --client java); nothing reads
-# them. Observability only: no setting that decides what a write or read does.
+# that was up to a sixth of the Java client's CPU (JFR, bench.harness --client java);
+# nothing reads them. Observability only: no setting that decides what a write or read does.
 NO_REPORTERS = {"metric.reporters": "", "enable.metrics.push": False}
 
 
