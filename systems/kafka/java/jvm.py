@@ -24,9 +24,13 @@ from typing import Any
 from systems.kafka.java.jars import ClientJars, ClientJarsError
 
 HEAP = "-Xmx1g"
+# C1 only, as the brokers (systems/kafka/config.py): C2 compiled the client's paths for the
+# whole of a run, about half the harness process's CPU on the 2 cores the brokers share
+OPTIONS = ("-Xrs", HEAP, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 _lock = threading.Lock()
 _version: str | None = None
 _preloaded = threading.Event()
+_classes: dict[str, Any] = {}
 
 
 def start(jars: ClientJars) -> None:
@@ -44,7 +48,7 @@ def start(jars: ClientJars) -> None:
         import jpype.config
 
         jpype.config.destroy_jvm = True
-        jpype.startJVM("-Xrs", HEAP, "-XX:+UseSerialGC", classpath=jars.jars,
+        jpype.startJVM(*OPTIONS, classpath=jars.jars,
                        convertStrings=True, interrupt=False)
         _version = jars.version
         threading.Thread(target=_preload, name="kafka-client-preload", daemon=True).start()
@@ -93,10 +97,14 @@ def properties(settings: dict[str, Any]) -> Any:
 
 
 def cls(name: str) -> Any:
-    """A Java class by its full name."""
-    import jpype
+    """A Java class by its full name, looked up once: every send and poll names a few, and
+    JPype's lookup by name costs more than the call it serves."""
+    found = _classes.get(name)
+    if found is None:
+        import jpype
 
-    return jpype.JClass(name)
+        found = _classes[name] = jpype.JClass(name)
+    return found
 
 
 def duration_ms(ms: int) -> Any:

@@ -24,6 +24,11 @@ ASSIGNORS = {
 }
 STRING_SERIALIZER = "org.apache.kafka.common.serialization.StringSerializer"
 STRING_DESERIALIZER = "org.apache.kafka.common.serialization.StringDeserializer"
+# No JMX reporter (4.x adds it by default) and no metrics pushed to the brokers (KIP-714): each
+# assign re-registers the consumer's per-partition metrics, and both reporters' handling of
+# that was up to a sixth of the Java client's CPU (JFR, bench.harness --client java);
+# nothing reads them. Observability only: no setting that decides what a write or read does.
+NO_REPORTERS = {"metric.reporters": "", "enable.metrics.push": False}
 
 
 def client_of(spec: TestSpec) -> str:
@@ -62,6 +67,7 @@ def producer(bootstrap: str, acks: str, *, timeout_s: float, retries: int | None
         "metadata.max.age.ms": 1000,
         "key.serializer": STRING_SERIALIZER,
         "value.serializer": STRING_SERIALIZER,
+        **NO_REPORTERS,
     }
     if max_in_flight is not None:
         out["max.in.flight.requests.per.connection"] = max_in_flight
@@ -84,6 +90,7 @@ def consumer(bootstrap: str, *, timeout_s: float, isolation: str = "read_committ
         "max.poll.records": max_poll_records,
         "key.deserializer": STRING_DESERIALIZER,
         "value.deserializer": STRING_DESERIALIZER,
+        **NO_REPORTERS,
     }
 
 
