@@ -72,6 +72,7 @@ def raft_config(cfg: NodeConfig) -> RaftConfig:
     return RaftConfig(election_timeout_ms=s.quorum_election_timeout_ms,
                       fetch_interval_ms=s.quorum_fetch_interval_ms,
                       begin_epoch_resend_ms=s.quorum_fetch_interval_ms,
+                      vote_resend_ms=s.quorum_fetch_interval_ms,
                       check_quorum_timeout_ms=s.quorum_fetch_timeout_ms,
                       first_election_stagger_ms=s.quorum_election_timeout_ms)
 
