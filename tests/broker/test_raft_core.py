@@ -309,4 +309,4 @@ def test_unanswered_vote_requests_go_again_until_the_round_ends() -> None:
     assert a.role is Role.CANDIDATE and a.epoch == 4
     assert sorted(d for d, _ in msgs(r, VoteRequest)) == ["b", "c"]
     a.receive(10_061, "c", VoteResponse(4, True, None))
-    assert a.role is Role.LEADER
+    assert a.leader == "a" and a.status()["role"] == "leader"
