@@ -29,6 +29,9 @@ async def run_node(cfg: NodeConfig) -> None:
         controller = Controller(cfg, mlog, clock)
         await controller.start()
     broker = Broker(cfg, clock) if cfg.is_broker else None
+    if broker is not None and controller is not None:
+        voter = controller
+        broker.local_leader = lambda: voter.leader
     server = Server(cfg, clock, broker, controller)
     await server.start()
     logging.getLogger("broker").info("%s listening on %s (roles %s, quorum voters %s)",

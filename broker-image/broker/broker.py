@@ -6,7 +6,7 @@ import asyncio
 import logging
 import threading
 import uuid
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from .clock import Clock
@@ -48,6 +48,9 @@ class Broker:
         self.controller_guess = cfg.controller
         self.controller_known: str | None = None
         self.controller_epoch: int | None = None
+        # on a node that is also a voter: the Raft leader its own quorum member knows (None
+        # while electing), set by the node's runner; controller requests then go there
+        self.local_leader: Callable[[], str | None] | None = None
         self._changed: set[int] = set()
         self._checkpoint_lock = threading.Lock()
         self._checkpoint_next = 0  # generation of the last HW snapshot taken
@@ -120,6 +123,20 @@ class Broker:
             self.controller_known = None
         return False
 
+    def _controller_target(self) -> str | None:
+        """Where controller requests go. A broker beside a voter asks the leader that voter
+        knows, and nobody while it knows none (an election): guessing through the voters
+        then spent a request timeout on each cut-off one, and a controller elected meanwhile
+        went unheard for up to a second (a restarted broker registered, and the new
+        controller's own broker sent its ISR changes, that much later). Kafka's brokers
+        likewise take the controller from their Raft client's leader. Elsewhere: the guess."""
+        if self.local_leader is None:
+            return self.controller_guess
+        leader = self.local_leader()
+        if leader is not None:
+            self.controller_guess = leader
+        return leader
+
     async def _heartbeat_loop(self) -> None:
         interval_s = self.settings.heartbeat_interval_ms / 1000
         loop = asyncio.get_running_loop()
@@ -127,8 +144,16 @@ class Broker:
         last_warn = 0.0
         hops = 0  # hints followed without sleeping; bounded so stale hints cannot spin
         while True:
-            ctrl = self.controller_guess
+            ctrl = self._controller_target()
             at_once = False
+            if ctrl is None:  # our voter knows no leader yet: look again after an interval
+                now = loop.time()
+                if now - last_ok > 1.0 and now - last_warn > 1.0:
+                    last_warn = now
+                    log.warning("no heartbeat reply from a controller for %.1fs (electing: "
+                                "this node's voter knows no leader)", now - last_ok)
+                await asyncio.sleep(interval_s)
+                continue
             try:
                 resp = await self.peer(ctrl).call(
                     {"type": "heartbeat", "node": self.node, "incarnation": self.incarnation,
@@ -141,7 +166,7 @@ class Broker:
                 else:
                     self.registered = True
                     last_ok = loop.time()
-                    if self.controller_known != ctrl:
+                    if (self.controller_known, self.controller_epoch) != (ctrl, resp.get("epoch")):
                         log.info("controller is %s (epoch %s)", ctrl, resp.get("epoch"))
                     self.controller_known = ctrl
                     if isinstance(resp.get("epoch"), int):
@@ -258,10 +283,12 @@ class Broker:
         known the partition's HW waits for the union of both ISRs (Partition.maximal_isr)."""
         if p.isr_change_inflight or p.meta is None or p.role != "leader":
             return
+        ctrl = self._controller_target()
+        if ctrl is None:
+            return  # electing: the ISR loop proposes again once a controller is known
         p.isr_change_inflight = True
         isr = list(p.propose_isr(tuple(isr)))
         m = p.meta
-        ctrl = self.controller_guess
         try:
             resp = await self.peer(ctrl).call(
                 {"type": "alter_partition", "node": self.node, "partition": p.pid,

@@ -227,11 +227,13 @@ class Controller:
             await self._fence(node)
 
     async def _fence(self, node: str) -> None:
+        """The fence and the partitions it changes are one metadata entry (Kafka's controller
+        writes them in one batch): one Raft round, and a fence proposed by a leader that then
+        loses its quorum takes effect with its partitions when that log is committed later,
+        not a session later."""
         recs: list[MetadataRecord] = []
         if self.state.alive(node):
             recs.append({"type": "fence", "node": node})
-        await self._commit(recs)
-        recs = []
         for p in self.state.partitions.values():
             isr = p.isr
             if node in isr and len(isr) > 1:

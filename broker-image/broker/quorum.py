@@ -66,13 +66,22 @@ class PeerRaftTransport:
             p.close()
 
 
+CHECK_QUORUM_TIMEOUT_FACTOR = 1.5  # Kafka's LeaderState: check quorum = 1.5 x fetch timeout
+
+
 def raft_config(cfg: NodeConfig) -> RaftConfig:
-    """Kafka's controller.quorum.* settings as the Raft core's timings."""
+    """Kafka's controller.quorum.* settings as the Raft core's timings. A leader resigns after
+    1.5 fetch timeouts without a majority, as KRaft's does: with the fetch timeout equal to
+    the broker session (2 s each here), resigning at one timeout came before the session of
+    a broker cut off with the majority ran out, so its fence waited for the next controller
+    and a full session more (every broker gets one on activation)."""
     s = cfg.settings
     return RaftConfig(election_timeout_ms=s.quorum_election_timeout_ms,
                       fetch_interval_ms=s.quorum_fetch_interval_ms,
                       begin_epoch_resend_ms=s.quorum_fetch_interval_ms,
-                      check_quorum_timeout_ms=s.quorum_fetch_timeout_ms,
+                      vote_resend_ms=s.quorum_fetch_interval_ms,
+                      check_quorum_timeout_ms=int(s.quorum_fetch_timeout_ms
+                                                  * CHECK_QUORUM_TIMEOUT_FACTOR),
                       first_election_stagger_ms=s.quorum_election_timeout_ms)
 
 

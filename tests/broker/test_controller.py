@@ -50,6 +50,29 @@ def test_elects_preferred_leaders_and_fences(tmp_path: Path) -> None:
     asyncio.run(body())
 
 
+def test_a_fence_and_the_partitions_it_changes_are_one_entry(tmp_path: Path) -> None:
+    """One Raft round, and a fence proposed just before the leader lost its quorum takes
+    effect together with its partitions when that log is committed later."""
+    async def body() -> None:
+        c = await make(tmp_path)
+        for n in ("n1", "n2", "n3"):
+            await c.heartbeat(n, f"{n}-a", 0)
+        appended: list[list[Any]] = []
+        append = c.log.append
+
+        async def recording(records: list[Any]) -> int:
+            appended.append(list(records))
+            return await append(records)
+
+        c.log.append = recording  # type: ignore[method-assign]
+        await c.fence("n1")
+        assert len(appended) == 1 and appended[0][0] == {"type": "fence", "node": "n1"}
+        assert sorted(r["partition"] for r in appended[0][1:]) == [0, 1, 2]
+        assert part(c, 0)["leader"] == "n2" and "n1" not in part(c, 1)["isr"]
+
+    asyncio.run(body())
+
+
 def test_unclean_election_picks_an_out_of_sync_replica(tmp_path: Path) -> None:
     async def body() -> None:
         c = await make(tmp_path, **{"unclean.leader.election.enable": True})

@@ -282,3 +282,31 @@ def test_an_observer_that_finds_no_leader_keeps_its_timer_ahead() -> None:
     for now in range(0, 5000, 7):  # no answers: no leader is ever found
         o.tick(now)
         assert o.next_timer_ms() > now, (now, o.next_timer_ms())
+
+
+def test_a_restarted_follower_grants_pre_votes_until_it_hears_its_leader() -> None:
+    """KRaft's hasFetchedFromLeader: a leader only remembered from before a restart may have
+    resigned meanwhile, so the remembered name alone must not hold up an election."""
+    b = make("b", Persisted(epoch=2, leader="c"))
+    r = b.receive(1, "a", VoteRequest(3, "a", 0, 0, pre_vote=True))
+    assert msgs(r, VoteResponse)[0][1] == VoteResponse(2, True, "c", pre_vote=True)
+    b.receive(2, "c", FetchResponse(2, "c", None, 0, 0, 0))  # the leader answers a fetch
+    r = b.receive(3, "a", VoteRequest(3, "a", 0, 0, pre_vote=True))
+    assert msgs(r, VoteResponse)[0][1] == VoteResponse(2, False, "c", pre_vote=True)
+
+
+def test_unanswered_vote_requests_go_again_until_the_round_ends() -> None:
+    """Sent once, the request to a voter that was down was lost for the whole round."""
+    cfg = RaftConfig(election_timeout_ms=1000, vote_resend_ms=50)
+    a = RaftNode("a", VOTERS, Persisted(epoch=3), config=cfg, rng=random.Random(1))
+    assert sorted(d for d, _ in msgs(a.tick(10_000), VoteRequest)) == ["b", "c"]
+    a.receive(10_001, "b", VoteResponse(3, False, None, pre_vote=True))  # b answers, c is down
+    assert a.next_timer_ms() == 10_050
+    again = msgs(a.tick(10_050), VoteRequest)
+    assert again == [("c", VoteRequest(4, "a", 0, 0, pre_vote=True))]
+    # c is back: it grants the pre-vote, and the real vote goes out at once
+    r = a.receive(10_060, "c", VoteResponse(3, True, None, pre_vote=True))
+    assert a.role is Role.CANDIDATE and a.epoch == 4
+    assert sorted(d for d, _ in msgs(r, VoteRequest)) == ["b", "c"]
+    a.receive(10_061, "c", VoteResponse(4, True, None))
+    assert a.leader == "a" and a.status()["role"] == "leader"

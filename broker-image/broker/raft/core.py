@@ -80,6 +80,9 @@ class RaftNode(Elections):
         self._next_fetch_ms = now_ms
         self._votes: set[str] = set()
         self._prevotes: set[str] | None = None  # None: not asking for pre-votes
+        self._answered: set[str] = set()  # voters that answered this round's (pre-)vote request
+        self._next_vote_resend_ms = now_ms
+        self._leader_heard = False  # the leader answered a fetch or announced itself to us
         # leader state
         self._acked: dict[str, int] = {}
         self._last_fetch_ms: dict[str, int] = {}
@@ -119,9 +122,9 @@ class RaftNode(Elections):
         if self.role is Role.LEADER:
             t = self._next_begin_ms if self._unannounced else self._now_ms + 10**9
             return min(t, self._quorum_check_due_ms())
-        if self.role is Role.CANDIDATE:
-            return self._election_deadline_ms
-        if self.leader is None and self.role is Role.FOLLOWER:
+        if self._asking_votes():
+            return min(self._election_deadline_ms, self._next_vote_resend_ms)
+        if self.role is Role.CANDIDATE or (self.leader is None and self.role is Role.FOLLOWER):
             return self._election_deadline_ms
         return min(self._election_deadline_ms, self._next_fetch_ms)
 
@@ -143,6 +146,8 @@ class RaftNode(Elections):
                 self._send_fetch()
         elif now >= self._election_deadline_ms:
             self._start_prevote()
+        elif self._asking_votes() and now >= self._next_vote_resend_ms:
+            self._resend_vote_requests()
         elif self.leader is not None and now >= self._next_fetch_ms:
             self._send_fetch()
         return self._ready()
@@ -302,6 +307,7 @@ class RaftNode(Elections):
         if self.role not in (Role.FOLLOWER, Role.OBSERVER):
             return False
         self._reset_election_timer()
+        self._leader_heard = True
         return True
 
     def _on_fetch_response(self, src: str, m: FetchResponse) -> None:

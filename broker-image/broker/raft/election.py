@@ -33,6 +33,9 @@ class Elections:
     _next_fetch_ms: int
     _votes: set[str]
     _prevotes: set[str] | None
+    _answered: set[str]
+    _next_vote_resend_ms: int
+    _leader_heard: bool
     _acked: dict[str, int]
     _last_fetch_ms: dict[str, int]
     _unannounced: set[str]
@@ -58,6 +61,7 @@ class Elections:
             self.epoch, self.voted_for = epoch, None
         was_active = self.role in (Role.LEADER, Role.CANDIDATE)
         self.leader = leader
+        self._leader_heard = False  # callers that heard the leader itself say so afterwards
         self.role = Role.FOLLOWER if self.is_voter else Role.OBSERVER
         self._votes.clear()
         self._prevotes = None
@@ -75,12 +79,25 @@ class Elections:
             self._persist_quorum()
         self._prevotes = {self.id}
         self._reset_election_timer()
-        req = VoteRequest(self.epoch + 1, self.id, self.log.last_epoch, self.log.end_offset,
-                          pre_vote=True)
-        for v in self.voters:
-            if v != self.id:
-                self._send(v, req)
+        self._answered = set()
+        self._resend_vote_requests()
         self._maybe_pass_prevote()
+
+    def _asking_votes(self) -> bool:
+        return self._prevotes is not None or self.role is Role.CANDIDATE
+
+    def _resend_vote_requests(self) -> None:
+        """(Re)send this round's request to every voter that has not answered it. Sent once,
+        a request to a voter that was down (or cut) was lost, and the round waited for the
+        next election timeout: a restarted voter cost up to two timeouts. KRaft's prospective
+        and candidate states likewise resend to the voters they have no answer from."""
+        pre = self._prevotes is not None
+        req = VoteRequest(self.epoch + 1 if pre else self.epoch, self.id, self.log.last_epoch,
+                          self.log.end_offset, pre_vote=pre)
+        for v in self.voters:
+            if v != self.id and v not in self._answered:
+                self._send(v, req)
+        self._next_vote_resend_ms = self._now_ms + self.config.vote_resend_ms
 
     def _maybe_pass_prevote(self) -> None:
         if self._prevotes is not None and len(self._prevotes) > len(self.voters) // 2:
@@ -94,10 +111,8 @@ class Elections:
         self._votes = {self.id}
         self._persist_quorum()
         self._reset_election_timer()
-        req = VoteRequest(self.epoch, self.id, self.log.last_epoch, self.log.end_offset)
-        for v in self.voters:
-            if v != self.id:
-                self._send(v, req)
+        self._answered = set()
+        self._resend_vote_requests()
         self._maybe_win()
 
     def _maybe_win(self) -> None:
@@ -138,8 +153,14 @@ class Elections:
             return False
         if self.role is Role.LEADER:
             return False
-        if self.leader is not None and self._now_ms < self._election_deadline_ms:
-            return False  # our leader was heard from within the election timeout
+        if (self.leader is not None and self._leader_heard
+                and self._now_ms < self._election_deadline_ms):
+            # our leader was heard from within the election timeout. A leader only remembered
+            # (persisted before a restart, or named by another voter) does not count: KRaft's
+            # follower grants pre-votes until it has fetched from its leader, so a voter that
+            # restarts during an election helps finish it at once instead of refusing for an
+            # election timeout while the leader it remembers may have resigned
+            return False
         up_to_date = (m.last_epoch, m.log_end) >= (self.log.last_epoch, self.log.end_offset)
         return up_to_date or self.unsafe_skip_log_up_to_date_check
 
@@ -152,11 +173,16 @@ class Elections:
             # another voter is the one we just timed out on: voters would keep handing a dead
             # leader back to each other.)
             self._become_follower(m.epoch, src)
+            self._leader_heard = True
         elif self._prevotes is not None and m.granted and src in self.voters:
             self._prevotes.add(src)
             self._maybe_pass_prevote()
 
     def _on_vote_response(self, src: str, m: VoteResponse) -> None:
+        this_round = (m.pre_vote if self._prevotes is not None else
+                      not m.pre_vote and self.role is Role.CANDIDATE and m.epoch == self.epoch)
+        if this_round:
+            self._answered.add(src)  # no resend to src
         if m.pre_vote:
             self._on_prevote_response(src, m)
             return
@@ -204,7 +230,9 @@ class Elections:
             return
         if m.epoch == self.epoch and self.leader == m.leader:
             self._reset_election_timer()
+            self._leader_heard = True
             return
         if m.epoch == self.epoch and self.role is Role.LEADER:
             return  # two leaders in one epoch cannot happen; never yield to a forged claim
         self._become_follower(m.epoch, m.leader)
+        self._leader_heard = True

@@ -26,6 +26,10 @@ class RaftConfig:
     election_timeout_ms: int = 1000
     fetch_interval_ms: int = 100
     begin_epoch_resend_ms: int = 100
+    # a pre-vote or vote request unanswered this long goes again (KRaft retries its Vote
+    # requests until the election times out): a voter that comes back mid-round then hears the
+    # question at once instead of one to two election timeouts later
+    vote_resend_ms: int = 100
     check_quorum_timeout_ms: int = 2000
     max_fetch_entries: int = 200
     snapshot_threshold_entries: int = 1000
@@ -33,7 +37,8 @@ class RaftConfig:
 
     def __post_init__(self) -> None:
         for name in ("election_timeout_ms", "fetch_interval_ms", "begin_epoch_resend_ms",
-                     "check_quorum_timeout_ms", "max_fetch_entries", "snapshot_threshold_entries"):
+                     "vote_resend_ms", "check_quorum_timeout_ms", "max_fetch_entries",
+                     "snapshot_threshold_entries"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"RaftConfig.{name} must be positive, got {getattr(self, name)}")
 
