@@ -34,11 +34,13 @@ from typing import Any
 import numpy as np
 
 from checkers.logcheck import OUT_COLUMNS, check_key, in_sorted
+from checkers.pollwaits import NEVER, earliest
 from checkers.tables import (
     ENTRY_COLUMNS,
     INFO,
     KIND_READ,
     KIND_SEND,
+    OK,
     Tables,
     build_tables,
     narrowest_dtype,
@@ -114,10 +116,10 @@ def parse_range(path: str, chunk: int, start: int, end: int) -> Iterator[Any]:
     with open(path, "rb") as fh:
         a, b = _line_start(fh, start, size), _line_start(fh, end, size)
     err, index, t, typ, proc, f, flags, send, read, commit, groups = parse_chunk(path, a, b, 0)
-    v = np.sort(read[:, 3])
+    v, first, served = _seen(read, typ)
     yield ("h", chunk, [pack(c) for c in (index, t, typ, proc, f, flags)],
-           [pack(send[:, i]) for i in range(len(SEND))], err,
-           v[np.r_[True, v[1:] != v[:-1]]].tobytes() if len(v) else b"", commit, groups)
+           [pack(send[:, i]) for i in range(len(SEND))], err, v.tobytes(), commit, groups,
+           [pack(first), pack(served[:, 0]), pack(served[:, 1])])
     if err is not None or not len(read):
         return
     # stable, and a radix sort when the keys fit 16 bits (numpy's choice for them)
@@ -129,6 +131,20 @@ def parse_range(path: str, chunk: int, start: int, end: int) -> Iterator[Any]:
         part = read[s:e]
         yield ("r", int(keys[s]), chunk, {c: pack(part[:, i]) for i, c in enumerate(READ)
                                           if c != "key"})
+
+
+def _seen(read: Any, typ: Any) -> tuple[Any, Any, Any]:
+    """A range's records read, for the driver: the values read once each (sorted) with
+    the first line that read each, and the (line, key) pairs of `ok` completions that
+    returned records (availability's per-key polls, checkers.pollwaits)."""
+    order = np.lexsort((read[:, 0], read[:, 3]))
+    v, line = read[order, 3], read[order, 0]
+    first = np.r_[True, v[1:] != v[:-1]] if len(v) else np.zeros(0, bool)
+    ok = read[typ[read[:, 0]] == OK][:, :2]
+    if len(ok):
+        ok = ok[np.lexsort((ok[:, 1], ok[:, 0]))]
+        ok = ok[np.r_[True, (ok[1:] != ok[:-1]).any(axis=1)]]
+    return v[first], line[first], ok
 
 
 def read_entries(ctx: dict[str, Any], cols: dict[str, Any]) -> dict[str, Any]:
@@ -259,6 +275,7 @@ def load_and_check(spark: Any, run_dir: Path, *,
                                      for k, h in enumerate(heads)])
                      for i in range(len(SEND))], axis=1).reshape(-1, len(SEND))
     read = [np.frombuffer(h[5], np.int64) for h in heads]
+    seen = [[unpack(x) for x in h[8]] for h in heads]
     commit, groups = merge_commits([(h[6] + [first[k], 0, 0, 0, 0], h[7])
                                     for k, h in enumerate(heads)])
     del heads, cols
@@ -274,13 +291,16 @@ def load_and_check(spark: Any, run_dir: Path, *,
     status = op_status(scan)
     info = np.unique(scan.send_value[status[scan.send_line] == INFO])
     hits = info[read_by_any(info, read)]
-    del read
+    # the sends of invoke lines, in build_tables' order: its send entries
+    reads = _reads(scan, scan.send_value[scan.type[scan.send_line] == 0], read, seen, first)
+    del read, seen
     t = build_tables(scan, replicas, read_values=hits, status=status)
     t2 = time.monotonic()
     log = _log_job(sc, parsed, parts, scan, t, first)
     # the send rows were the job's input; the verdict reads the operation columns
     sends = t.entries["kind"] == KIND_SEND  # availability reads their keys
     t.sends = (t.entries["op"][sends], t.entries["key"][sends])
+    t.reads = reads
     t.entries = {c: v[:0] for c, v in t.entries.items()}
     t3 = time.monotonic()
     return t, log, {"parse_s": round(t1 - t0, 3), "driver_s": round(t2 - t1, 3),
@@ -326,6 +346,24 @@ def _log_job(sc: Any, parsed: Any, parts: KeyPartitions, scan: HistoryScan, t: T
         for c in OUT_COLUMNS:
             out[c] += part[c]
     return out
+
+
+def _reads(scan: HistoryScan, send_values: Any, read: list[Any], seen: list[list[Any]],
+           first: Any) -> tuple[Any, Any, Any]:
+    """Tables.reads from the ranges' heads (`_seen`): each send's first read time, found
+    range by range (the values a range read, sorted, looked up among the sends'), then
+    the key and time of each `ok` poll's records."""
+    order = np.argsort(send_values, kind="stable")
+    sv = send_values[order]
+    line = np.full(len(sv), NEVER, np.int64)
+    for values, (lines, _, _), at in zip(read, seen, first, strict=True):
+        earliest(line, sv, values, lines + at)
+    never = line == NEVER
+    when = np.empty_like(line)
+    when[order] = np.where(never, NEVER, scan.time[np.where(never, 0, line)])
+    s_line = np.concatenate([s[1] + at for s, at in zip(seen, first.tolist(), strict=True)])
+    s_key = np.concatenate([s[2] for s in seen])
+    return when, s_key.astype(np.int64), scan.time[s_line.astype(np.int64)]
 
 
 def wants_spark_read(run_dir: Path, reader: str = "auto") -> bool:

@@ -47,6 +47,8 @@ class Tables:
     nodes: list[str]
     lines: int
     sends: tuple[Any, Any] | None = None  # (op, key) of each send, kept when entries are dropped
+    # with `sends`: each one's first read time, then (key, time) of ok polls' records
+    reads: tuple[Any, Any, Any] | None = None  # (checkers.availability's per-key polls)
     registers: Registers | None = None  # committed offsets, per group and key
 
 
