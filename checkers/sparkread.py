@@ -10,7 +10,9 @@ file at the same path), in four steps:
    their heads: no pass that only counts lines), and writes its items into one
    shuffle by key: the records read (packed per key) stay on the executors; the driver
    reads each range's fixed-width line heads, send micro-ops, committed-offset rows
-   (few: operations, not records) and distinct values read;
+   (few: operations, not records), distinct values read with the first line that read
+   each, and the (line, key) pairs of `ok` polls that returned records (availability's
+   per-key polls: one per poll and key, not per record);
 3. the driver runs the cross-line checks (the same `check_lines` and `check_sends`)
    and builds the operation columns (which sends of operations ended info were read
    decides what must have happened);
@@ -20,7 +22,8 @@ file at the same path), in four steps:
    completions that polled; `check_key` answers counts, examples and edges.
 
 Driver memory: about 40 bytes per line (heads, pairing, operation columns) plus the
-send and replica rows, never the records read, so it does not grow with poll sizes.
+send and replica rows and a pair per poll and key read, never the records read, so it
+does not grow with poll sizes.
 """
 
 from __future__ import annotations
@@ -106,8 +109,9 @@ def _line_start(fh: Any, pos: int, size: int) -> int:
 
 def parse_range(path: str, chunk: int, start: int, end: int) -> Iterator[Any]:
     """One range parsed by the strict reader, its lines numbered from 0 (error and send
-    lines included): ("h", chunk, heads, sends, error, values
-    read) for the driver, then ("r", key, chunk, columns) per key of the records read.
+    lines included): ("h", chunk, heads, sends, error, values read, commits, groups,
+    `_seen`'s first lines and ok polls' pairs) for the driver, then ("r", key, chunk,
+    columns) per key of the records read.
     The values read, once each (a few sends' worth: each record is read by many polls),
     let the driver tell which info sends happened without another pass."""
     from harness.runfiles.strict import parse_chunk
