@@ -13,14 +13,16 @@ never completed, at its invoke).
 An `ok` poll that returned nothing shows the system answered, not that a key was
 served, so polls are also measured per key (`poll_by_key`, like `send_by_key`; the
 worst key of each window, of the fault-free time and of the run: `poll_by_key_worst`).
-A key *waits* while it has an acknowledged record (a send of an `ok` operation, from
-that operation's completion) that no poll of any completion has returned yet, and no
-`ok` poll returns a record of the key. A stretch starts at the later of the oldest such
-record's acknowledgement and the key's last `ok` poll that returned records of it; it
-ends at the next such poll, or when `info` or `fail` polls have read every waiting
-record, or at the history's end (in a window: clipped to the window's ends). A key
-with nothing left to read never waits, however empty the polls; an `assign` returns
-no record, so it never ends a wait (checkers.pollwaits).
+It is measured by offsets: a key *waits* while its highest acknowledged offset (of the
+sends of `ok` operations, each from that operation's completion) is above the highest
+offset of the key that polls of any completion (`ok`, `info` or `fail`, each at its
+completion) have returned, and no `ok` poll returns a record of the key. A stretch
+starts at the later of the acknowledgement that took the key's acknowledged offset
+above the offset read and the key's last `ok` poll that returned records of it; it
+ends at the next such poll, or when polls of any completion have read up to the
+acknowledged offset, or at the history's end (in a window: clipped to the window's
+ends). A key with nothing left to read never waits, however empty the polls; an
+`assign` returns no record, so it never ends a wait (checkers.pollwaits).
 """
 
 from __future__ import annotations
@@ -247,11 +249,11 @@ def _longest(parts: list[dict[str, float] | None]) -> dict[str, float] | None:
 
 def compute(op_f: Any, status: Any, inv: Any, done: Any, sends: tuple[Any, Any],
             notes: Notes, pairs: Mapping[str, str | None],
-            reads: tuple[Any, Any, Any]) -> dict[str, Any]:
+            reads: tuple[Any, Any, Any, Any, Any]) -> dict[str, Any]:
     """The `availability` object from operation columns (f code, status, invoke time,
-    completion time or int64 max), the send micro-ops (op row, key) and what polls read
-    (each send's first read time, checkers.pollwaits.NEVER if none; then the key and
-    completion time of each record an ok poll returned, repeats allowed)."""
+    completion time or int64 max), the send micro-ops (op row, key) and Tables.reads:
+    each send's offset (below 0: none), then per poll and key it returned records of,
+    the key, completion time, highest offset returned and whether the poll ended ok."""
     at = np.where(done == np.iinfo(np.int64).max, inv, done)
     nem_end = max((int(r.get("time", 0)) for r in notes.nemesis), default=0)
     end_ns = max(int(at.max()) if len(at) else 0, nem_end)
@@ -262,8 +264,8 @@ def compute(op_f: Any, status: Any, inv: Any, done: Any, sends: tuple[Any, Any],
     free = _free(windows, end_ns)
     errors = _Errors(notes.errors)
     acked = status[sends[0]] == OK
-    waits = waiting((sends[1][acked], at[sends[0][acked]], reads[0][acked]),
-                    (reads[1], reads[2]), end_ns)
+    waits = waiting((sends[1][acked], at[sends[0][acked]], reads[0][acked]), reads[1:],
+                    end_ns)
 
     def part(a: int, b: int) -> dict[str, Any]:
         return {"from_s": _s(a), "to_s": _s(b),
@@ -350,7 +352,7 @@ def availability(t: Any, run_dir: Path, notes: Notes | None = None) -> dict[str,
     else:
         m = e["kind"] == KIND_SEND
         lines, keys = e["op"][m], e["key"][m]
-        reads = polls_read(t, e["value"][m])
+        reads = (e["offset"][m], *polls_read(t))
     rows = np.searchsorted(t.op, lines)
     from checkers.api import parse_workers
 

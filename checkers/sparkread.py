@@ -10,9 +10,9 @@ file at the same path), in four steps:
    their heads: no pass that only counts lines), and writes its items into one
    shuffle by key: the records read (packed per key) stay on the executors; the driver
    reads each range's fixed-width line heads, send micro-ops, committed-offset rows
-   (few: operations, not records), distinct values read with the first line that read
-   each, and the (line, key) pairs of `ok` polls that returned records (availability's
-   per-key polls: one per poll and key, not per record);
+   (few: operations, not records), distinct values read, and per poll and key the
+   (line, key, highest offset) of the records it returned (availability's per-key
+   polls: one per poll and key, not per record);
 3. the driver runs the cross-line checks (the same `check_lines` and `check_sends`)
    and builds the operation columns (which sends of operations ended info were read
    decides what must have happened);
@@ -22,8 +22,8 @@ file at the same path), in four steps:
    completions that polled; `check_key` answers counts, examples and edges.
 
 Driver memory: about 40 bytes per line (heads, pairing, operation columns) plus the
-send and replica rows and a pair per poll and key read, never the records read, so it
-does not grow with poll sizes.
+send and replica rows and a triple per poll and key read, never the records read, so
+it does not grow with poll sizes.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from checkers.logcheck import OUT_COLUMNS, check_key, in_sorted
-from checkers.pollwaits import NEVER, earliest
+from checkers.pollwaits import runs
 from checkers.tables import (
     ENTRY_COLUMNS,
     INFO,
@@ -110,8 +110,8 @@ def _line_start(fh: Any, pos: int, size: int) -> int:
 def parse_range(path: str, chunk: int, start: int, end: int) -> Iterator[Any]:
     """One range parsed by the strict reader, its lines numbered from 0 (error and send
     lines included): ("h", chunk, heads, sends, error, values read, commits, groups,
-    `_seen`'s first lines and ok polls' pairs) for the driver, then ("r", key, chunk,
-    columns) per key of the records read.
+    the (line, key, highest offset) of each poll's records of each key) for the driver,
+    then ("r", key, chunk, columns) per key of the records read.
     The values read, once each (a few sends' worth: each record is read by many polls),
     let the driver tell which info sends happened without another pass."""
     from harness.runfiles.strict import parse_chunk
@@ -120,10 +120,9 @@ def parse_range(path: str, chunk: int, start: int, end: int) -> Iterator[Any]:
     with open(path, "rb") as fh:
         a, b = _line_start(fh, start, size), _line_start(fh, end, size)
     err, index, t, typ, proc, f, flags, send, read, commit, groups = parse_chunk(path, a, b, 0)
-    v, first, served = _seen(read, typ)
     yield ("h", chunk, [pack(c) for c in (index, t, typ, proc, f, flags)],
-           [pack(send[:, i]) for i in range(len(SEND))], err, v.tobytes(), commit, groups,
-           [pack(first), pack(served[:, 0]), pack(served[:, 1])])
+           [pack(send[:, i]) for i in range(len(SEND))], err, _seen(read).tobytes(), commit,
+           groups, [pack(c) for c in runs(read[:, 0], read[:, 1], read[:, 2])])
     if err is not None or not len(read):
         return
     # stable, and a radix sort when the keys fit 16 bits (numpy's choice for them)
@@ -137,18 +136,10 @@ def parse_range(path: str, chunk: int, start: int, end: int) -> Iterator[Any]:
                                           if c != "key"})
 
 
-def _seen(read: Any, typ: Any) -> tuple[Any, Any, Any]:
-    """A range's records read, for the driver: the values read once each (sorted) with
-    the first line that read each, and the (line, key) pairs of `ok` completions that
-    returned records (availability's per-key polls, checkers.pollwaits)."""
-    order = np.lexsort((read[:, 0], read[:, 3]))
-    v, line = read[order, 3], read[order, 0]
-    first = np.r_[True, v[1:] != v[:-1]] if len(v) else np.zeros(0, bool)
-    ok = read[typ[read[:, 0]] == OK][:, :2]
-    if len(ok):
-        ok = ok[np.lexsort((ok[:, 1], ok[:, 0]))]
-        ok = ok[np.r_[True, (ok[1:] != ok[:-1]).any(axis=1)]]
-    return v[first], line[first], ok
+def _seen(read: Any) -> Any:
+    """A range's values read, once each and sorted (for the info-send lookup)."""
+    v = np.sort(read[:, 3])
+    return v[np.r_[True, v[1:] != v[:-1]]] if len(v) else v
 
 
 def read_entries(ctx: dict[str, Any], cols: dict[str, Any]) -> dict[str, Any]:
@@ -279,7 +270,8 @@ def load_and_check(spark: Any, run_dir: Path, *,
                                      for k, h in enumerate(heads)])
                      for i in range(len(SEND))], axis=1).reshape(-1, len(SEND))
     read = [np.frombuffer(h[5], np.int64) for h in heads]
-    seen = [[unpack(x) for x in h[8]] for h in heads]
+    polls = [np.concatenate([unpack(h[8][i]) + (first[k] if i == 0 else 0)
+                             for k, h in enumerate(heads)]) for i in range(3)]
     commit, groups = merge_commits([(h[6] + [first[k], 0, 0, 0, 0], h[7])
                                     for k, h in enumerate(heads)])
     del heads, cols
@@ -295,16 +287,16 @@ def load_and_check(spark: Any, run_dir: Path, *,
     status = op_status(scan)
     info = np.unique(scan.send_value[status[scan.send_line] == INFO])
     hits = info[read_by_any(info, read)]
-    # the sends of invoke lines, in build_tables' order: its send entries
-    reads = _reads(scan, scan.send_value[scan.type[scan.send_line] == 0], read, seen, first)
-    del read, seen
+    del read
     t = build_tables(scan, replicas, read_values=hits, status=status)
     t2 = time.monotonic()
     log = _log_job(sc, parsed, parts, scan, t, first)
     # the send rows were the job's input; the verdict reads the operation columns
     sends = t.entries["kind"] == KIND_SEND  # availability reads their keys
     t.sends = (t.entries["op"][sends], t.entries["key"][sends])
-    t.reads = reads
+    line, key, top = polls
+    t.reads = (t.entries["offset"][sends], key.astype(np.int64), scan.time[line],
+               top.astype(np.int64), scan.type[line] == OK)
     t.entries = {c: v[:0] for c, v in t.entries.items()}
     t3 = time.monotonic()
     return t, log, {"parse_s": round(t1 - t0, 3), "driver_s": round(t2 - t1, 3),
@@ -350,24 +342,6 @@ def _log_job(sc: Any, parsed: Any, parts: KeyPartitions, scan: HistoryScan, t: T
         for c in OUT_COLUMNS:
             out[c] += part[c]
     return out
-
-
-def _reads(scan: HistoryScan, send_values: Any, read: list[Any], seen: list[list[Any]],
-           first: Any) -> tuple[Any, Any, Any]:
-    """Tables.reads from the ranges' heads (`_seen`): each send's first read time, found
-    range by range (the values a range read, sorted, looked up among the sends'), then
-    the key and time of each `ok` poll's records."""
-    order = np.argsort(send_values, kind="stable")
-    sv = send_values[order]
-    line = np.full(len(sv), NEVER, np.int64)
-    for values, (lines, _, _), at in zip(read, seen, first, strict=True):
-        earliest(line, sv, values, lines + at)
-    never = line == NEVER
-    when = np.empty_like(line)
-    when[order] = np.where(never, NEVER, scan.time[np.where(never, 0, line)])
-    s_line = np.concatenate([s[1] + at for s, at in zip(seen, first.tolist(), strict=True)])
-    s_key = np.concatenate([s[2] for s in seen])
-    return when, s_key.astype(np.int64), scan.time[s_line.astype(np.int64)]
 
 
 def wants_spark_read(run_dir: Path, reader: str = "auto") -> bool:

@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 import pytest
 
@@ -304,7 +305,7 @@ def test_the_per_key_polls_are_the_same_when_spark_drops_the_records(
     t = load_tables(run)
     e = t.entries
     s = e["kind"] == KIND_SEND
-    t.reads = polls_read(t, e["value"][s])
+    t.reads = (e["offset"][s], *polls_read(t))
     t.sends = (e["op"][s], e["key"][s])
     t.entries = {c: v[:0] for c, v in e.items()}
     assert measure(t, run) == waited
@@ -319,3 +320,50 @@ def test_the_records_read_give_the_same_stretches_a_few_at_a_time(
     run = waiting_history().write(tmp_path)
     monkeypatch.setattr(pollwaits, "CHUNK", 3)
     assert measure(load_tables(run), run) == waited
+
+
+def _waits_one_by_one(acked: tuple[Any, Any, Any], polls: tuple[Any, Any, Any, Any],
+                      end: int) -> list[tuple[int, int, int]]:
+    """The definition walked event by event, per key (acks before polls at one time)."""
+    out = []
+    for k in sorted(set(acked[0].tolist()) | set(polls[0].tolist())):
+        ev = sorted([(int(t), 0, int(o), False) for kk, t, o in zip(*acked, strict=True)
+                     if kk == k and o >= 0]
+                    + [(int(t), 1, int(o), bool(ok)) for kk, t, o, ok in zip(*polls, strict=True)
+                       if kk == k])
+        top_acked = top_read = -1
+        since = None
+        for t, is_poll, o, ok in ev:
+            if is_poll:
+                top_read = max(top_read, o)
+            else:
+                top_acked = max(top_acked, o)
+            waits = top_acked > top_read
+            if since is not None and (not waits or ok):
+                if t > since:
+                    out.append((k, since, t))
+                since = None
+            if waits and since is None:
+                since = t
+        if since is not None and end > since:
+            out.append((k, since, end))
+    return out
+
+
+def test_the_stretches_are_the_definition_walked_event_by_event() -> None:
+    """checkers.pollwaits.waiting (one sort, running maxima) against a plain walk of the
+    definition, on random acks and polls with many equal times; huge times and offsets
+    take its other paths (a lexsort, offsets by rank), to the same stretches."""
+    from checkers.pollwaits import waiting
+
+    rng = np.random.default_rng(7)
+    for i in range(60):
+        big = 1 << 58 if i % 2 else 1
+        n, m = int(rng.integers(0, 40)), int(rng.integers(0, 40))
+        acked = (rng.integers(0, 4, n), rng.integers(0, 30, n) * big,
+                 np.maximum(rng.integers(-1, 12, n) * big, -1))
+        polls = (rng.integers(0, 4, m), rng.integers(0, 30, m) * big,
+                 rng.integers(0, 12, m) * big, rng.random(m) < 0.6)
+        key, lo, up = waiting(acked, polls, 30 * big)
+        got = list(zip(key.tolist(), lo.tolist(), up.tolist(), strict=True))
+        assert got == _waits_one_by_one(acked, polls, 30 * big)

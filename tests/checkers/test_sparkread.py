@@ -136,8 +136,8 @@ def test_an_info_send_counts_once_any_record_reads_it(spark: Any, tmp_path: Path
 
 def test_per_key_polls_from_the_ranges_heads(spark: Any, tmp_path: Path) -> None:
     """Spark keeps the records read on its executors: the per-key poll stretches come from
-    the ranges' heads (first reads, ok polls' keys), lines cut anywhere, and must be the
-    driver's figures."""
+    the ranges' heads (per poll and key: line, key, highest offset), lines cut anywhere,
+    and must be the driver's figures."""
     from checkers.availability import availability
     from checkers.tables import load_tables
     from tests.checkers.test_availability import waiting_history
