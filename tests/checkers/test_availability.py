@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 import pytest
 
@@ -228,3 +229,141 @@ def test_no_stretch_is_counted_where_no_such_operation_was_done(tmp_path: Path) 
     assert av["longest_without_ok"]["send"] == {"s": 1.0, "from_s": 0.1, "to_s": 1.1}
     assert av["fault_free"]["longest_without_ok"]["send"]["s"] == 1.0
     assert av["longest_without_ok"]["poll"]["s"] == 1.0
+
+
+def waiting_history() -> History:
+    """Keys whose records wait unread while ok polls come back empty every 0.5 s (known
+    stretches, see the test below), a kill window from 2.5 to 4.5 s, and an ok `assign`
+    of key 0 at 4 s that returns nothing."""
+    h = History()
+
+    def sent(key: int, t0: float, t1: float) -> list[int]:
+        h.client(t0, t1, "send", True, key=key)
+        return h.written[key][-1]
+
+    def poll(t0: float, t1: float, reads: dict[int, list[list[int]]],
+             typ: str = "ok") -> None:
+        p, h.next_process = h.next_process, h.next_process + 1
+        h.add(t0, "invoke", p, "poll", [["poll"]])
+        h.add(t1, typ, p, "poll", [["poll", {str(k): v for k, v in reads.items()}]])
+
+    for i in range(19):  # empty ok polls from 0.25 to 9.3 s
+        h.client(0.25 + 0.5 * i, 0.3 + 0.5 * i, "poll", True)
+    a, b = sent(0, 1.0, 1.1), sent(0, 2.0, 2.1)
+    poll(6.1, 6.2, {0: [a, b]})  # key 0 waits 1.1 -> 6.2
+    h.client(4.0, 4.05, "assign", True, key=0)  # ok, returns nothing: no end to it
+    poll(0.7, 0.8, {2: [sent(2, 0.5, 0.6)]})  # key 2 waits 0.6 -> 0.8, then has nothing
+    poll(6.95, 7.05, {3: [sent(3, 7.0, 7.1)]})  # read before its ack came: never waits
+    poll(5.4, 5.5, {4: [sent(4, 5.0, 5.1)]}, typ="info")  # read by an info poll: 5.1 -> 5.5
+    a, b = sent(5, 1.0, 1.1), sent(5, 1.15, 1.2)
+    poll(1.9, 2.0, {5: [a]})  # key 5 waits 1.1 -> 2.0, then for b from that poll to 3.0
+    poll(2.9, 3.0, {5: [b]})
+    h.nemesis(2.5, 2.55, "kill", {"nodes": ["n1"]})
+    h.nemesis(4.4, 4.5, "start", {"nodes": ["n1"]})
+    return h
+
+
+@pytest.fixture(scope="module")
+def waited(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    run = waiting_history().write(tmp_path_factory.mktemp("waiting"))
+    return measure(load_tables(run), run)
+
+
+def test_a_key_waits_while_empty_polls_succeed(waited: dict[str, Any]) -> None:
+    by_key = waited["poll_by_key"]
+    assert by_key["0"] == {"s": 5.1, "from_s": 1.1, "to_s": 6.2}  # past the assign at 4 s
+    assert waited["poll_by_key_worst"] == {"key": 0, "s": 5.1, "from_s": 1.1, "to_s": 6.2}
+    # the polls never stopped succeeding: the whole-run stretch alone would not show it
+    assert waited["longest_without_ok"]["poll"]["s"] < 1.0
+    # from the poll that returned part of key 5's records, not from the ack of the rest
+    assert by_key["5"] == {"s": 1.0, "from_s": 2.0, "to_s": 3.0}
+
+
+def test_a_key_with_nothing_to_read_does_not_wait(waited: dict[str, Any]) -> None:
+    by_key = waited["poll_by_key"]
+    assert by_key["2"] == {"s": 0.2, "from_s": 0.6, "to_s": 0.8}  # then 8.5 s of empty polls
+    assert by_key["3"] is None  # read before its send was acknowledged
+    assert by_key["4"] == {"s": 0.4, "from_s": 5.1, "to_s": 5.5}  # an info poll read it
+    assert set(by_key) == {"0", "2", "3", "4", "5"}  # keys with acknowledged records
+
+
+def test_the_worst_waiting_key_per_window_and_outside(waited: dict[str, Any]) -> None:
+    (w,) = waited["windows"]
+    assert w["poll_by_key_worst"] == {"key": 0, "s": 2.0, "from_s": 2.5, "to_s": 4.5}
+    assert waited["fault_free"]["poll_by_key_worst"] == {"key": 0, "s": 1.7, "from_s": 4.5,
+                                                          "to_s": 6.2}
+
+
+def test_the_per_key_polls_are_the_same_when_spark_drops_the_records(
+        waited: dict[str, Any], tmp_path: Path) -> None:
+    """Tables.reads (what checkers.sparkread keeps of the records read) gives the same
+    figures as the entries; built here from the entries, as the driver's answer."""
+    from checkers.pollwaits import polls_read
+    from checkers.tables import KIND_SEND
+
+    run = waiting_history().write(tmp_path)
+    t = load_tables(run)
+    e = t.entries
+    s = e["kind"] == KIND_SEND
+    t.reads = (e["offset"][s], *polls_read(t))
+    t.sends = (e["op"][s], e["key"][s])
+    t.entries = {c: v[:0] for c, v in e.items()}
+    assert measure(t, run) == waited
+
+
+def test_the_records_read_give_the_same_stretches_a_few_at_a_time(
+        waited: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """checkers.pollwaits reads the entries CHUNK at a time: steps that cut a poll's
+    records and a key's apart change nothing."""
+    from checkers import pollwaits
+
+    run = waiting_history().write(tmp_path)
+    monkeypatch.setattr(pollwaits, "CHUNK", 3)
+    assert measure(load_tables(run), run) == waited
+
+
+def _waits_one_by_one(acked: tuple[Any, Any, Any], polls: tuple[Any, Any, Any, Any],
+                      end: int) -> list[tuple[int, int, int]]:
+    """The definition walked event by event, per key (acks before polls at one time)."""
+    out = []
+    for k in sorted(set(acked[0].tolist()) | set(polls[0].tolist())):
+        ev = sorted([(int(t), 0, int(o), False) for kk, t, o in zip(*acked, strict=True)
+                     if kk == k and o >= 0]
+                    + [(int(t), 1, int(o), bool(ok)) for kk, t, o, ok in zip(*polls, strict=True)
+                       if kk == k])
+        top_acked = top_read = -1
+        since = None
+        for t, is_poll, o, ok in ev:
+            if is_poll:
+                top_read = max(top_read, o)
+            else:
+                top_acked = max(top_acked, o)
+            waits = top_acked > top_read
+            if since is not None and (not waits or ok):
+                if t > since:
+                    out.append((k, since, t))
+                since = None
+            if waits and since is None:
+                since = t
+        if since is not None and end > since:
+            out.append((k, since, end))
+    return out
+
+
+def test_the_stretches_are_the_definition_walked_event_by_event() -> None:
+    """checkers.pollwaits.waiting (one sort, running maxima) against a plain walk of the
+    definition, on random acks and polls with many equal times; huge times and offsets
+    take its other paths (a lexsort, offsets by rank), to the same stretches."""
+    from checkers.pollwaits import waiting
+
+    rng = np.random.default_rng(7)
+    for i in range(60):
+        big = 1 << 58 if i % 2 else 1
+        n, m = int(rng.integers(0, 40)), int(rng.integers(0, 40))
+        acked = (rng.integers(0, 4, n), rng.integers(0, 30, n) * big,
+                 np.maximum(rng.integers(-1, 12, n) * big, -1))
+        polls = (rng.integers(0, 4, m), rng.integers(0, 30, m) * big,
+                 rng.integers(0, 12, m) * big, rng.random(m) < 0.6)
+        key, lo, up = waiting(acked, polls, 30 * big)
+        got = list(zip(key.tolist(), lo.tolist(), up.tolist(), strict=True))
+        assert got == _waits_one_by_one(acked, polls, 30 * big)
