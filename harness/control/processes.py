@@ -65,27 +65,27 @@ class NodeProcesses:
 
     def kill(self, node: str) -> None:
         """SIGKILL, no grace (a stopped process is woken so that it dies)."""
-        p = self._get(node)
-        with self._lock:
-            if p.proc is not None and p.proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    p.proc.send_signal(signal.SIGKILL)
-                    p.proc.send_signal(signal.SIGCONT)
-                p.proc.wait(timeout=KILL_WAIT_S)
-            self._forget(p)
+        self._end(node, signal.SIGKILL, KILL_WAIT_S)
 
     def stop(self, node: str, grace_s: float = STOP_GRACE_S) -> None:
         """SIGTERM, so the server shuts itself down (its shutdown hooks run); SIGKILL if it
-        is still there after grace_s. A stopped process is woken so that it can."""
+        is still there after grace_s."""
+        self._end(node, signal.SIGTERM, grace_s)
+
+    def _end(self, node: str, sig: signal.Signals, wait_s: float) -> None:
+        """sig (a stopped process is woken so that it can act on it), then wait for the
+        process to go; SIGKILL if it is still there after wait_s."""
         p = self._get(node)
         with self._lock:
             if p.proc is not None and p.proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
-                    p.proc.send_signal(signal.SIGTERM)
+                    p.proc.send_signal(sig)
                     p.proc.send_signal(signal.SIGCONT)
                 try:
-                    p.proc.wait(timeout=grace_s)
+                    p.proc.wait(timeout=wait_s)
                 except subprocess.TimeoutExpired:
+                    if sig == signal.SIGKILL:
+                        raise
                     with contextlib.suppress(ProcessLookupError):
                         p.proc.send_signal(signal.SIGKILL)
                     p.proc.wait(timeout=KILL_WAIT_S)
