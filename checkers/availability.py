@@ -9,20 +9,6 @@ as `undertow run` does. Only sends, polls and transactions count as service: an
 never as a recovery. The harness's own final heal (`"final": true`) is listed, never
 counted as a fault's heal. An operation counts at the time it completed (one that
 never completed, at its invoke).
-
-An `ok` poll that returned nothing shows the system answered, not that a key was
-served, so polls are also measured per key (`poll_by_key`, like `send_by_key`; the
-worst key of each window, of the fault-free time and of the run: `poll_by_key_worst`).
-It is measured by offsets: a key *waits* while its highest acknowledged offset (of the
-sends of `ok` operations, each from that operation's completion) is above the highest
-offset of the key that polls of any completion (`ok`, `info` or `fail`, each at its
-completion) have returned, and no `ok` poll returns a record of the key. A stretch
-starts at the later of the acknowledgement that took the key's acknowledged offset
-above the offset read and the key's last `ok` poll that returned records of it; it
-ends at the next such poll, or when polls of any completion have read up to the
-acknowledged offset, or at the history's end (in a window: clipped to the window's
-ends). A key with nothing left to read never waits, however empty the polls; an
-`assign` returns no record, so it never ends a wait (checkers.pollwaits).
 """
 
 from __future__ import annotations
@@ -36,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from checkers.pollwaits import key_waits, polls_read, waiting, worst_wait
 from harness.runfiles import (
     F_CODES,
     FINAL,
@@ -248,12 +233,9 @@ def _longest(parts: list[dict[str, float] | None]) -> dict[str, float] | None:
 
 
 def compute(op_f: Any, status: Any, inv: Any, done: Any, sends: tuple[Any, Any],
-            notes: Notes, pairs: Mapping[str, str | None],
-            reads: tuple[Any, Any, Any, Any, Any]) -> dict[str, Any]:
+            notes: Notes, pairs: Mapping[str, str | None]) -> dict[str, Any]:
     """The `availability` object from operation columns (f code, status, invoke time,
-    completion time or int64 max), the send micro-ops (op row, key) and Tables.reads:
-    each send's offset (below 0: none), then per poll and key it returned records of,
-    the key, completion time, highest offset returned and whether the poll ended ok."""
+    completion time or int64 max) and the send micro-ops (op row, key)."""
     at = np.where(done == np.iinfo(np.int64).max, inv, done)
     nem_end = max((int(r.get("time", 0)) for r in notes.nemesis), default=0)
     end_ns = max(int(at.max()) if len(at) else 0, nem_end)
@@ -263,15 +245,11 @@ def compute(op_f: Any, status: Any, inv: Any, done: Any, sends: tuple[Any, Any],
     service = [c for c in SERVICE if c in cats]
     free = _free(windows, end_ns)
     errors = _Errors(notes.errors)
-    acked = status[sends[0]] == OK
-    waits = waiting((sends[1][acked], at[sends[0][acked]], reads[0][acked]), reads[1:],
-                    end_ns)
 
     def part(a: int, b: int) -> dict[str, Any]:
         return {"from_s": _s(a), "to_s": _s(b),
                 "ops": {c: k.counts(a, b) for c, k in cats.items()},
                 "longest_without_ok": {c: cats[c].longest_gap(a, b) for c in service},
-                "poll_by_key_worst": worst_wait(waits, a, b),
                 "errors": errors.by_f(a, b, top=3)}
 
     heal_rows = [{"index": h.index, "f": h.f, "time_s": _s(h.time_ns), "final": h.final,
@@ -286,17 +264,13 @@ def compute(op_f: Any, status: Any, inv: Any, done: Any, sends: tuple[Any, Any],
         "ops": {c: k.counts(0, end_ns) for c, k in cats.items()},
         "longest_without_ok": {c: cats[c].longest_gap(*cats[c].bounds) for c in service},
         "send_by_key": _by_key(sends, status, inv, at),
-        "poll_by_key": _shown(key_waits(waits, sends[1][acked])),
-        "poll_by_key_worst": worst_wait(waits, 0, end_ns),
         "windows": [{"kind": w.kind, "nodes": list(w.nodes), "index": w.index, "open": w.open,
                      "final_heal": w.final, **part(w.start_ns, w.end_ns)} for w in windows],
         "fault_free": {"s": _s(sum(b - a for a, b in free)),
                        "ops": {c: k.counts_in(free) for c, k in cats.items()},
                        "longest_without_ok": {c: _longest([cats[c].longest_gap(a, b)
                                                            for a, b in free])
-                                              for c in service},
-                       "poll_by_key_worst": _longest([worst_wait(waits, a, b)
-                                                      for a, b in free])},
+                                              for c in service}},
         "heals": heal_rows,
         "recovery": {"heals": len(fault_heals),
                      **{f"worst_{c}_s": _worst(fault_heals, f"{c}_s") for c in service},
@@ -329,13 +303,7 @@ def _by_key(sends: tuple[Any, Any], status: Any, inv: Any, at: Any) -> dict[str,
                             strict=True):
         okt = t[a:b][okk[a:b]]
         out[str(int(k[a]))] = gap(np.concatenate([[lo], okt, [hi]])) if hi > lo else None
-    return _shown(out)
-
-
-def _shown(out: dict[str, Any]) -> dict[str, Any]:
-    """Per key stretches as written: past KEYS_SHOWN keys (they rotate through a pool),
-    the worst ones and how many keys there were."""
-    if len(out) > KEYS_SHOWN:
+    if len(out) > KEYS_SHOWN:  # keys rotate through a pool: the worst ones
         worst = sorted(out, key=lambda x: -(out[x] or {"s": 0.0})["s"])[:KEYS_SHOWN]
         out = {x: out[x] for x in worst} | {"keys": len(out)}
     return out
@@ -347,12 +315,11 @@ def availability(t: Any, run_dir: Path, notes: Notes | None = None) -> dict[str,
     from checkers.tables import KIND_SEND
 
     e = t.entries
-    if t.sends is not None:  # Spark read the history: the entries are gone
-        (lines, keys), reads = t.sends, t.reads
+    if t.sends is not None:
+        lines, keys = t.sends
     else:
         m = e["kind"] == KIND_SEND
         lines, keys = e["op"][m], e["key"][m]
-        reads = (e["offset"][m], *polls_read(t))
     rows = np.searchsorted(t.op, lines)
     from checkers.api import parse_workers
 
@@ -363,7 +330,7 @@ def availability(t: Any, run_dir: Path, notes: Notes | None = None) -> dict[str,
     except ValueError:
         test = None
     return compute(t.op_f, t.op_status, t.op_inv_time, t.op_cmp_time, (rows, keys), notes,
-                   fault_pairs(test), reads)
+                   fault_pairs(test))
 
 
 def history_availability(run_dir: Path) -> dict[str, Any]:

@@ -47,9 +47,6 @@ class Tables:
     nodes: list[str]
     lines: int
     sends: tuple[Any, Any] | None = None  # (op, key) of each send, kept when entries are dropped
-    # with `sends`: each one's offset, then per poll and key it returned records of, the
-    # key, completion time, highest offset and ok (checkers.availability's per-key polls)
-    reads: tuple[Any, Any, Any, Any, Any] | None = None
     registers: Registers | None = None  # committed offsets, per group and key
 
 
