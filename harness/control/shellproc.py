@@ -20,12 +20,11 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from harness.control.processes import KILL_WAIT_S, STOP_GRACE_S
 from harness.control.procstate import from_shell, shell_script
 from harness.control.shell import NodeError, check_exec
 from harness.protocols import Exec, ProcState, ShellHost
 
-KILL_WAIT_S = 10.0
-STOP_GRACE_S = 30.0  # a server's own shutdown, then SIGKILL
 _NAME = re.compile(r"[A-Za-z0-9._*?-][A-Za-z0-9._*?/-]*")
 
 
@@ -117,11 +116,8 @@ class ShellProcess:
         if not self.running(node):
             return
         check_exec(self.sh(node, f"kill -KILL {self._pid_expr(node)}"), node, "kill -KILL")
-        deadline = time.monotonic() + KILL_WAIT_S
-        while self.running(node):
-            if time.monotonic() > deadline:
-                raise NodeError(f"{self.name} on {node} survived SIGKILL for {KILL_WAIT_S:g} s")
-            time.sleep(0.05)
+        if not self._gone_within(node, KILL_WAIT_S):
+            raise NodeError(f"{self.name} on {node} survived SIGKILL for {KILL_WAIT_S:g} s")
 
     def stop(self, node: str, grace_s: float = STOP_GRACE_S) -> None:
         """SIGTERM, so the server shuts itself down; SIGKILL if it is still there after
@@ -133,12 +129,17 @@ class ShellProcess:
         pid = self._pid_expr(node)
         check_exec(self.sh(node, f"p={pid}; kill -TERM $p; r=$?; kill -CONT $p 2>/dev/null; "
                                  "exit $r"), node, "kill -TERM")
-        deadline = time.monotonic() + grace_s
+        if not self._gone_within(node, grace_s):
+            self.kill(node)
+
+    def _gone_within(self, node: str, wait_s: float) -> bool:
+        """Whether the node's process is gone within wait_s (polled every 50 ms)."""
+        deadline = time.monotonic() + wait_s
         while self.running(node):
             if time.monotonic() > deadline:
-                self.kill(node)
-                return
+                return False
             time.sleep(0.05)
+        return True
 
     def pause(self, node: str) -> None:
         if self.freezer is not None:

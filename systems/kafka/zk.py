@@ -106,7 +106,7 @@ def wait_serving(member: ZkMember, timeout_s: float) -> float:
 
 def broker_properties(node: KafkaNode, zk_connect: str, data_dir: PurePath, b: BrokerSettings,
                       rel: Release, *, partitions: int,
-                      controlled_shutdown: bool = True) -> dict[str, str]:
+                      controlled_shutdown: bool) -> dict[str, str]:
     """A ZooKeeper-mode broker's server.properties: every safety setting explicit (the
     release's own defaults differ: unclean election was on by default before 0.11)."""
     rf = str(b.replication_factor)

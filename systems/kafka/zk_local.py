@@ -34,8 +34,8 @@ class KafkaZkLocalDB(KafkaLocalDB):
     def __init__(self, jars: KafkaJars, nodes: Mapping[str, config.KafkaNode], root: Path,
                  settings: BrokerSettings, *, partitions: int, launcher: Launches,
                  release: Release, members: Mapping[str, zk.ZkMember],
-                 prefixes: Mapping[str, Sequence[str]] | None = None,
-                 controlled_shutdown: bool = True) -> None:
+                 controlled_shutdown: bool,
+                 prefixes: Mapping[str, Sequence[str]] | None = None) -> None:
         super().__init__(jars, nodes, root, settings, partitions=partitions, launcher=launcher,
                          prefixes=prefixes)
         self.release = release
