@@ -92,7 +92,8 @@ def with_availability(results: dict[str, Any], t: Tables, run_dir: Path) -> None
 
     t0 = time.monotonic()
     try:
-        notes = read_notes(Path(run_dir) / "history.jsonl", workers=parse_workers())
+        notes = read_notes(Path(run_dir) / "history.jsonl", workers=parse_workers(),
+                           assigned=t.assigned is None)  # the DuckDB reader keeps none
     except Exception as e:  # unreadable notes: no availability, the verdict stands
         results["availability"] = {"error": f"{type(e).__name__}: {e}"}
         return

@@ -9,6 +9,26 @@ as `undertow run` does. Only sends, polls and transactions count as service: an
 never as a recovery. The harness's own final heal (`"final": true`) is listed, never
 counted as a fault's heal. An operation counts at the time it completed (one that
 never completed, at its invoke).
+
+An `ok` poll that returned nothing shows the system answered, not that a key was
+served, so polls are also measured per key (`poll_by_key`, like `send_by_key`; the
+worst key of each window, of the fault-free time and of the run: `poll_by_key_worst`).
+A key *waits* while it has a consumer and records that no poll has returned:
+- it has a consumer from the completion of an `ok` assign or subscribe whose keys hold
+  it until that process invokes its next assign or subscribe, or until the process's
+  last operation completed (a crash, an `info`, the end of the history); in a group,
+  while any subscribed member does (the group hands its keys out among them). A key
+  nobody reads is the workload's choice, not the system's outage;
+- it has records to read while its highest acknowledged offset (of the sends of `ok`
+  operations, each from that operation's completion) is above the highest offset of the
+  key that polls of any completion (`ok`, `info` or `fail`, each at its completion)
+  have returned.
+A stretch ends at an `ok` poll that returns a record of the key, when polls have read
+up to the acknowledged offset, when the key loses its last consumer, or at the
+history's end (in a window: clipped to the window's ends). A key with nothing left to
+read never waits, however empty the polls; an `assign` returns no record, so it never
+ends a wait (checkers.pollwaits). A history without any `ok` assign or subscribe says
+nothing of who read which key: then no key is measured.
 """
 
 from __future__ import annotations
@@ -22,10 +42,19 @@ from typing import Any
 
 import numpy as np
 
+from checkers.pollwaits import (
+    assigned_spans,
+    gate,
+    key_waits,
+    polls_read,
+    waiting,
+    worst_wait,
+)
 from harness.runfiles import (
     F_CODES,
     FINAL,
     TEST_JSON,
+    Assigned,
     ErrorLine,
     Notes,
     read_notes,
@@ -232,10 +261,14 @@ def _longest(parts: list[dict[str, float] | None]) -> dict[str, float] | None:
     return max(real, key=lambda p: p["s"]) if real else None
 
 
-def compute(op_f: Any, status: Any, inv: Any, done: Any, sends: tuple[Any, Any],
-            notes: Notes, pairs: Mapping[str, str | None]) -> dict[str, Any]:
-    """The `availability` object from operation columns (f code, status, invoke time,
-    completion time or int64 max) and the send micro-ops (op row, key)."""
+def compute(process: Any, op_f: Any, status: Any, inv: Any, done: Any,
+            sends: tuple[Any, Any], notes: Notes, pairs: Mapping[str, str | None],
+            reads: tuple[Any, Any, Any, Any, Any], assigned: Assigned) -> dict[str, Any]:
+    """The `availability` object from operation columns (process, f code, status, invoke
+    time, completion time or int64 max), the send micro-ops (op row, key) and Tables.reads:
+    each send's offset (below 0: none), then per poll and key it returned records of,
+    the key, completion time, highest offset returned and whether the poll ended ok;
+    `assigned`: the keys ok assigns and subscribes gave."""
     at = np.where(done == np.iinfo(np.int64).max, inv, done)
     nem_end = max((int(r.get("time", 0)) for r in notes.nemesis), default=0)
     end_ns = max(int(at.max()) if len(at) else 0, nem_end)
@@ -245,11 +278,16 @@ def compute(op_f: Any, status: Any, inv: Any, done: Any, sends: tuple[Any, Any],
     service = [c for c in SERVICE if c in cats]
     free = _free(windows, end_ns)
     errors = _Errors(notes.errors)
+    acked = status[sends[0]] == OK
+    waits = gate(waiting((sends[1][acked], at[sends[0][acked]], reads[0][acked]), reads[1:],
+                         end_ns),
+                 assigned_spans(assigned, process, op_f, inv, at, end_ns))
 
     def part(a: int, b: int) -> dict[str, Any]:
         return {"from_s": _s(a), "to_s": _s(b),
                 "ops": {c: k.counts(a, b) for c, k in cats.items()},
                 "longest_without_ok": {c: cats[c].longest_gap(a, b) for c in service},
+                "poll_by_key_worst": worst_wait(waits, a, b),
                 "errors": errors.by_f(a, b, top=3)}
 
     heal_rows = [{"index": h.index, "f": h.f, "time_s": _s(h.time_ns), "final": h.final,
@@ -264,13 +302,17 @@ def compute(op_f: Any, status: Any, inv: Any, done: Any, sends: tuple[Any, Any],
         "ops": {c: k.counts(0, end_ns) for c, k in cats.items()},
         "longest_without_ok": {c: cats[c].longest_gap(*cats[c].bounds) for c in service},
         "send_by_key": _by_key(sends, status, inv, at),
+        "poll_by_key": _shown(key_waits(waits, sends[1][acked])) if len(assigned) else {},
+        "poll_by_key_worst": worst_wait(waits, 0, end_ns),
         "windows": [{"kind": w.kind, "nodes": list(w.nodes), "index": w.index, "open": w.open,
                      "final_heal": w.final, **part(w.start_ns, w.end_ns)} for w in windows],
         "fault_free": {"s": _s(sum(b - a for a, b in free)),
                        "ops": {c: k.counts_in(free) for c, k in cats.items()},
                        "longest_without_ok": {c: _longest([cats[c].longest_gap(a, b)
                                                            for a, b in free])
-                                              for c in service}},
+                                              for c in service},
+                       "poll_by_key_worst": _longest([worst_wait(waits, a, b)
+                                                      for a, b in free])},
         "heals": heal_rows,
         "recovery": {"heals": len(fault_heals),
                      **{f"worst_{c}_s": _worst(fault_heals, f"{c}_s") for c in service},
@@ -303,7 +345,13 @@ def _by_key(sends: tuple[Any, Any], status: Any, inv: Any, at: Any) -> dict[str,
                             strict=True):
         okt = t[a:b][okk[a:b]]
         out[str(int(k[a]))] = gap(np.concatenate([[lo], okt, [hi]])) if hi > lo else None
-    if len(out) > KEYS_SHOWN:  # keys rotate through a pool: the worst ones
+    return _shown(out)
+
+
+def _shown(out: dict[str, Any]) -> dict[str, Any]:
+    """Per key stretches as written: past KEYS_SHOWN keys (they rotate through a pool),
+    the worst ones and how many keys there were."""
+    if len(out) > KEYS_SHOWN:
         worst = sorted(out, key=lambda x: -(out[x] or {"s": 0.0})["s"])[:KEYS_SHOWN]
         out = {x: out[x] for x in worst} | {"keys": len(out)}
     return out
@@ -311,26 +359,30 @@ def _by_key(sends: tuple[Any, Any], status: Any, inv: Any, at: Any) -> dict[str,
 
 def availability(t: Any, run_dir: Path, notes: Notes | None = None) -> dict[str, Any]:
     """The `availability` object of a checked run (t: checkers.tables.Tables; notes: the
-    history's nemesis and error lines, read here when not given)."""
+    history's nemesis and error lines, read here when not given, with the keys of its
+    assigns when the tables lack them: `notes_for(t)`)."""
     from checkers.tables import KIND_SEND
 
     e = t.entries
-    if t.sends is not None:
-        lines, keys = t.sends
+    if t.sends is not None:  # Spark read the history: the entries are gone
+        (lines, keys), reads = t.sends, t.reads
     else:
         m = e["kind"] == KIND_SEND
         lines, keys = e["op"][m], e["key"][m]
+        reads = (e["offset"][m], *polls_read(t))
     rows = np.searchsorted(t.op, lines)
     from checkers.api import parse_workers
 
     if notes is None:
-        notes = read_notes(Path(run_dir) / "history.jsonl", workers=parse_workers())
+        notes = read_notes(Path(run_dir) / "history.jsonl", workers=parse_workers(),
+                           assigned=t.assigned is None)
     try:
         test = read_test_json(Path(run_dir) / TEST_JSON)
     except ValueError:
         test = None
-    return compute(t.op_f, t.op_status, t.op_inv_time, t.op_cmp_time, (rows, keys), notes,
-                   fault_pairs(test))
+    return compute(t.op_process, t.op_f, t.op_status, t.op_inv_time, t.op_cmp_time,
+                   (rows, keys), notes, fault_pairs(test), reads,
+                   notes.assigned if t.assigned is None else t.assigned)
 
 
 def history_availability(run_dir: Path) -> dict[str, Any]:

@@ -10,7 +10,9 @@ file at the same path), in four steps:
    their heads: no pass that only counts lines), and writes its items into one
    shuffle by key: the records read (packed per key) stay on the executors; the driver
    reads each range's fixed-width line heads, send micro-ops, committed-offset rows
-   (few: operations, not records) and distinct values read;
+   (few: operations, not records), distinct values read, and per poll and key the
+   (line, key, highest offset) of the records it returned (availability's per-key
+   polls: one per poll and key, not per record);
 3. the driver runs the cross-line checks (the same `check_lines` and `check_sends`)
    and builds the operation columns (which sends of operations ended info were read
    decides what must have happened);
@@ -20,7 +22,8 @@ file at the same path), in four steps:
    completions that polled; `check_key` answers counts, examples and edges.
 
 Driver memory: about 40 bytes per line (heads, pairing, operation columns) plus the
-send and replica rows, never the records read, so it does not grow with poll sizes.
+send and replica rows and a triple per poll and key read, never the records read, so
+it does not grow with poll sizes.
 """
 
 from __future__ import annotations
@@ -34,11 +37,13 @@ from typing import Any
 import numpy as np
 
 from checkers.logcheck import OUT_COLUMNS, check_key, in_sorted
+from checkers.pollwaits import runs
 from checkers.tables import (
     ENTRY_COLUMNS,
     INFO,
     KIND_READ,
     KIND_SEND,
+    OK,
     Tables,
     build_tables,
     narrowest_dtype,
@@ -104,8 +109,10 @@ def _line_start(fh: Any, pos: int, size: int) -> int:
 
 def parse_range(path: str, chunk: int, start: int, end: int) -> Iterator[Any]:
     """One range parsed by the strict reader, its lines numbered from 0 (error and send
-    lines included): ("h", chunk, heads, sends, error, values
-    read) for the driver, then ("r", key, chunk, columns) per key of the records read.
+    lines included): ("h", chunk, heads, sends, error, values read, commits, groups,
+    the (line, key, highest offset) of each poll's records of each key, the (line, key)
+    of each key an ok assign or subscribe gave) for the driver,
+    then ("r", key, chunk, columns) per key of the records read.
     The values read, once each (a few sends' worth: each record is read by many polls),
     let the driver tell which info sends happened without another pass."""
     from harness.runfiles.strict import parse_chunk
@@ -113,11 +120,12 @@ def parse_range(path: str, chunk: int, start: int, end: int) -> Iterator[Any]:
     size = os.path.getsize(path)
     with open(path, "rb") as fh:
         a, b = _line_start(fh, start, size), _line_start(fh, end, size)
-    err, index, t, typ, proc, f, flags, send, read, commit, groups = parse_chunk(path, a, b, 0)
-    v = np.sort(read[:, 3])
+    err, index, t, typ, proc, f, flags, send, read, commit, groups, assigned = parse_chunk(
+        path, a, b, 0)
     yield ("h", chunk, [pack(c) for c in (index, t, typ, proc, f, flags)],
-           [pack(send[:, i]) for i in range(len(SEND))], err,
-           v[np.r_[True, v[1:] != v[:-1]]].tobytes() if len(v) else b"", commit, groups)
+           [pack(send[:, i]) for i in range(len(SEND))], err, _seen(read).tobytes(), commit,
+           groups, [pack(c) for c in runs(read[:, 0], read[:, 1], read[:, 2])],
+           [pack(assigned[:, i]) for i in range(2)])
     if err is not None or not len(read):
         return
     # stable, and a radix sort when the keys fit 16 bits (numpy's choice for them)
@@ -129,6 +137,12 @@ def parse_range(path: str, chunk: int, start: int, end: int) -> Iterator[Any]:
         part = read[s:e]
         yield ("r", int(keys[s]), chunk, {c: pack(part[:, i]) for i, c in enumerate(READ)
                                           if c != "key"})
+
+
+def _seen(read: Any) -> Any:
+    """A range's values read, once each and sorted (for the info-send lookup)."""
+    v = np.sort(read[:, 3])
+    return v[np.r_[True, v[1:] != v[:-1]]] if len(v) else v
 
 
 def read_entries(ctx: dict[str, Any], cols: dict[str, Any]) -> dict[str, Any]:
@@ -259,15 +273,20 @@ def load_and_check(spark: Any, run_dir: Path, *,
                                      for k, h in enumerate(heads)])
                      for i in range(len(SEND))], axis=1).reshape(-1, len(SEND))
     read = [np.frombuffer(h[5], np.int64) for h in heads]
+    polls = [np.concatenate([unpack(h[8][i]) + (first[k] if i == 0 else 0)
+                             for k, h in enumerate(heads)]) for i in range(3)]
     commit, groups = merge_commits([(h[6] + [first[k], 0, 0, 0, 0], h[7])
                                     for k, h in enumerate(heads)])
+    assigned = np.stack([np.concatenate([unpack(h[9][i]) + (first[k] if i == 0 else 0)
+                                         for k, h in enumerate(heads)]).astype(np.int64)
+                         for i in range(2)], axis=1)
     del heads, cols
     pair = check_lines(path, index, tm, typ, proc, f)
     check_sends(path, send, typ, pair)
     empty = np.zeros(0, np.int64)
     scan = HistoryScan(path, tm, typ, proc, f, flags, pair, send[:, 0], send[:, 1],
                        send[:, 2], send[:, 3], send[:, 4], empty, empty, empty, empty,
-                       empty, commit, groups)
+                       empty, commit, groups, assigned)
     del index, send
     rpath = Path(run_dir) / "replicas.jsonl"
     replicas = read_replicas(rpath) if rpath.exists() else None
@@ -281,6 +300,9 @@ def load_and_check(spark: Any, run_dir: Path, *,
     # the send rows were the job's input; the verdict reads the operation columns
     sends = t.entries["kind"] == KIND_SEND  # availability reads their keys
     t.sends = (t.entries["op"][sends], t.entries["key"][sends])
+    line, key, top = polls
+    t.reads = (t.entries["offset"][sends], key.astype(np.int64), scan.time[line],
+               top.astype(np.int64), scan.type[line] == OK)
     t.entries = {c: v[:0] for c, v in t.entries.items()}
     t3 = time.monotonic()
     return t, log, {"parse_s": round(t1 - t0, 3), "driver_s": round(t2 - t1, 3),

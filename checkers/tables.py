@@ -17,6 +17,7 @@ from harness.runfiles import (
     F_CODES,
     NEMESIS_CODE,
     NO_OFFSET,
+    Assigned,
     HistoryScan,
     Replicas,
     read_replicas,
@@ -47,7 +48,13 @@ class Tables:
     nodes: list[str]
     lines: int
     sends: tuple[Any, Any] | None = None  # (op, key) of each send, kept when entries are dropped
+    # with `sends`: each one's offset, then per poll and key it returned records of, the
+    # key, completion time, highest offset and ok (checkers.availability's per-key polls)
+    reads: tuple[Any, Any, Any, Any, Any] | None = None
     registers: Registers | None = None  # committed offsets, per group and key
+    # per key an ok assign or subscribe gave: its completion time, process, key (None: the
+    # reader kept none, and availability reads them from the history itself)
+    assigned: Assigned | None = None
 
 
 def narrowest_dtype(a: Any) -> Any:
@@ -170,4 +177,12 @@ def build_tables(scan: HistoryScan, replicas: Replicas | None,
                   op_must=must[op], op_seg=seg,
                   entries=entries, has_subscribe=bool((f == F_CODES["subscribe"]).any()),
                   has_replicas=replicas is not None, nodes=nodes, lines=n,
-                  registers=registers(scan, status, cmp_time))
+                  registers=registers(scan, status, cmp_time), assigned=_assigned(scan))
+
+
+def _assigned(scan: HistoryScan) -> Assigned | None:
+    """Tables.assigned from the scan's (line, key) rows of ok assigns and subscribes."""
+    if scan.assigned is None:
+        return None
+    line = scan.assigned[:, 0]
+    return Assigned(scan.time[line], scan.process[line], scan.assigned[:, 1].copy())

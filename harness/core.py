@@ -108,11 +108,18 @@ class Outcome:
 
 
 def _outages(results: dict[str, Any]) -> str:
-    """The longest stretches with no successful send and poll (results.json's
-    `availability`), beside the verdict: safety and availability apart, both in view."""
-    longest = (results.get("availability") or {}).get("longest_without_ok") or {}
+    """The longest stretches with no successful send and poll, and the longest a key
+    waited for a poll returning its records (an empty ok poll serves no key), from
+    results.json's `availability`, beside the verdict: safety and availability apart,
+    both in view."""
+    av = results.get("availability") or {}
+    longest = av.get("longest_without_ok") or {}
     parts = [f"no ok {f} for {g['s']:.1f} s ({g['from_s']:.1f}-{g['to_s']:.1f})"
              for f, g in longest.items() if isinstance(g, dict) and g.get("s", 0) >= 1.0]
+    w = av.get("poll_by_key_worst")
+    if isinstance(w, dict) and w.get("s", 0) >= 1.0:
+        parts.append(f"key {w.get('key')} unread for {w['s']:.1f} s "
+                     f"({w['from_s']:.1f}-{w['to_s']:.1f})")
     return f"; availability: longest {', '.join(parts)}" if parts else ""
 
 

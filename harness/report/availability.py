@@ -1,12 +1,14 @@
 """The verdict box's availability line, from results.json's free-form `availability`.
 
-The block Undertow's checker writes (`ops`, `windows`, `longest_without_ok`, `recovery`)
-is said in its own words: the share of sends and polls that succeeded, in fault windows
-and overall, the longest stretch with none, and how soon they succeeded after the fault
-heals. Another tool's block has no fixed shape (shared/HISTORY.md: "free-form"), so then
-this reads whatever numbers it holds: shares as percentages, durations in seconds, a
-list summed up by its worst value. Without any, the line falls back to the recovery
-after heals that the liveness section measures.
+The block Undertow's checker writes (`ops`, `windows`, `longest_without_ok`,
+`poll_by_key_worst`, `recovery`) is said in its own words: the share of sends and polls
+that succeeded, in fault windows and overall, the longest stretch with none, the longest
+a key with a consumer and records to read waited for a poll returning one (an ok poll
+that returned nothing served no key), and how soon they succeeded after the fault heals. Another
+tool's block has no fixed shape (shared/HISTORY.md: "free-form"), so then this reads
+whatever numbers it holds: shares as percentages, durations in seconds, a list summed up
+by its worst value. Without any, the line falls back to the recovery after heals that
+the liveness section measures.
 """
 
 from __future__ import annotations
@@ -94,6 +96,11 @@ def _ours(av: Mapping[str, Any]) -> str:
         if isinstance(g, Mapping) and _number(g.get("s")):
             parts.append(f"longest with no ok {c} {g['s']:.1f} s "
                          f"({g.get('from_s', 0):.1f}-{g.get('to_s', 0):.1f} s)")
+    w = av.get("poll_by_key_worst")
+    if isinstance(w, Mapping) and _number(w.get("s")):  # an empty poll served no key
+        parts.append(f"longest a key waited for a poll to return its records: key "
+                     f"{w.get('key')}, {w['s']:.1f} s "
+                     f"({w.get('from_s', 0):.1f}-{w.get('to_s', 0):.1f} s)")
     rec: Mapping[str, Any] = av["recovery"] if isinstance(av.get("recovery"), Mapping) else {}
     heals = int(rec.get("heals") or 0)
     worst = [f"{c}s within {rec[f'worst_{c}_s']:.1f} s" for c in SERVICE

@@ -1,7 +1,9 @@
 """The report's "Recovery after heals" section and its compact availability table.
 
 Both come from results.json's `availability`, as the checkers wrote it (sends and polls
-apart, an `assign` never a recovery, the harness's final heal listed apart). A run
+apart, an `assign` never a recovery, the harness's final heal listed apart; beside the
+longest stretch with no ok poll, the longest a key with a consumer and records to read
+waited for a poll that returned one, since an empty ok poll served no key). A run
 folder without it (a history from another tool, or results written before it existed)
 has it measured from the history by the default workload's checkers, reached through
 harness.registry (`MeasuresAvailability`), so the report imports nothing of the
@@ -41,6 +43,7 @@ class WindowRow:
     span: str
     shares: dict[str, str]  # send, poll (txn), assign -> "ok of all (share)"
     longest: dict[str, str]  # send, poll -> "s (from-to)"
+    key_poll: str  # the key that waited longest for a poll returning it: "key k: s (from-to)"
     errors: str
 
 
@@ -102,12 +105,18 @@ def _gap(g: Any) -> str:
     return f"{g['s']:.1f} s ({g['from_s']:.1f}\u2013{g['to_s']:.1f})"
 
 
+def _key_gap(g: Any) -> str:
+    """A key's wait for a poll (checkers.availability's `poll_by_key_worst`)."""
+    return f"key {g['key']}: {_gap(g)}" if isinstance(g, Mapping) and "key" in g else ""
+
+
 def _window_row(what: str, nodes: str, span: str, part: Mapping[str, Any]) -> WindowRow:
     ops, longest = part.get("ops") or {}, part.get("longest_without_ok") or {}
     errs = [f"{f} {msg[:60]} x{n}" for f, by in (part.get("errors") or {}).items()
             for msg, n in list(by.items())[:1]]
     return WindowRow(what, nodes, span, {c: _share(v) for c, v in ops.items()},
-                     {c: _gap(v) for c, v in longest.items()}, "; ".join(errs))
+                     {c: _gap(v) for c, v in longest.items()},
+                     _key_gap(part.get("poll_by_key_worst")), "; ".join(errs))
 
 
 def liveness_section(results: Mapping[str, Any] | None, nemesis_ops: list[dict[str, Any]],

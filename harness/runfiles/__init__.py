@@ -30,7 +30,7 @@ from harness.runfiles.commits import (
     DEFAULT_GROUP,
     merge_commits,
 )
-from harness.runfiles.notes import FINAL, ErrorLine, Notes, line_times, read_notes
+from harness.runfiles.notes import FINAL, Assigned, ErrorLine, Notes, line_times, read_notes
 from harness.runfiles.ops import NEMESIS, HistoryError, Op, OpType, Process
 from harness.runfiles.paths import (
     HISTORY_JSONL,
@@ -105,6 +105,7 @@ __all__ = [
     "TEST_JSON",
     "TYPE_CODES",
     "TYPE_NAMES",
+    "Assigned",
     "ErrorLine",
     "HistoryError",
     "HistoryScan",

@@ -56,6 +56,7 @@ _K_VALUE = np.frombuffer(b"value", np.uint8)
 _K_SEEK = np.frombuffer(b"seek_to_beginning", np.uint8)
 _K_ERROR = np.frombuffer(b"error", np.uint8)
 _K_GROUP = np.frombuffer(b"group", np.uint8)
+_TYPE_OK = TYPE_NAMES.index("ok")  # the type code of an ok completion
 _T_INVOKE, _T_OK, _T_FAIL, _T_INFO = (np.frombuffer(n.encode(), np.uint8) for n in TYPE_NAMES)
 _F_SEND, _F_POLL, _F_TXN, _F_ASSIGN, _F_SUBSCRIBE, _F_CRASH, _F_COMMIT, _F_COMMITTED = (
     np.frombuffer(n.encode(), np.uint8) for n in CLIENT_FS)
@@ -273,22 +274,29 @@ def _micro_ops(buf: Any, p: int, end: int, line: int, completion: bool, fc: int,
 
 
 @njit(cache=True)
-def _keys_list(buf: Any, p: int, end: int) -> int:
-    """p after a list of non-negative integers (an assign's or subscribe's keys), or -1."""
+def _keys_list(buf: Any, p: int, end: int, line: int, keep: bool, assigned: Any,
+               na: int) -> tuple[int, Any, int]:
+    """(p after a list of non-negative integers (an assign's or subscribe's keys), or
+    -1; assigned; na): with `keep` (an ok completion), a row (line, key) per key."""
     if p >= end or buf[p] != 91:
-        return -1
+        return -1, assigned, na
     p = _ws(buf, p + 1, end)
     if p < end and buf[p] == 93:
-        return p + 1
+        return p + 1, assigned, na
     while True:
-        _, p = _int(buf, p, end, False)
+        key, p = _int(buf, p, end, False)
         if p < 0:
-            return -1
+            return -1, assigned, na
+        if keep:
+            assigned = _grow(assigned, 2 * na + 2)
+            assigned[2 * na] = line
+            assigned[2 * na + 1] = key
+            na += 1
         p, closed = _sep(buf, p, end, 93)
         if p < 0:
-            return -1
+            return -1, assigned, na
         if closed:
-            return p
+            return p, assigned, na
 
 
 @njit(cache=True)
@@ -326,15 +334,16 @@ def _scalar(buf: Any, p: int, end: int) -> int:
 
 @njit(cache=True)
 def _line(buf: Any, p: int, end: int, line: int, head: Any, send: Any, ns: int, read: Any,
-          nr: int, commit: Any, nc: int, keys: Any) -> tuple[int, Any, int, Any, int, Any,
-                                                              int]:
+          nr: int, commit: Any, nc: int, assigned: Any, na: int,
+          keys: Any) -> tuple[int, Any, int, Any, int, Any, int, Any, int]:
     """The line at p (the buffer ends at end) into head[line] and the rows: (where its
-    newline is, or end, send, ns, read, nr, commit, nc), or -1 first when not accepted:
-    then the rows it added are to be dropped (the caller keeps ns, nr and nc). No
-    accepted line crosses a newline: neither whitespace nor strings here may hold one."""
+    newline is, or end, send, ns, read, nr, commit, nc, assigned, na), or -1 first when
+    not accepted: then the rows it added are to be dropped (the caller keeps ns, nr, nc
+    and na). No accepted line crosses a newline: neither whitespace nor strings here may
+    hold one."""
     p = _ws(buf, p, end)
     if p >= end or buf[p] != 123:
-        return -1, send, ns, read, nr, commit, nc
+        return -1, send, ns, read, nr, commit, nc, assigned, na
     p = _ws(buf, p + 1, end)
     index = -1
     time = -1
@@ -348,35 +357,35 @@ def _line(buf: Any, p: int, end: int, line: int, head: Any, send: Any, ns: int, 
     while True:
         a, p = _string(buf, p, end)
         if p < 0:
-            return -1, send, ns, read, nr, commit, nc
+            return -1, send, ns, read, nr, commit, nc, assigned, na
         b = p - 1
         p = _ws(buf, p, end)
         if p >= end or buf[p] != 58:
-            return -1, send, ns, read, nr, commit, nc
+            return -1, send, ns, read, nr, commit, nc, assigned, na
         p = _ws(buf, p + 1, end)
         if _is(buf, a, b, _K_INDEX):
             if index >= 0:
-                return -1, send, ns, read, nr, commit, nc
+                return -1, send, ns, read, nr, commit, nc, assigned, na
             index, p = _int(buf, p, end, False)
         elif _is(buf, a, b, _K_TIME):
             if time >= 0:
-                return -1, send, ns, read, nr, commit, nc
+                return -1, send, ns, read, nr, commit, nc, assigned, na
             time, p = _int(buf, p, end, False)
         elif _is(buf, a, b, _K_TYPE):
             s, p = _string(buf, p, end)
             if typ >= 0 or p < 0:
-                return -1, send, ns, read, nr, commit, nc
+                return -1, send, ns, read, nr, commit, nc, assigned, na
             typ = _code(buf, s, p - 1, _T_INVOKE, _T_OK, _T_FAIL, _T_INFO, _T_INFO, _T_INFO)
             if typ < 0:
-                return -1, send, ns, read, nr, commit, nc
+                return -1, send, ns, read, nr, commit, nc, assigned, na
         elif _is(buf, a, b, _K_PROCESS):
             if proc >= 0:
-                return -1, send, ns, read, nr, commit, nc
+                return -1, send, ns, read, nr, commit, nc, assigned, na
             proc, p = _int(buf, p, end, False)
         elif _is(buf, a, b, _K_F):
             s, p = _string(buf, p, end)
             if fc >= 0 or p < 0:
-                return -1, send, ns, read, nr, commit, nc
+                return -1, send, ns, read, nr, commit, nc, assigned, na
             fc = _code(buf, s, p - 1, _F_SEND, _F_POLL, _F_TXN, _F_ASSIGN, _F_SUBSCRIBE,
                        _F_CRASH)
             if fc < 0:
@@ -384,15 +393,15 @@ def _line(buf: Any, p: int, end: int, line: int, head: Any, send: Any, ns: int, 
                            _F_COMMITTED, _F_COMMITTED)
                 fc = fc + _COMMIT if fc >= 0 else fc
             if fc < 0:
-                return -1, send, ns, read, nr, commit, nc
+                return -1, send, ns, read, nr, commit, nc, assigned, na
         elif _is(buf, a, b, _K_VALUE):
             if seen_value or typ < 0 or proc < 0 or fc < 0:
-                return -1, send, ns, read, nr, commit, nc
+                return -1, send, ns, read, nr, commit, nc, assigned, na
             seen_value = True
             q = _word(buf, p, end, _NULL)
             if q >= 0:
                 if typ == 0:
-                    return -1, send, ns, read, nr, commit, nc
+                    return -1, send, ns, read, nr, commit, nc, assigned, na
                 p = q
             elif fc <= _TXN or fc >= _COMMIT:
                 p, send, ns, read, nr, commit, nc, has_poll = _micro_ops(
@@ -400,12 +409,12 @@ def _line(buf: Any, p: int, end: int, line: int, head: Any, send: Any, ns: int, 
                 if has_poll:
                     flags |= 2
             elif fc <= 4:
-                p = _keys_list(buf, p, end)
+                p, assigned, na = _keys_list(buf, p, end, line, typ == _TYPE_OK, assigned, na)
             else:
-                return -1, send, ns, read, nr, commit, nc
+                return -1, send, ns, read, nr, commit, nc, assigned, na
         elif _is(buf, a, b, _K_SEEK):
             if seen_seek:
-                return -1, send, ns, read, nr, commit, nc
+                return -1, send, ns, read, nr, commit, nc, assigned, na
             seen_seek = True
             q = _word(buf, p, end, _TRUE)
             if q >= 0:
@@ -415,53 +424,57 @@ def _line(buf: Any, p: int, end: int, line: int, head: Any, send: Any, ns: int, 
                 p = _word(buf, p, end, _FALSE)
         elif _is(buf, a, b, _K_ERROR):
             if seen_error:
-                return -1, send, ns, read, nr, commit, nc
+                return -1, send, ns, read, nr, commit, nc, assigned, na
             seen_error = True
             _, p = _string(buf, p, end)
         elif _is(buf, a, b, _K_GROUP):  # the strict reader numbers the groups
-            return -1, send, ns, read, nr, commit, nc
+            return -1, send, ns, read, nr, commit, nc, assigned, na
         else:  # a key the strict reader ignores, with a plain value (a duplicate too)
             p = _scalar(buf, p, end)
         if p < 0:
-            return -1, send, ns, read, nr, commit, nc
+            return -1, send, ns, read, nr, commit, nc, assigned, na
         p, closed = _sep(buf, p, end, 125)
         if p < 0:
-            return -1, send, ns, read, nr, commit, nc
+            return -1, send, ns, read, nr, commit, nc, assigned, na
         if closed:
             break
     p = _ws(buf, p, end)
     if (p < end and buf[p] != 10) or index < 0 or time < 0 or proc < 0 or not seen_value:
-        return -1, send, ns, read, nr, commit, nc
+        return -1, send, ns, read, nr, commit, nc, assigned, na
     head[6 * line] = index
     head[6 * line + 1] = time
     head[6 * line + 2] = typ
     head[6 * line + 3] = proc
     head[6 * line + 4] = fc
     head[6 * line + 5] = flags
-    return p, send, ns, read, nr, commit, nc
+    return p, send, ns, read, nr, commit, nc, assigned, na
 
 
 @njit(cache=True, nogil=True)
-def _scan(buf: Any, lines: int) -> tuple[Any, Any, int, Any, int, Any, int, Any, int]:
-    """Every line of buf: (head, send, ns, read, nr, commit, nc, declined, nd), as flat rows;
-    `declined` holds (line, start, end) of each line left to the strict reader."""
+def _scan(buf: Any, lines: int) -> tuple[Any, Any, int, Any, int, Any, int, Any, int, Any,
+                                         int]:
+    """Every line of buf: (head, send, ns, read, nr, commit, nc, assigned, na, declined,
+    nd), as flat rows; `declined` holds (line, start, end) of each line left to the
+    strict reader."""
     head = np.zeros(6 * lines, np.int64)
     send = np.empty(5 * max(16, lines // 2), np.int64)
     read = np.empty(5 * max(16, lines), np.int64)
     commit = np.empty(5 * 16, np.int64)
+    assigned = np.empty(2 * max(16, lines // 8), np.int64)
     declined = np.empty(48, np.int64)
     keys = np.empty(16, np.int64)
     ns = 0
     nr = 0
     nc = 0
+    na = 0
     nd = 0
     p = 0
     n = len(buf)
     for line in range(lines):
-        e, send, ns2, read, nr2, commit, nc2 = _line(buf, p, n, line, head, send, ns, read,
-                                                      nr, commit, nc, keys)
+        e, send, ns2, read, nr2, commit, nc2, assigned, na2 = _line(
+            buf, p, n, line, head, send, ns, read, nr, commit, nc, assigned, na, keys)
         if e >= 0:
-            ns, nr, nc = ns2, nr2, nc2
+            ns, nr, nc, na = ns2, nr2, nc2, na2
         else:
             e = p
             while e < n and buf[e] != 10:
@@ -472,22 +485,23 @@ def _scan(buf: Any, lines: int) -> tuple[Any, Any, int, Any, int, Any, int, Any,
             declined[3 * nd + 2] = e
             nd += 1
         p = e + 1
-    return head, send, ns, read, nr, commit, nc, declined, nd
+    return head, send, ns, read, nr, commit, nc, assigned, na, declined, nd
 
 
-def scan_lines(data: bytes) -> tuple[Any, Any, Any, Any, list[tuple[int, bytes]]]:
+def scan_lines(data: bytes) -> tuple[Any, Any, Any, Any, Any, list[tuple[int, bytes]]]:
     """The lines of data (split at b"\\n", a last empty piece dropped) as the rows of
     those accepted, and (line, raw bytes) of each line declined, in order; lines are
     numbered from 0. Rows as the strict reader's: head is index, time, type code,
     process, f code, flags (a row a line: zeros for a declined line); send is line, key,
     value, offset, seq; read is line, key, offset, value, seq; commit is COMMIT_COLUMNS
-    (line, group, key, offset, kind), every group the run's default (code 0)."""
+    (line, group, key, offset, kind), every group the run's default (code 0); assigned
+    is line, key of each key of an `ok` assign or subscribe."""
     lines = data.count(b"\n") + (0 if not data or data.endswith(b"\n") else 1)
     buf = np.frombuffer(data, np.uint8)
-    head, send, ns, read, nr, commit, nc, declined, nd = _scan(buf, lines)
+    head, send, ns, read, nr, commit, nc, assigned, na, declined, nd = _scan(buf, lines)
     rest = [(int(i), data[int(a):int(b)]) for i, a, b in declined[:3 * nd].reshape(-1, 3).tolist()]
     return (head.reshape(-1, 6), send[:5 * ns].reshape(-1, 5), read[:5 * nr].reshape(-1, 5),
-            commit[:5 * nc].reshape(-1, 5), rest)
+            commit[:5 * nc].reshape(-1, 5), assigned[:2 * na].reshape(-1, 2), rest)
 
 
 def warm() -> None:

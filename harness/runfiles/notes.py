@@ -1,4 +1,5 @@
-"""The few history lines the columns leave out: nemesis operations and error messages.
+"""The few history lines the columns leave out: nemesis operations and error messages
+(and, when asked, the keys that `ok` assigns and subscribes gave their processes).
 
 The strict reader's columns (`HistoryScan`) keep what the safety checks need and
 drop the nemesis's verbs and values and every `error` string. Availability needs
@@ -6,7 +7,9 @@ those, and they sit on few lines (a nemesis op every few seconds; a failed or
 unknown client op), so this reader finds them by their field names in the raw
 bytes (`"nemesis"`, `"error"`) and parses only those lines, with orjson, whole.
 A 2.6 GB history costs two fast substring searches (in parallel ranges), not a
-second parse of every line.
+second parse of every line. The keys of assigns (`"assign"`, `"subscribe"`: an
+operation in ten) the strict reader keeps itself; a reader that does not (DuckDB's,
+checkers.fastscan) has them read here, at about 3 s of CPU per 10M lines.
 It assumes a history the strict reader has accepted (it judges nothing).
 """
 
@@ -15,10 +18,12 @@ from __future__ import annotations
 import itertools
 import mmap
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 
 from harness.runfiles.ops import NEMESIS, HistoryError
@@ -37,37 +42,53 @@ class ErrorLine:
     error: str
 
 
+_EMPTY = np.zeros(0, np.int64)
+
+
+@dataclass(frozen=True, slots=True)
+class Assigned:
+    """The keys `ok` assigns and subscribes gave, a row per key: from `time[i]` (the
+    completion) on, `process[i]` reads `key[i]` (HISTORY.md: an assign replaces the
+    process's set) until its next assign or subscribe or its end."""
+
+    time: Any = field(default_factory=lambda: _EMPTY)  # numpy int64 arrays
+    process: Any = field(default_factory=lambda: _EMPTY)
+    key: Any = field(default_factory=lambda: _EMPTY)
+
+    def __len__(self) -> int:
+        return len(self.time)
+
+    @staticmethod
+    def join(parts: Sequence[Assigned]) -> Assigned:
+        return Assigned(*(np.concatenate([getattr(p, c) for p in parts]) if parts else _EMPTY
+                          for c in ("time", "process", "key")))
+
+
+
+
 @dataclass(frozen=True, slots=True)
 class Notes:
     """nemesis: each nemesis line as a dict, in file order; errors: every client line
-    with an `error` string, in file order."""
+    with an `error` string, in file order; assigned: every ok assign and subscribe."""
 
     nemesis: list[dict[str, Any]] = field(default_factory=list)
     errors: list[ErrorLine] = field(default_factory=list)
+    assigned: Assigned = field(default_factory=Assigned)
 
 
 PARALLEL_BYTES = 64 << 20  # from this size the ranges are searched in parallel
 
 
-def _range_notes(path: str, a: int, b: int) -> tuple[list[dict[str, Any]], list[ErrorLine]]:
+_GROUP_FS = (b'"assign"', b'"subscribe"')
+
+
+def _range_notes(path: str, a: int, b: int, assigned: bool) -> Notes:
     """The notes of the lines that start in bytes [a, b) of the file."""
     nemesis: list[dict[str, Any]] = []
     errors: list[ErrorLine] = []
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         for needle in (b'"nemesis"', b'"error"'):
-            pos = a
-            while (at := mm.find(needle, pos, b)) >= 0:
-                start = mm.rfind(b"\n", 0, at) + 1
-                end = mm.find(b"\n", at)
-                end = len(mm) if end < 0 else end
-                pos = end + 1
-                try:
-                    row = orjson.loads(mm[start:end])
-                except orjson.JSONDecodeError as e:
-                    raise HistoryError(path, None, f"not valid JSON at byte {start}: {e}") \
-                        from None
-                if not isinstance(row, dict):
-                    continue
+            for row in _rows(path, _lines(mm, needle, a, b)):
                 if row.get("process") == NEMESIS:
                     if needle == b'"nemesis"':
                         nemesis.append(row)
@@ -75,7 +96,46 @@ def _range_notes(path: str, a: int, b: int) -> tuple[list[dict[str, Any]], list[
                     errors.append(ErrorLine(int(row.get("index", -1)), int(row.get("time", 0)),
                                             str(row.get("f")), str(row.get("type")),
                                             row["error"]))
-    return nemesis, errors
+        keys = Assigned.join([_assigned(path, mm, needle, a, b) for needle in _GROUP_FS]
+                             if assigned else [])
+    return Notes(nemesis, errors, keys)
+
+
+def _lines(mm: mmap.mmap, needle: bytes, a: int, b: int, also: bytes = b"") -> list[bytes]:
+    """The lines starting in [a, b) that hold `needle` (and `also`, when given)."""
+    out = []
+    find, rfind, pos = mm.find, mm.rfind, a
+    while (at := find(needle, pos, b)) >= 0:
+        start = rfind(b"\n", 0, at) + 1
+        end = find(b"\n", at)
+        end = len(mm) if end < 0 else end
+        pos = end + 1
+        if not also or find(also, start, end) >= 0:
+            out.append(mm[start:end])
+    return out
+
+
+def _rows(path: str, lines: list[bytes]) -> list[Any]:
+    """The lines parsed, all at once (one orjson call)."""
+    try:
+        rows = orjson.loads(b"[" + b",".join(lines) + b"]")
+    except orjson.JSONDecodeError as e:
+        raise HistoryError(path, None, f"not valid JSON: {e}") from None
+    return [r for r in rows if isinstance(r, dict)]
+
+
+def _assigned(path: str, mm: mmap.mmap, needle: bytes, a: int, b: int) -> Assigned:
+    """The ok completions of the lines' `f` (needle: `"assign"` or `"subscribe"`)."""
+    f = needle.decode().strip('"')
+    rows = [r for r in _rows(path, _lines(mm, needle, a, b, also=b'"ok"'))
+            if r.get("f") == f and r.get("type") == "ok" and isinstance(r.get("value"), list)]
+    n = len(rows)
+    count = np.fromiter((len(r["value"]) for r in rows), np.int64, n)
+    return Assigned(np.repeat(np.fromiter((r.get("time", 0) for r in rows), np.int64, n), count),
+                    np.repeat(np.fromiter((r.get("process", -1) for r in rows), np.int64, n),
+                              count),
+                    np.fromiter((k for r in rows for k in r["value"]), np.int64,
+                                int(count.sum())))
 
 
 def _ranges(path: str, size: int, parts: int) -> list[tuple[str, int, int]]:
@@ -91,15 +151,18 @@ def _ranges(path: str, size: int, parts: int) -> list[tuple[str, int, int]]:
     return [(path, x, y) for x, y in itertools.pairwise(cuts) if y > x]
 
 
-def read_notes(path: Path | str, *, workers: int = 1) -> Notes:
-    """The nemesis lines and the error strings of a history (see the module docstring);
-    `workers` > 1 searches that many byte ranges of a big file in parallel (fork)."""
+def read_notes(path: Path | str, *, workers: int = 1, assigned: bool = False) -> Notes:
+    """The nemesis lines and the error strings of a history (see the module docstring),
+    and with `assigned` the keys of its ok assigns and subscribes (the strict reader
+    keeps those too: ask here only when the history was read another way); `workers`
+    > 1 searches that many byte ranges of a big file in parallel (fork)."""
     p = str(path)
     try:
         size = os.path.getsize(p)
         if size == 0:
             return Notes()
-        ranges = _ranges(p, size, workers if size >= PARALLEL_BYTES else 1)
+        ranges = [(*r, assigned) for r in _ranges(p, size,
+                                                   workers if size >= PARALLEL_BYTES else 1)]
         if len(ranges) > 1:
             import multiprocessing as mp
 
@@ -109,7 +172,8 @@ def read_notes(path: Path | str, *, workers: int = 1) -> Notes:
             parts = [_range_notes(*ranges[0])]
     except OSError as e:
         raise HistoryError(path, None, f"cannot read: {e.strerror or e}") from e
-    return Notes([r for n, _ in parts for r in n], [e for _, er in parts for e in er])
+    return Notes([r for p in parts for r in p.nemesis], [e for p in parts for e in p.errors],
+                 Assigned.join([p.assigned for p in parts]))
 
 
 def line_times(path: Path | str, lines: set[int]) -> dict[int, int]:

@@ -42,6 +42,7 @@ from harness.runfiles.vocab import (
 )
 
 _F_TXN, _F_COMMIT, _F_COMMITTED = F_CODES["txn"], F_CODES["commit"], F_CODES["committed"]
+_T_OK = TYPE_CODES["ok"]
 
 
 @dataclass
@@ -55,7 +56,9 @@ class HistoryScan:
     given), records read in `read_*`; `*_seq` is the micro-op/record order inside its line.
     `commit` holds the rows of `commit` and `committed` micro-ops (COMMIT_COLUMNS; an
     answer of null has offset NO_OFFSET), their group a position in `groups`; they are
-    few (an operation, not a record, each), so they stay rows.
+    few (an operation, not a record, each), so they stay rows. `assigned` holds a row
+    (line, key) per key of each `ok` assign or subscribe (None: this reader did not
+    keep them).
     """
 
     path: str
@@ -77,6 +80,7 @@ class HistoryScan:
     read_seq: Any
     commit: Any = None  # (n, 5) int64 rows; None: none
     groups: tuple[str, ...] = (DEFAULT_GROUP,)
+    assigned: Any = None  # (n, 2) int64 rows: line, key; None: not read
 
     def __post_init__(self) -> None:
         if self.commit is None:
@@ -97,6 +101,7 @@ class _Cols:
         self.send: list[int] = []  # flat: line, key, value, offset, seq
         self.read: list[int] = []  # flat: line, key, offset, value, seq
         self.commit: list[int] = []  # flat: COMMIT_COLUMNS
+        self.assigned: list[int] = []  # flat: line, key (ok assigns and subscribes)
         self.groups: dict[str, int] = {DEFAULT_GROUP: 0}
         self.has_poll = False  # the line being parsed holds a poll micro-op
 
@@ -224,6 +229,9 @@ def _parse_line(raw: bytes, line: int, cols: _Cols) -> None:
                     raise LineError(f"{f} value must be a list of keys")
                 for k in value:
                     checked_int(k, f"{f} key", nonneg=True)
+                if t == _T_OK:
+                    for k in value:
+                        cols.assigned.extend((line, k))
         elif value is not None:
             raise LineError("crash value must be null")
     cols.head.extend((index, time, t, pc, fc, flags))
@@ -238,8 +246,9 @@ def parse_chunk(path: str, start: int, end: int, first_line: int) -> tuple[Any, 
     The lines in the common shapes are parsed by compiled code (`fastlines`); every
     other line by `_parse_line` here, which alone decides what is wrong. Returns (error
     or None, index, time, type, process, f, flags, send rows, read rows, commit rows,
-    group names), the columns covering the lines before the first error; commit rows
-    (COMMIT_COLUMNS) name groups by their position in this chunk's group names.
+    group names, assigned rows), the columns covering the lines before the first error;
+    commit rows (COMMIT_COLUMNS) name groups by their position in this chunk's group
+    names; assigned rows are (line, key) of the keys of ok assigns and subscribes.
     """
     import numpy as np
 
@@ -248,32 +257,34 @@ def parse_chunk(path: str, start: int, end: int, first_line: int) -> tuple[Any, 
     with open(path, "rb") as fh:
         fh.seek(start)
         data = fh.read(end - start)
-    head, send, read, commit, declined = scan_lines(data)
+    head, send, read, commit, assigned, declined = scan_lines(data)
     del data
     err: tuple[int, str] | None = None
     groups: list[str] = [DEFAULT_GROUP]  # the compiled parser's rows are all in it
     if declined:
-        err, slow_send, slow_read, slow_commit, groups = _parse_declined(declined, head)
+        err, slow_send, slow_read, slow_commit, groups, slow_assigned = _parse_declined(
+            declined, head)
         send = _merge_rows(send, slow_send)
         read = _merge_rows(read, slow_read)
         commit = _merge_rows(commit, slow_commit)
+        assigned = _merge_rows(assigned, slow_assigned)
     if err is not None:  # the columns cover the lines before it
         cut = err[0]
         head, send, read = head[:cut], send[send[:, 0] < cut], read[read[:, 0] < cut]
-        commit = commit[commit[:, 0] < cut]
-    send[:, 0] += first_line
-    read[:, 0] += first_line
-    commit[:, 0] += first_line
+        commit, assigned = commit[commit[:, 0] < cut], assigned[assigned[:, 0] < cut]
+    for rows in (send, read, commit, assigned):
+        rows[:, 0] += first_line
     if err is not None:
         err = (err[0] + first_line, err[1])
     return (err, head[:, 0].copy(), head[:, 1].copy(), head[:, 2].astype(np.int8),
             head[:, 3].copy(), head[:, 4].astype(np.int8), head[:, 5].astype(np.int8), send,
-            read, commit, groups)
+            read, commit, groups, assigned)
 
 
 def _parse_declined(declined: list[tuple[int, bytes]], head: Any) -> tuple[Any, ...]:
     """The lines the compiled parser left, by the per-line code: their heads written into
-    `head`, their rows returned; (error or None, send, read, commit, group names), lines
+    `head`, their rows returned; (error or None, send, read, commit, group names,
+    assigned), lines
     numbered as given, up to the first line in error (its rows may be partly there).
     In blocks of BLOCK_LINES with the cyclic GC off: millions of live Python ints (a
     history in shapes the compiled code declines) otherwise make it superlinear."""
@@ -284,6 +295,7 @@ def _parse_declined(declined: list[tuple[int, bytes]], head: Any) -> tuple[Any, 
     sends: list[Any] = [np.empty((0, 5), np.int64)]
     reads: list[Any] = [np.empty((0, 5), np.int64)]
     commits: list[Any] = [np.empty((0, len(COMMIT_COLUMNS)), np.int64)]
+    assigned: list[Any] = [np.empty((0, 2), np.int64)]
     groups: dict[str, int] = {DEFAULT_GROUP: 0}
     err: tuple[int, str] | None = None
     enabled = gc.isenabled()
@@ -309,13 +321,15 @@ def _parse_declined(declined: list[tuple[int, bytes]], head: Any) -> tuple[Any, 
             reads.append(np.fromiter(cols.read, np.int64, len(cols.read)).reshape(-1, 5))
             commits.append(np.fromiter(cols.commit, np.int64, len(cols.commit))
                            .reshape(-1, len(COMMIT_COLUMNS)))
+            assigned.append(np.fromiter(cols.assigned, np.int64, len(cols.assigned))
+                            .reshape(-1, 2))
             if err is not None:
                 break
     finally:
         if enabled:
             gc.enable()
     return (err, np.concatenate(sends), np.concatenate(reads), np.concatenate(commits),
-            list(groups))
+            list(groups), np.concatenate(assigned))
 
 
 def parse_commit_lines(raws: list[bytes]) -> tuple[list[int], Any, tuple[str, ...]] | None:
@@ -330,7 +344,7 @@ def parse_commit_lines(raws: list[bytes]) -> tuple[list[int], Any, tuple[str, ..
 
     if any(b"\n" in raw for raw in raws):
         return None
-    head, _, _, fast, declined = scan_lines(b"".join(raw + b"\n" for raw in raws))
+    head, _, _, fast, _, declined = scan_lines(b"".join(raw + b"\n" for raw in raws))
     cols = _Cols()
     for line, raw in declined:
         n = len(cols.commit)
@@ -411,7 +425,7 @@ def scan_history(path: Path | str, *, workers: int = 1) -> HistoryScan:
     return HistoryScan(path, time, typ, proc, f, flags, pair,
                        send[:, 0], send[:, 1], send[:, 2], send[:, 3], send[:, 4],
                        read[:, 0], read[:, 1], read[:, 2], read[:, 3], read[:, 4],
-                       commit, groups)
+                       commit, groups, np.concatenate([p[11] for p in parts]))
 
 
 def read_history(path: Path | str) -> list[Op]:

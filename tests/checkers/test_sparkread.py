@@ -134,6 +134,21 @@ def test_an_info_send_counts_once_any_record_reads_it(spark: Any, tmp_path: Path
         same(by_spark(spark, run, SPLITS[0]), want)
 
 
+def test_per_key_polls_from_the_ranges_heads(spark: Any, tmp_path: Path) -> None:
+    """Spark keeps the records read on its executors: the per-key poll stretches come from
+    the ranges' heads (per poll and key: line, key, highest offset), lines cut anywhere,
+    and must be the driver's figures."""
+    from checkers.availability import availability
+    from checkers.tables import load_tables
+    from tests.checkers.test_availability import waiting_history
+
+    run = waiting_history().write(tmp_path / "waiting")
+    want = availability(load_tables(run), run)
+    t, _, _ = load_and_check(spark, run, split_bytes=SPLITS[0])
+    got = availability(t, run)
+    assert got == want and got["poll_by_key"]["0"]["s"] == 5.1
+
+
 @needs_examples
 @pytest.mark.parametrize("split", (1 << 16, *(pytest.param(s, marks=pytest.mark.nightly)
                                              for s in (4096, 1 << 26))))

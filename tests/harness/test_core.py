@@ -179,10 +179,16 @@ def test_short_run_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 def test_the_verdict_line_shows_the_longest_outages_beside_safety(tmp_path: Path) -> None:
     from harness.core import Outcome
 
-    av = {"longest_without_ok": {"send": {"s": 10.7, "from_s": 8.7, "to_s": 19.4},
-                                 "poll": {"s": 0.4, "from_s": 1.0, "to_s": 1.4}}}
+    av: dict[str, Any] = {
+        "longest_without_ok": {"send": {"s": 10.7, "from_s": 8.7, "to_s": 19.4},
+                               "poll": {"s": 0.4, "from_s": 1.0, "to_s": 1.4}}}
     line = Outcome(tmp_path, True, {"valid": True, "availability": av}, None).summary()
     assert line.startswith("VALID: no anomalies; availability: longest no ok send for 10.7 s "
                            "(8.7-19.4); run ")
     assert "poll" not in line  # under a second: no outage worth a word
     assert "availability" not in Outcome(tmp_path, True, {"valid": True}, None).summary()
+    # polls kept succeeding, empty: the key whose records sat unread is named
+    av["poll_by_key_worst"] = {"key": 3, "s": 5.1, "from_s": 1.1, "to_s": 6.2}
+    line = Outcome(tmp_path, True, {"valid": True, "availability": av}, None).summary()
+    assert "longest no ok send for 10.7 s (8.7-19.4), key 3 unread for 5.1 s (1.1-6.2); " \
+        in line

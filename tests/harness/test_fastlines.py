@@ -108,23 +108,24 @@ def by_python(data: bytes) -> tuple[Any, ...]:
     if raws and not raws[-1]:
         raws.pop()
     head = np.zeros((len(raws), 6), np.int64)
-    err, send, read, commit, groups = _parse_declined(list(enumerate(raws)), head)
+    err, send, read, commit, groups, assigned = _parse_declined(list(enumerate(raws)), head)
     if err is None:
-        return err, head, send, read, commit, groups
+        return err, head, send, read, commit, groups, assigned
     cut = err[0]  # the columns cover the lines before the error
     return (err, head[:cut], send[send[:, 0] < cut], read[read[:, 0] < cut],
-            commit[commit[:, 0] < cut], groups)
+            commit[commit[:, 0] < cut], groups, assigned[assigned[:, 0] < cut])
 
 
 def same_as_python(tmp: Path, data: bytes) -> None:
     path = tmp / "history.jsonl"
     path.write_bytes(data)
     got = parse_chunk(str(path), 0, len(data), 0)
-    err, head, send, read, commit, groups = by_python(data)
+    err, head, send, read, commit, groups, assigned = by_python(data)
     assert got[0] == err
     assert np.array_equal(np.stack(got[1:7], axis=1).astype(np.int64), head)
     assert np.array_equal(got[7], send) and np.array_equal(got[8], read)
     assert np.array_equal(got[9], commit) and got[10] == groups
+    assert np.array_equal(got[11], assigned)
 
 
 SLOW_OK = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]  # one file, rewritten
@@ -177,14 +178,15 @@ def test_the_harness_shapes_take_the_compiled_path() -> None:
     ]
     for style in (0, 1):
         data = b"".join(dump(op, style) + b"\n" for op in lines)
-        head, send, read, commit, declined = scan_lines(data)
+        head, send, read, commit, assigned, declined = scan_lines(data)
         assert declined == [] and commit.shape == (0, 5)
         assert head[:, 0].tolist() == list(range(6))
+        assert assigned.tolist() == [[3, 0], [3, 7]]  # the ok assign's keys
         assert send.tolist() == [[0, 2, 10**17 + 5, -1, 0], [1, 2, 10**17 + 5, 5, 0],
                                  [2, 2, -3, -1, 0]]
         assert read.tolist() == [[2, 2, 4, 12, 0], [2, 2, 5, 17, 1]]
     nemesis = b'{"index":0,"time":0,"type":"info","process":"nemesis","f":"kill","value":{}}'
-    assert scan_lines(nemesis)[4] == [(0, nemesis)]
+    assert scan_lines(nemesis)[5] == [(0, nemesis)]
 
 
 @st.composite
@@ -241,8 +243,8 @@ def test_the_harness_s_committed_offsets_take_the_compiled_path() -> None:
     ]
     for style in (0, 1):
         data = b"".join(dump(op, style) + b"\n" for op in lines)
-        head, send, read, commit, declined = scan_lines(data)
-        assert declined == [] and read.shape == (0, 5)
+        head, send, read, commit, assigned, declined = scan_lines(data)
+        assert declined == [] and read.shape == (0, 5) and assigned.shape == (0, 2)
         assert head[:, 4].tolist() == [6, 6, 7, 7, 7, 2, 6]
         assert commit.tolist() == [[0, 0, 0, 2, 0], [0, 0, 17, 0, 0], [1, 0, 0, 2, 0],
                                    [1, 0, 17, 0, 0], [2, 0, 0, -1, 1], [2, 0, 1, -1, 1],
@@ -250,4 +252,4 @@ def test_the_harness_s_committed_offsets_take_the_compiled_path() -> None:
                                    [3, 0, 17, 0, 2], [5, 0, 1, 7, 0]]
         assert send.tolist() == [[5, 1, 40, -1, 0]]
     named = dump({**lines[0], "group": "g1"}, 0)  # the strict reader numbers the groups
-    assert scan_lines(named)[4] == [(0, named)]
+    assert scan_lines(named)[5] == [(0, named)]

@@ -264,3 +264,23 @@ def test_group_delivery_and_membership_lanes(make_run: Any) -> None:
     assert "process 0, generation 3, keys 0,1" in html  # the lane's stretch
     plain = [o for o in ops if o["f"] == "send"]
     assert 'id="group-delivery"' not in render_run(make_run("a", plain)).read_text()
+
+
+def test_the_key_that_waited_longest_for_a_poll_is_shown(tmp_path: Path) -> None:
+    """checkers.availability's per-key poll stretch (an empty ok poll serves no key): in
+    the verdict box's words and in the availability table, per window and overall."""
+    from checkers.api import check_local
+    from tests.checkers.test_availability import waiting_history
+
+    run = waiting_history().write(tmp_path / "waiting")
+    check_local(run, write=True)
+    html = render_run(run).read_text()
+    box = html[html.index('id="box-availability"'):]
+    assert ("longest a key waited for a poll to return its records: key 0, 5.1 s "
+            "(1.1-6.2 s)") in box[:box.index("</p>")]
+    av = html[html.index('id="availability-table"'):]
+    av = av[:av.index("</table>")]
+    assert "<th>longest a key waited for a poll</th>" in av
+    assert "<td class=\"num\">key 0: 2.0 s (2.5\u20134.5)</td>" in av  # the kill window
+    assert "<td class=\"num\">key 0: 1.7 s (4.5\u20136.2)</td>" in av  # no fault
+    assert "<td class=\"num\">key 0: 5.1 s (1.1\u20136.2)</td>" in av  # whole run
