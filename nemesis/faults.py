@@ -160,7 +160,9 @@ def resolve_key(run: Run, value: Mapping[str, Any], rng: random.Random,
     left before the workload retires it), `"auto"` (a live key whose replicas avoid the
     controller, so a sequence never takes the controller down with it), or
     `{"key_of": ROLE}` (the key chosen by the step that named ROLE). Before any send, a
-    live key is one of the first --keys."""
+    live key is one of the first --keys. With `"full_isr": true` a live or fresh key is
+    one whose in-sync replicas are all its replicas, when the cluster names any such
+    (a key whose ISR an earlier fault left short can elect no clean new leader)."""
     keys = run.extra.setdefault("nemesis_keys", {})
     raw = value.get("key", 0)
     if "key_of" in value:
@@ -170,6 +172,9 @@ def resolve_key(run: Run, value: Mapping[str, Any], rng: random.Random,
         return int(keys[role])
     if raw in ("live", "auto", "fresh"):
         live = live_keys(run) or list(range(key_counts(run)[0]))
+        if value.get("full_isr") is True:
+            view = view or LiveView(run)
+            live = [k for k in live if _full_isr(view, k)] or live
         if raw == "fresh":
             counts = recent_send_counts(run.paths.history)
             least = min(counts.get(k, 0) for k in live)
@@ -188,6 +193,11 @@ def resolve_key(run: Run, value: Mapping[str, Any], rng: random.Random,
     if "as" in value:
         keys[str(value["as"])] = key
     return key
+
+
+def _full_isr(view: LiveView, key: int) -> bool:
+    isr, replicas = view.isr_of(key), view.replicas_of(key)
+    return bool(replicas) and isr is not None and set(isr) == set(replicas or ())
 
 
 def heal_nodes(run: Run, value: Mapping[str, Any], rng: random.Random) -> tuple[str, ...]:

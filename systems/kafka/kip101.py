@@ -37,7 +37,10 @@ SIGTERM instead (`"graceful": true`), with `controlled.shutdown.enable=false`
 (`--no-kafka-controlled-shutdown`, or the controller would first make A a follower and
 lower its high watermark): the broker's shutdown writes its last high watermark and leaves,
 and is otherwise a crash (its ZooKeeper session ends, the controller elects L2). A rolling
-restart without controlled shutdown did exactly this.
+restart without controlled shutdown did exactly this. The divergence sequence also
+picks a fresh key whose in-sync replicas are all its replicas, when one is live: 5 of
+its 8 missed second kills (of 30 cycles) were on keys written no more, an earlier cycle
+having left their ISR short, so no clean leader could follow A.
 
 With KIP-101 (0.11.0) F asks L2 for its leader epoch's end instead of truncating to
 its high watermark; cut off from L2 it keeps its log, and the same faults are valid.
@@ -60,11 +63,13 @@ RELEASES = "0.10.2.x (the bug); control 0.11.0.x (KIP-101)"
 
 def _apart_then_two_leaders(t: float, *, graceful: bool = False) -> list[Step]:
     kill_a: dict[str, object] = {"role": "A", "key_of": "F", "await_ack_s": ACK_WAIT_S}
+    apart: dict[str, object] = {"kind": "followers-apart", "key": "fresh", "as": "F",
+                                "leader_as": "A"}
     if graceful:
         kill_a["graceful"] = True
+        apart["full_isr"] = True
     return [
-        Step(t, PARTITION.start, {"kind": "followers-apart", "key": "fresh", "as": "F",
-                                  "leader_as": "A"}),
+        Step(t, PARTITION.start, apart),
         Step(t + 0.2, KILL.start, kill_a),
         Step(t + ELECTED_S, KILL.start, {"target": "leader", "key_of": "F", "as": "L2",
                                          "leader_not": "A", "wait_s": ELECTION_WAIT_S}),

@@ -218,3 +218,33 @@ def test_the_sequences_wait_for_the_ack_and_restart_after_the_longest_election()
         # the divergence needs A's last high watermark on disk: only its own shutdown
         assert kill_a.value.get("graceful", False) is (build is kafka_kip101_divergence)
     assert faults.ACK_POLL_S < 0.05
+
+
+class IsrDB(FakeDB):
+    """FakeDB with metadata: key 9's ISR is short, key 7's full."""
+
+    def metadata(self) -> dict[str, object]:
+        return {"partitions": {"7": {"leader": "n1", "replicas": ["n1", "n2", "n3"],
+                                     "isr": ["n1", "n2", "n3"]},
+                               "9": {"leader": "n1", "replicas": ["n1", "n2", "n3"],
+                                     "isr": ["n1"]}}}
+
+
+def test_a_fresh_key_with_a_full_isr_is_preferred(tmp_path: Path) -> None:
+    """The divergence sequence's key must be able to elect a clean new leader: a live key
+    whose ISR an earlier fault left short is passed over while another is full."""
+    run = _run(tmp_path, IsrDB(["n1"]))
+    with HistoryWriter(run.paths.history) as hw:
+        for i in range(30):  # key 7 written long, key 9 fresh
+            hw.append(Op("invoke", 0, "send", [["send", 7, i]]))
+        for i in range(10):
+            hw.append(Op("invoke", 0, "send", [["send", 9 if i % 2 else 7, 100 + i]]))
+    for seed in range(5):
+        assert faults.resolve_key(run, {"key": "fresh"}, random.Random(seed)) == 9
+        assert faults.resolve_key(run, {"key": "fresh", "full_isr": True},
+                                  random.Random(seed)) == 7
+    # only the divergence sequence asks for it (the loss sequence's runs were measured)
+    apart = {build: build(10.0, random.Random(1))[0].value
+             for build in (kafka_kip101_loss, kafka_kip101_divergence)}
+    assert apart[kafka_kip101_divergence]["full_isr"] is True
+    assert "full_isr" not in apart[kafka_kip101_loss]
