@@ -6,7 +6,9 @@ Cells (client, release, transaction.version):
 - librdkafka-3.9.1, librdkafka-4.4.0: confluent-kafka on the release's default feature
   levels (3.9.1: transaction.version 0; 4.4.0: 2, which librdkafka does not speak);
 - java-tv1-4.4.0, java-tv2-4.4.0: Kafka's Java client 4.4.0 on a 4.4.0 cluster
-  formatted with transaction.version=1 or =2 (KIP-890 part 2).
+  formatted with transaction.version=1 or =2 (KIP-890 part 2);
+- java-3.9.1: the Java client (the newest 4.x, as for any broker before 4.0) on 3.9.1 at
+  its default feature levels (transaction.version 0: the protocol before KIP-890).
 Each run is `undertow run --scenario kafka-txn-late-marker` with the cell's options and
 seed = --seed + i. Prints, per run: seed, verdict, anomaly types with counts, the time
 from the main phase's start to the first anomaly (the latest operation an anomaly
@@ -34,6 +36,7 @@ CELLS: dict[str, dict[str, Any]] = {
                        "kafka_features": {"transaction.version": 1}},
     "java-tv2-4.4.0": {"client": "java", "kafka_version": "4.4.0",
                        "kafka_features": {"transaction.version": 2}},
+    "java-3.9.1": {"client": "java", "kafka_version": "3.9.1"},
 }
 OUT = Path(__file__).parent / "out" / "txn_late_marker.json"
 

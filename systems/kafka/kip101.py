@@ -39,8 +39,10 @@ lower its high watermark): the broker's shutdown writes its last high watermark 
 and is otherwise a crash (its ZooKeeper session ends, the controller elects L2). A rolling
 restart without controlled shutdown did exactly this. The divergence sequence also
 picks a fresh key whose in-sync replicas are all its replicas, when one is live: 5 of
-its 8 missed second kills (of 30 cycles) were on keys written no more, an earlier cycle
-having left their ISR short, so no clean leader could follow A.
+its 8 missed second kills (of 30 cycles) came on keys with no acknowledged send in the
+2 s before A stopped, 3 of them keys an earlier cycle had used; the one read closely
+had A alone in its ISR, left so by the cycle before, and the controller kept it
+leaderless ("Retaining last ISR ... since unclean leader election is disabled").
 
 With KIP-101 (0.11.0) F asks L2 for its leader epoch's end instead of truncating to
 its high watermark; cut off from L2 it keeps its log, and the same faults are valid.
