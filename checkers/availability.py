@@ -359,8 +359,9 @@ def _shown(out: dict[str, Any]) -> dict[str, Any]:
 
 def availability(t: Any, run_dir: Path, notes: Notes | None = None) -> dict[str, Any]:
     """The `availability` object of a checked run (t: checkers.tables.Tables; notes: the
-    history's nemesis and error lines, read here when not given, with the keys of its
-    assigns when the tables lack them: `notes_for(t)`)."""
+    history's nemesis and error lines, read here when not given; when the tables lack
+    the keys of the assigns, as DuckDB's reader leaves them, the notes must hold them:
+    `read_notes(..., assigned=True)`)."""
     from checkers.tables import KIND_SEND
 
     e = t.entries

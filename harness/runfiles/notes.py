@@ -64,8 +64,6 @@ class Assigned:
                           for c in ("time", "process", "key")))
 
 
-
-
 @dataclass(frozen=True, slots=True)
 class Notes:
     """nemesis: each nemesis line as a dict, in file order; errors: every client line
@@ -101,8 +99,10 @@ def _range_notes(path: str, a: int, b: int, assigned: bool) -> Notes:
     return Notes(nemesis, errors, keys)
 
 
-def _lines(mm: mmap.mmap, needle: bytes, a: int, b: int, also: bytes = b"") -> list[bytes]:
-    """The lines starting in [a, b) that hold `needle` (and `also`, when given)."""
+def _lines(mm: mmap.mmap, needle: bytes, a: int, b: int,
+           also: bytes = b"") -> list[tuple[int, bytes]]:
+    """(byte offset, line) of the lines starting in [a, b) that hold `needle` (and
+    `also`, when given)."""
     out = []
     find, rfind, pos = mm.find, mm.rfind, a
     while (at := find(needle, pos, b)) >= 0:
@@ -111,16 +111,23 @@ def _lines(mm: mmap.mmap, needle: bytes, a: int, b: int, also: bytes = b"") -> l
         end = len(mm) if end < 0 else end
         pos = end + 1
         if not also or find(also, start, end) >= 0:
-            out.append(mm[start:end])
+            out.append((start, mm[start:end]))
     return out
 
 
-def _rows(path: str, lines: list[bytes]) -> list[Any]:
-    """The lines parsed, all at once (one orjson call)."""
+def _rows(path: str, lines: list[tuple[int, bytes]]) -> list[Any]:
+    """The lines parsed, all at once (one orjson call; on an error, one by one to name
+    the line's byte offset)."""
     try:
-        rows = orjson.loads(b"[" + b",".join(lines) + b"]")
-    except orjson.JSONDecodeError as e:
-        raise HistoryError(path, None, f"not valid JSON: {e}") from None
+        rows = orjson.loads(b"[" + b",".join(raw for _, raw in lines) + b"]")
+    except orjson.JSONDecodeError:
+        for start, raw in lines:
+            try:
+                orjson.loads(raw)
+            except orjson.JSONDecodeError as e:
+                raise HistoryError(path, None, f"not valid JSON at byte {start}: {e}") \
+                    from None
+        raise HistoryError(path, None, "not valid JSON") from None
     return [r for r in rows if isinstance(r, dict)]
 
 

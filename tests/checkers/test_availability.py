@@ -504,3 +504,15 @@ def test_sparse_process_numbers_give_the_same_cover(tmp_path: Path) -> None:
                             t.op_process * far, t.op_f, t.op_inv_time, at, end)
     assert dense[0].tolist() == [0, 2, 3, 4, 5, 6, 7, 7, 9, 10]  # 8: its reader did nothing
     assert all(np.array_equal(a, b) for a, b in zip(dense, sparse, strict=True))
+
+
+def test_a_broken_line_found_by_the_notes_reader_is_named_by_its_byte(tmp_path: Path) -> None:
+    """The notes reader parses its lines together; a line that is not JSON is still named
+    (the strict reader would have refused it first: this is the reader used alone)."""
+    from harness.runfiles import HistoryError, read_notes
+
+    good = b'{"index": 0, "time": 1, "type": "invoke", "process": "nemesis", "f": "kill"}\n'
+    bad = b'{"index": 1, "time": 2, "type": "info", "process": "nemesis", "f": "kill",\n'
+    (tmp_path / "history.jsonl").write_bytes(good + bad)
+    with pytest.raises(HistoryError, match=f"not valid JSON at byte {len(good)}"):
+        read_notes(tmp_path / "history.jsonl")
