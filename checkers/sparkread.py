@@ -269,17 +269,12 @@ def load_and_check(spark: Any, run_dir: Path, *,
     cols = [np.concatenate([unpack(h[2][i]) for h in heads]) for i in range(len(HEAD))]
     index, tm, typ, proc, f, flags = cols
     typ, f, flags = typ.astype(np.int8), f.astype(np.int8), flags.astype(np.int8)
-    send = np.stack([np.concatenate([unpack(h[3][i]) + (first[k] if i == 0 else 0)
-                                     for k, h in enumerate(heads)])
-                     for i in range(len(SEND))], axis=1).reshape(-1, len(SEND))
+    send = np.stack(_line_rows(heads, 3, len(SEND), first), axis=1)
     read = [np.frombuffer(h[5], np.int64) for h in heads]
-    polls = [np.concatenate([unpack(h[8][i]) + (first[k] if i == 0 else 0)
-                             for k, h in enumerate(heads)]) for i in range(3)]
+    polls = _line_rows(heads, 8, 3, first)
     commit, groups = merge_commits([(h[6] + [first[k], 0, 0, 0, 0], h[7])
                                     for k, h in enumerate(heads)])
-    assigned = np.stack([np.concatenate([unpack(h[9][i]) + (first[k] if i == 0 else 0)
-                                         for k, h in enumerate(heads)]).astype(np.int64)
-                         for i in range(2)], axis=1)
+    assigned = np.stack(_line_rows(heads, 9, 2, first), axis=1)
     del heads, cols
     pair = check_lines(path, index, tm, typ, proc, f)
     check_sends(path, send, typ, pair)
@@ -307,6 +302,13 @@ def load_and_check(spark: Any, run_dir: Path, *,
     t3 = time.monotonic()
     return t, log, {"parse_s": round(t1 - t0, 3), "driver_s": round(t2 - t1, 3),
                     "spark_job_s": round(t3 - t2, 3)}
+
+
+def _line_rows(heads: list[Any], slot: int, n: int, first: Any) -> list[Any]:
+    """The n packed columns at `slot` of every range's head, joined, the first (a line
+    numbered from its range's start) renumbered from the file's start."""
+    return [np.concatenate([unpack(h[slot][i]) + (first[k] if i == 0 else 0)
+                            for k, h in enumerate(heads)]) for i in range(n)]
 
 
 def check_partition(items: Iterable[tuple[int, Any]], ctx: dict[str, Any],
