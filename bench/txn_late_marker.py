@@ -1,5 +1,5 @@
 """python -m bench.txn_late_marker [--runs 10] [--seconds 120] [--cells a,b] [--seed 1]
-[--until HH:MM]:
+[--until HH:MM] [--txn-sends awaited|at-commit]:
 the KAFKA-17754 hunt (systems/kafka/hunts.py), seeded runs per cell, as a table.
 
 Cells (client, release, transaction.version):
@@ -16,7 +16,11 @@ example names, the earliest such over all examples), and the run folder; then pe
 the valid/invalid counts and the median time to the first anomaly. Writes
 bench/out/txn_late_marker.json (or --out). One process runs every cell: the Java cells share one
 JVM (one kafka-clients version, 4.4.0). --until (UTC) starts no run after that time, so a
-hunt fits a deadline and stops between runs, never inside one.
+hunt fits a deadline and stops between runs, never inside one. --txn-sends is the txn
+workload's option for every cell: `at-commit` leaves the sends to the producer, so a send
+that fails fails the commit, which is answered by an abort on the same producer (the
+path KAFKA-17754 needs; with `awaited`, the default, a failed send aborts before any
+commit, and a commit fails only when the producer cannot abort).
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ import statistics
 import time
 from pathlib import Path
 from typing import Any
+
+from workloads.options import TXN_SENDS
 
 CELLS: dict[str, dict[str, Any]] = {
     "librdkafka-3.9.1": {"client": "librdkafka", "kafka_version": "3.9.1"},
@@ -82,13 +88,14 @@ def txn_facts(run_dir: Path, results: dict[str, Any]) -> dict[str, Any]:
             "pauses": len(windows), "commit_aborts": aborts}
 
 
-def run_one(cell: str, seed: int, seconds: float, results_dir: str) -> dict[str, Any]:
+def run_one(cell: str, seed: int, seconds: float, results_dir: str,
+            txn_sends: str = "awaited") -> dict[str, Any]:
     from harness import core
     from harness.run_cli import _scenario_layer
     from harness.spec import build_spec
 
     scenario = _scenario_layer("kafka-txn-late-marker")
-    extra = {**scenario.get("extra", {}), **CELLS[cell]}
+    extra = {**scenario.get("extra", {}), **CELLS[cell], "txn_sends": txn_sends}
     spec = build_spec(scenario, {"seed": seed, "time_limit_s": seconds,
                                  "results_dir": results_dir, "extra": extra,
                                  "name": f"late-marker-{cell}"})
@@ -98,7 +105,7 @@ def run_one(cell: str, seed: int, seconds: float, results_dir: str) -> dict[str,
     # a run that never reached a verdict (e.g. the cluster not ready in time) has none
     results = json.loads(path.read_text()) if path.is_file() else \
         {"valid": f"no verdict: {outcome.error or 'no results.json'}"[:80]}
-    return {"cell": cell, "seed": seed, "valid": results.get("valid"),
+    return {"cell": cell, "seed": seed, "txn_sends": txn_sends, "valid": results.get("valid"),
             "counts": results.get("counts") or {t: 1 for t in results.get("anomaly_types", [])},
             "bad": results.get("bad_anomaly_types", []),
             "first_anomaly_s": first_anomaly_s(outcome.run_dir, results),
@@ -140,6 +147,8 @@ def main() -> None:
     ap.add_argument("--cells", default=",".join(CELLS))
     ap.add_argument("--results-dir", default="results/late-marker")
     ap.add_argument("--until", default=None, help="HH:MM UTC: start no run after it")
+    ap.add_argument("--txn-sends", default="awaited", choices=TXN_SENDS,
+                    help="the txn workload's --txn-sends, for every cell")
     ap.add_argument("--out", type=Path, default=OUT, help="the JSON of the runs")
     ap.add_argument("--table", action="store_true",
                     help="print the table of the runs recorded in the JSON, run nothing")
@@ -173,7 +182,7 @@ def main() -> None:
                 print(f"--until {a.until} reached: no more runs", flush=True)
                 print(table(rows))
                 return
-            rows.append(run_one(cell, a.seed + i, a.seconds, a.results_dir))
+            rows.append(run_one(cell, a.seed + i, a.seconds, a.results_dir, a.txn_sends))
             print(table(rows[-1:]).split("\n")[1], flush=True)
             a.out.parent.mkdir(parents=True, exist_ok=True)
             a.out.write_text(json.dumps(rows, indent=1))

@@ -77,8 +77,12 @@ class _PartOptions:
 
     @classmethod
     def of(cls, spec: Any) -> Self:
-        """The part's options in spec (the defaults when the spec has none for it)."""
-        return cls(**dict(spec.options.get(part_name(cls.kind, spec), {})))
+        """The part's options in spec (the defaults when the spec has none for it). Read
+        through a class the part's own extends (the queue options of a txn run), only that
+        class's fields are taken."""
+        own = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        values = spec.options.get(part_name(cls.kind, spec), {})
+        return cls(**{k: v for k, v in values.items() if k in own})
 
     def refuse(self) -> str | None:
         """What is wrong with these options taken together (one against another), or None;

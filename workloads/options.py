@@ -35,6 +35,8 @@ SUB_VIA = ("assign", "subscribe")  # how consumers get their keys (Jepsen's :sub
 COMMITS = ("auto", "processed", "off")  # ConsumerSettings.commit
 ASSIGNORS = ("range", "roundrobin", "sticky")  # the group assignors both systems run
 GROUP_ID = "undertow-queue"  # the one consumer group of a --sub-via subscribe run
+# how a transaction's sends are waited for (workloads/txn.py `run_transaction` says)
+TXN_SENDS = ("awaited", "at-commit")
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +140,18 @@ class QueueOptions(WorkloadOptions):
             return self.key_pool
         needed = math.ceil(time_limit_s * POOL_SENDS_PER_S / self.max_writes_per_key)
         return max(self.keys, min(POOL_MAX, self.keys + needed))
+
+
+@dataclass(frozen=True, slots=True)
+class TxnOptions(QueueOptions):
+    """The txn workload's options: the queue workload's, and how its transactions' sends
+    are waited for."""
+
+    txn_sends: str = option(
+        "awaited", "Transactions' sends: awaited (each run of sends before the next step) or "
+        "at-commit (left to the producer; the commit flushes them, and a send that failed "
+        "fails the commit, which is answered by an abort on the same producer).",
+        choices=TXN_SENDS)
 
 
 def partitions(spec: TestSpec) -> int:

@@ -38,7 +38,7 @@ from harness.spec import SpecError, TestSpec
 from harness.test import Test
 from workloads import queue
 from workloads.keys import KeyRing
-from workloads.options import QueueOptions, WritesQueueKeys
+from workloads.options import QueueOptions, TxnOptions, WritesQueueKeys
 
 TXN_WEIGHT, ASSIGN_WEIGHT = 9.0, 1.0
 MAX_MICRO_OPS = 4
@@ -95,6 +95,15 @@ class Transactional(Protocol[E]):
 
     def send_run(self, items: list[tuple[int, int]]) -> tuple[list[int | None], E | None]: ...
 
+    def send_async(self, items: list[tuple[int, int]]) -> E | None:
+        """Hand a run of sends to the producer without waiting for them (`--txn-sends
+        at-commit`): the commit flushes them, and fails if one of them failed. An error
+        here is one the producer gave at once (a full buffer, a fenced producer)."""
+
+    def sent(self) -> list[int | None]:
+        """The offsets of this transaction's `send_async` items so far, in order (None: not
+        acknowledged), once its commit or abort returned."""
+
     def send_offsets(self) -> E | None:
         """The consumer group's positions into the transaction, when its polls moved them
         (nothing without a group); an error (e.g. a fenced generation) means abort."""
@@ -113,27 +122,53 @@ class Transactional(Protocol[E]):
         """Fields for the completion (e.g. the group generation and assignment polled)."""
 
 
-def run_transaction(op: Op, t: Transactional[E]) -> Op:
+def run_transaction(op: Op, t: Transactional[E], sends: str = "awaited") -> Op:
     """One `txn` operation as Kafka's exactly-once loop (consume, transform, produce): begin,
     the micro-ops, the consumer's positions sent into the transaction, then commit, or
     abort when the invoke says `"abort": true` or anything failed. Completions: `ok` once
     committed, `fail` when certainly not committed, `info` when the commit's outcome is
-    unknown (HISTORY.md)."""
+    unknown (HISTORY.md).
+
+    `sends` (the workload's --txn-sends): `awaited` waits for each run of sends before the
+    next micro-op, so a failed send aborts the transaction before any commit; `at-commit`
+    leaves them to the producer and the commit flushes them, as Kafka Streams does, so a
+    send that fails fails the commit, which the client answers with an abort on the same
+    producer (the path of KAFKA-17754 in Jepsen's analysis). The sends' offsets are then
+    known once the commit or abort returned."""
     micro = [list(m) for m in op.value]
     error = t.begin({int(m[1]) for m in micro if m[0] == "send"})
     if error is not None:
         t.abort()
         return op.complete("fail", error=t.text(error), **t.extra())
-    done, error = run_micro_ops(micro, t.poll, t.send_run)
+    at_commit = sends == "at-commit"
+
+    def send_later(items: list[tuple[int, int]]) -> tuple[list[int | None], E | None]:
+        return [None] * len(items), t.send_async(items)
+
+    done, error = run_micro_ops(micro, t.poll, send_later if at_commit else t.send_run)
     abort = bool(op.extra.get("abort"))
     if error is None and not abort:
         error = t.send_offsets()
     if error is not None or abort:
         t.abort()
-        return op.complete("fail", done, error="aborted" if error is None else t.text(error),
-                           **t.extra())
+        return op.complete("fail", settle(done, t.sent()) if at_commit else done,
+                           error="aborted" if error is None else t.text(error), **t.extra())
     typ, why = t.commit()
-    return op.complete(typ, done, error=why, **t.extra())
+    return op.complete(typ, settle(done, t.sent()) if at_commit else done, error=why,
+                       **t.extra())
+
+
+def settle(done: list[list[Any]], offsets: list[int | None]) -> list[list[Any]]:
+    """The completed micro-ops with the offsets the producer gave the sends handed to it
+    (the first len(offsets) sends, in order; the rest were never sent)."""
+    out, i = [], 0
+    for m in done:
+        if m[0] == "send" and i < len(offsets):
+            offset, i = offsets[i], i + 1
+            if offset is not None:
+                m = ["send", m[1], [offset, m[2]]]
+        out.append(m)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,9 +232,10 @@ def generator(spec: TestSpec) -> g.Gen:
 
 class TxnWorkload(WritesQueueKeys):
     """harness.protocols.Workload (and WritesKeys): transactions; the run-file checkers
-    judge them. Its options are the queue workload's (workloads/options.py)."""
+    judge them. Its options are the queue workload's and --txn-sends (workloads/options.py)."""
 
     name = "txn"
+    options = TxnOptions
 
     def check(self, spec: TestSpec) -> None:
         """Its own rules, on every system (harness.protocols.ChecksSpec)."""

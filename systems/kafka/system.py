@@ -47,7 +47,7 @@ from systems.kafka.options import KafkaOptions
 from systems.kafka.remote import CONTROLLER_PORT, KafkaRemoteDB
 from systems.kafka.txn_client import KafkaTxnClient
 from workloads import offsets
-from workloads.options import QueueOptions, partitions
+from workloads.options import QueueOptions, TxnOptions, partitions
 
 CLIENT_PORT = 9092
 JRE_PACKAGES = ("openjdk-17-jre-headless",)  # Debian's, debootstrapped into the node image
@@ -150,7 +150,8 @@ class KafkaSystem:
                                          isolation=isolation)
             return KafkaTxnClient(
                 inner, isolation=isolation, group=group,
-                transaction_timeout_ms=KafkaOptions.of(spec).transaction_timeout_ms)
+                transaction_timeout_ms=KafkaOptions.of(spec).transaction_timeout_ms,
+                sends=TxnOptions.of(spec).txn_sends)
         if opts.subscribe or opts.crash_client_interval_s is not None:
             return KafkaGroupClient(inner, partitions=partitions(spec), settings=opts.consumer,
                                     offset_ops=offsets.enabled(spec, self))

@@ -4,9 +4,10 @@ One client per process, as systems/undertow/txn_client.py on our broker, with th
 same micro-op shapes (HISTORY.md). Each process has a transactional.id of its own
 and initialises it once; each `txn` operation is one transaction: runs of
 consecutive sends are produced and flushed (each send's offset from its delivery
-report), each poll reads the assigned keys through the queue client's consumer
-at the run's isolation.level. Then commit, or abort when the invoke says
-`"abort": true`. Completions:
+report; with `--txn-sends at-commit` produced and left, for commit_transaction to
+flush, which raises an abortable error when one failed), each poll reads the
+assigned keys through the queue client's consumer at the run's isolation.level.
+Then commit, or abort when the invoke says `"abort": true`. Completions:
 - commit_transaction returned: `ok`;
 - certainly not committed: `fail`. Only a commit can commit a transaction, so one
   whose commit was never attempted is not committed (whatever it left open the next
@@ -104,14 +105,19 @@ class KafkaTxnClient:
 
     def __init__(self, queue: KafkaQueueClient, *, isolation: str = "read_committed",
                  transaction_timeout_ms: int | None = None,
-                 group: KafkaGroupClient | None = None) -> None:
+                 group: KafkaGroupClient | None = None, sends: str = "awaited") -> None:
         """isolation: the consumers' isolation.level (read_committed, read_uncommitted);
+        sends: the workload's --txn-sends (workloads/txn.py `run_transaction`);
         group: the consumer group's client (--sub-via subscribe), over `queue`;
         transaction_timeout_ms: None, TRANSACTION_TIMEOUT_MS or the delivery timeout and
         1 s more; given, used as it is, and librdkafka's message.timeout.ms is cut to it
         (librdkafka refuses a message timeout above the transaction timeout)."""
         self.queue = queue
         self.group = group
+        self.sends = sends
+        # the transaction's sends left to the producer: how many, and their delivery reports
+        self.handed = 0
+        self.reports: dict[int, tuple[KafkaError | None, Message]] = {}
         self.current: Producer | None = None  # the ongoing transaction's producer
         self.rebalances = 0  # the group consumer's count when the transaction began
         self.moved = False  # its polls moved the group consumer's positions
@@ -132,7 +138,7 @@ class KafkaTxnClient:
                                                         isolation=self.isolation),
                                "logger": _rdkafka_logger(run)})
         out = KafkaTxnClient(q, isolation=self.isolation, transaction_timeout_ms=self.timeout_ms,
-                             group=group)
+                             group=group, sends=self.sends)
         out.tid = f"txn-{uuid.uuid4().hex[:12]}"
         # the delivery timeout bounds each send; a transaction outlives its sends
         out.producer_config = {**q.producer_config, "enable.idempotence": True,
@@ -150,7 +156,7 @@ class KafkaTxnClient:
 
     def invoke(self, run: Any, op: Op) -> Op:
         if op.f == "txn":
-            return run_transaction(op, self)
+            return run_transaction(op, self, self.sends)
         done: Op = (self.group or self.queue).invoke(run, op)
         return done
 
@@ -238,7 +244,7 @@ class KafkaTxnClient:
         return self.group.consumer if self.group is not None else None
 
     def begin(self, keys: set[int]) -> str | None:
-        self.current, self.moved = None, False
+        self.current, self.moved, self.handed, self.reports = None, False, 0, {}
         c = self._consumer()
         if c is not None and c.behind:
             try:
@@ -292,6 +298,32 @@ class KafkaTxnClient:
         assert self.current is not None
         msgs, error = self._send_all(self.current, items)
         return [_offset(m) for m in msgs], error
+
+    def send_async(self, items: list[tuple[int, int]]) -> str | None:
+        assert self.current is not None
+        reports = self.reports
+
+        def report(i: int) -> Callable[[KafkaError | None, Message], None]:
+            return lambda err, msg: reports.__setitem__(i, (err, msg))
+
+        for key, value in items:
+            try:
+                self.current.produce(self.queue.topic, value=str(value).encode(),
+                                     partition=key, on_delivery=report(self.handed))
+            except (KafkaException, BufferError) as e:
+                return _text(e)
+            self.handed += 1
+        self.current.poll(0)
+        return None
+
+    def sent(self) -> list[int | None]:
+        if self.producer is not None:
+            self.producer.poll(0)  # the delivery reports the commit or abort left queued
+        out: list[int | None] = []
+        for i in range(self.handed):
+            err, msg = self.reports.get(i, (None, None))
+            out.append(None if msg is None or err is not None else _offset(msg))
+        return out
 
     def send_offsets(self) -> str | None:
         c = self._consumer()

@@ -27,7 +27,7 @@ from systems.undertow.scenarios import SCENARIOS
 from systems.undertow.sequences import SEQUENCES
 from systems.undertow.txn_client import TxnClient
 from workloads import offsets
-from workloads.options import QueueOptions
+from workloads.options import QueueOptions, TxnOptions
 
 IMAGE_DIR = Path(__file__).resolve().parents[2] / "broker-image"
 WORKLOADS = ("queue", "txn")
@@ -76,7 +76,8 @@ class UndertowSystem:
             if opts.subscribe:  # offsets are committed inside transactions only
                 group = GroupQueueClient(queue, partitions=partitions,
                                          settings=replace(opts.consumer, commit="off"))
-            return TxnClient(queue, shared_ids=int(shared) if shared else None, group=group)
+            return TxnClient(queue, shared_ids=int(shared) if shared else None, group=group,
+                             sends=TxnOptions.of(spec).txn_sends)
         if opts.subscribe or opts.crash_client_interval_s is not None:
             return GroupQueueClient(queue, partitions=partitions, settings=opts.consumer,
                                     offset_ops=offsets.enabled(spec, self))

@@ -51,11 +51,17 @@ class TxnClient:
 
     def __init__(self, queue: QueueClient, *,
                  transaction_timeout_ms: int = TRANSACTION_TIMEOUT_MS,
-                 shared_ids: int | None = None, group: GroupQueueClient | None = None) -> None:
+                 shared_ids: int | None = None, group: GroupQueueClient | None = None,
+                 sends: str = "awaited") -> None:
         """shared_ids: clients take their transactional.id from this many, in turn, so
         several live instances share one (zombie-producer); None: one id per client.
-        group: the consumer group's client (--sub-via subscribe), over `queue`."""
+        group: the consumer group's client (--sub-via subscribe), over `queue`.
+        sends: the workload's --txn-sends (workloads/txn.py `run_transaction`); our producer
+        sends synchronously, so the sends left to it wait in `pending` for the commit."""
         self.queue = queue
+        self.sends = sends
+        self.pending: list[tuple[int, int]] = []  # sends left for the commit to flush
+        self.flushed: list[int | None] = []  # their offsets, once flushed
         self.group = group
         self.timeout_ms = transaction_timeout_ms
         self.shared_ids = shared_ids
@@ -68,7 +74,8 @@ class TxnClient:
     def open(self, run: Run, node: str) -> TxnClient:
         group = self.group.open(run, node) if self.group is not None else None
         q = group.inner if group is not None else self.queue.open(run, node)
-        out = TxnClient(q, transaction_timeout_ms=self.timeout_ms, group=group)
+        out = TxnClient(q, transaction_timeout_ms=self.timeout_ms, group=group,
+                        sends=self.sends)
         # one transactional.id per client: a process that ended `info` never comes back, and
         # what it left open the coordinator aborts at the transaction timeout
         tid = f"txn-{uuid.uuid4().hex[:12]}"
@@ -80,7 +87,7 @@ class TxnClient:
 
     def invoke(self, run: Run, op: Op) -> Op:
         if op.f == "txn":
-            return run_transaction(op, self)
+            return run_transaction(op, self, self.sends)
         if self.group is not None:
             return self.group.invoke(run, op)
         return self.queue.invoke(run, op)
@@ -93,7 +100,7 @@ class TxnClient:
     def begin(self, keys: set[int]) -> ClientError | None:
         assert self.producer is not None, "open() first"
         s = self._session
-        self.held, self.moved = None, False
+        self.held, self.moved, self.pending, self.flushed = None, False, [], []
         try:
             if s is not None and s.behind:
                 self._rewind(s)
@@ -140,6 +147,13 @@ class TxnClient:
         return ([None if isinstance(r, ClientError) else r for r in results],
                 errors[0] if errors else None)
 
+    def send_async(self, items: list[tuple[int, int]]) -> ClientError | None:
+        self.pending.extend(items)
+        return None
+
+    def sent(self) -> list[int | None]:
+        return self.flushed + [None] * len(self.pending)
+
     def send_offsets(self) -> ClientError | None:
         if self.held is None or not self.moved:
             return None
@@ -154,6 +168,12 @@ class TxnClient:
 
     def commit(self) -> tuple[OpType, str | None]:
         assert self.producer is not None
+        if self.pending:  # the sends left to the producer go first, as a flush
+            self.flushed, error = self.send_run(self.pending)
+            self.pending = []
+            if error is not None:
+                self.abort()  # nothing was committed, whatever the abort's answer
+                return "fail", f"aborted after {self.text(error)}"
         p = self.producer
         outcome = p.end(commit=True)
         if outcome is Outcome.COMMITTED:

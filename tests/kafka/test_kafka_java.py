@@ -146,8 +146,9 @@ def test_a_group_member_reads_what_was_sent_and_commits_it(
 def test_a_fenced_producer_is_dropped_and_the_next_transaction_has_a_new_one(
         kafka_cluster: Cluster, java: None) -> None:
     """Another producer took its transactional.id: its next transaction fails (its send is
-    refused with the old epoch: ProducerFenced or InvalidProducerEpoch, both fatal), the
-    producer is closed, and the transaction after that runs on a new producer."""
+    refused with the old epoch: ProducerFenced, fatal, or InvalidProducerEpoch, whose abort
+    is then fenced), the producer is closed, and the transaction after that runs on a new
+    producer."""
     a = JavaTxnClient(_client(kafka_cluster)).open(None, "n1")
     b = JavaTxnClient(_client(kafka_cluster)).open(None, "n1")
     b.tid = a.tid
@@ -341,3 +342,61 @@ def test_twenty_threads_each_drive_their_own_client(kafka_cluster: Cluster, java
     for t in threads:
         t.join(120)
     assert results == ["ok"] * 60
+
+
+def _flushed_by_commit(cluster: Cluster, client: str) -> JavaTxnClient | KafkaTxnClient:
+    """A transactional client of `client`'s library whose sends the commit flushes
+    (--txn-sends at-commit)."""
+    if client == "java":
+        return JavaTxnClient(_client(cluster), sends="at-commit").open(None, "n1")
+    queue = KafkaQueueClient(keys=PARTITIONS, acks="all", timeout_s=5.0,
+                             bootstrap=cluster.kafka.bootstrap)
+    out = KafkaTxnClient(queue, sends="at-commit").open(None, "n1")
+    assert isinstance(out, KafkaTxnClient)
+    # above the broker's message.max.bytes, so that the broker (not the client) refuses a send
+    out.producer_config["message.max.bytes"] = 4_000_000
+    return out
+
+
+def _send_too_large(c: JavaTxnClient | KafkaTxnClient) -> None:
+    """A send in c's open transaction that fails after it was handed to the producer (the
+    Java client's own size check, the broker's for librdkafka): the transaction is then
+    abortable, not fatal."""
+    big = "x" * 1_500_000
+    if isinstance(c, JavaTxnClient):
+        record = jvm.cls("org.apache.kafka.clients.producer.ProducerRecord")(
+            c.queue.topic, jvm.cls("java.lang.Integer")(0), None, big)
+        c.producer.send(record)
+    else:
+        assert c.current is not None
+        c.current.produce(c.queue.topic, value=big.encode(), partition=0)
+
+
+@pytest.mark.parametrize("client", ["java", "librdkafka"])
+def test_sends_left_to_the_commit_get_offsets_and_a_failed_one_is_aborted_on_the_same_producer(
+        kafka_cluster: Cluster, java: None, client: str) -> None:
+    """--txn-sends at-commit: the sends are not waited for, the commit flushes them and they
+    get their offsets; when one of them failed, the commit fails and the client answers with
+    an abort on the same producer (`fail`, "aborted after ..."), which goes on to commit the
+    next transactions (librdkafka's first one after it fails too, here every time)."""
+    c = _flushed_by_commit(kafka_cluster, client)
+    try:
+        first = _txn(c, [(0, next(_values)), (1, next(_values))])
+        assert first.type == "ok", first
+        assert all(isinstance(m[2], list) and isinstance(m[2][0], int) for m in first.value)
+        producer = c.producer
+        assert c.begin({0}) is None
+        assert c.send_async([(0, next(_values))]) is None
+        _send_too_large(c)
+        typ, why = c.commit()
+        assert typ == "fail" and (why or "").startswith("aborted after "), (typ, why)
+        assert c.producer is producer
+        after = [_txn(c, [(0, next(_values)), (0, next(_values))]) for _ in range(3)]
+        assert c.producer is producer
+        # librdkafka's next transaction on it fails as well (OUT_OF_ORDER_SEQUENCE_NUMBER,
+        # "skipped sequence numbers"), and is aborted; the Java client's commits
+        first_may_fail = client == "librdkafka" and after[0].type == "fail" and \
+            (after[0].error or "").startswith("aborted after")
+        assert all(o.type == "ok" for o in after[1 if first_may_fail else 0:]), after
+    finally:
+        c.close(None)

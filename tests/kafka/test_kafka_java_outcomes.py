@@ -70,6 +70,8 @@ def test_a_commit_that_timed_out_is_tried_again_then_info() -> None:
     assert COMMIT_TRIES > 1
     assert not fatal(_exception("TimeoutException"))
     assert fatal(_exception("ProducerFencedException"))
+    # its javadoc: abort the transaction, which re-initialises the producer (KIP-588)
+    assert not fatal(_exception("InvalidProducerEpochException"))
 
 
 def _spec(**over: Any) -> Any:

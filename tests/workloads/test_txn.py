@@ -102,10 +102,51 @@ def test_committed_and_aborted_transactions_under_both_isolation_levels(tmp_path
         assert b.invoke(run, Op("invoke", 1, "txn", [["send", 1, 10]])).type == "ok"
         assert a.commit() == ("fail", "aborted")
         assert a.invoke(run, Op("invoke", 0, "txn", [["send", 0, 11]])).type == "ok"
-        for c in (w, a, b, *readers.values()):
+        # --txn-sends at-commit: the sends wait for the commit, which sends them first; when
+        # they fail (fenced by another client with its transactional.id), the commit fails
+        # and is answered by an abort
+        flushing = TxnClient(queue(), shared_ids=1, sends="at-commit")
+        later, other = flushing.open(run, "n1"), flushing.open(run, "n1")
+        flushed = later.invoke(run, Op("invoke", 2, "txn", [["send", 0, 12], ["poll"],
+                                                             ["send", 1, 13]]))
+        assert flushed.type == "ok", flushed
+        assert [m[2][1] for m in flushed.value if m[0] == "send"] == [12, 13], flushed
+        assert later.begin({0}) is None and later.send_async([(0, 14)]) is None
+        assert other.invoke(run, Op("invoke", 3, "txn", [["send", 1, 15]])).type == "ok"
+        typ, why = later.commit()
+        assert typ == "fail" and (why or "").startswith("aborted after "), (typ, why)
+        assert later.sent() == [None]
+        assert later.invoke(run, Op("invoke", 2, "txn", [["send", 1, 16]])).type == "ok"
+        # what key 0 (the reader's, since `mixed`) committed since, and not 14 (5 asked:
+        # it waits out 3 s)
+        assert set(_poll_until(readers["read_committed"], run, 5, timeout_s=3)) == \
+            {7, 8, 11, 12}
+        for c in (w, a, b, later, other, *readers.values()):
             c.close(run)
     finally:
         core.cluster_down(backend, run)
+
+
+def test_settle_gives_the_sends_handed_to_the_producer_their_offsets() -> None:
+    done: list[list[Any]] = [["send", 0, 1], ["poll", {"0": [[4, 9]]}], ["send", 1, 2],
+                             ["send", 0, 3]]
+    assert txn.settle(done, [5, None]) == [
+        ["send", 0, [5, 1]], ["poll", {"0": [[4, 9]]}], ["send", 1, 2], ["send", 0, 3]]
+    assert txn.settle(done, []) == done
+
+
+def test_txn_sends_is_the_txn_workloads_option_and_queue_refuses_it() -> None:
+    from harness.spec import SpecError
+    from workloads.options import QueueOptions, TxnOptions
+
+    spec = build_spec({"workload": "txn", "extra": {"txn_sends": "at-commit"}})
+    assert TxnOptions.of(spec).txn_sends == "at-commit"
+    assert QueueOptions.of(spec).keys == TxnOptions.of(spec).keys  # the shared ones read alike
+    assert TxnOptions.of(build_spec({"workload": "txn"})).txn_sends == "awaited"
+    with pytest.raises(SpecError, match="txn_sends"):
+        build_spec({"workload": "txn", "extra": {"txn_sends": "later"}})
+    with pytest.raises(SpecError, match="txn_sends"):
+        build_spec({"workload": "queue", "extra": {"txn_sends": "at-commit"}})
 
 
 def test_with_subscribe_each_process_subscribes_first_and_no_assign_comes(

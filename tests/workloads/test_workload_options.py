@@ -20,9 +20,10 @@ from harness.runfiles import RunPaths
 from harness.spec import SpecError, build_spec, load_test_json
 from harness.store import write_test_json
 from tests.harness.test_core import help_sections, spec_of
-from workloads.options import ConsumerSettings, QueueOptions, partitions
+from workloads.options import ConsumerSettings, QueueOptions, TxnOptions, partitions
 
 DEFAULTS = dataclasses.asdict(QueueOptions())
+TXN_DEFAULTS = dataclasses.asdict(TxnOptions())  # the queue options and --txn-sends
 FORMER = ("keys", "max_writes_per_key", "key_pool", "max_poll_records", "isolation",
           "sub_via", "consumer", "crash_client_interval_s", "final_read_timeout_s")
 
@@ -40,7 +41,7 @@ def test_the_flags_are_the_workload_s_under_its_heading() -> None:
     assert not set(FORMER) & set(s)  # no longer TestSpec fields
     assert "txn" not in s["options"]
     t = spec_of("--workload", "txn", "--isolation", "read-uncommitted", "--key-pool", "20")
-    assert t["options"]["txn"] == {**DEFAULTS, "isolation": "read-uncommitted", "key_pool": 20}
+    assert t["options"]["txn"] == {**TXN_DEFAULTS, "isolation": "read-uncommitted", "key_pool": 20}
     assert "queue" not in t["options"]
     assert spec_of()["options"]["queue"] == DEFAULTS  # the defaults as before
     main_section, own = help_sections("--workload queue, txn")
@@ -55,7 +56,7 @@ def test_a_toml_file_sets_them_in_the_workload_s_table_or_where_they_were(
     new = tmp_path / "new.toml"
     new.write_text('workload = "txn"\n[txn]\nkeys = 5\nsub_via = "subscribe"\ncommit = "off"\n')
     assert spec_of("--config", str(new))["options"]["txn"] == {
-        **DEFAULTS, "keys": 5, "sub_via": "subscribe", "commit": "off"}
+        **TXN_DEFAULTS, "keys": 5, "sub_via": "subscribe", "commit": "off"}
     old = tmp_path / "old.toml"  # a file written when they were TestSpec fields
     old.write_text('keys = 3\nisolation = "read-uncommitted"\nsub_via = "subscribe"\n'
                    'max_writes_per_key = 50\nkey_pool = 30\n'
@@ -121,7 +122,7 @@ def test_test_json_records_them_under_the_workload_and_reads_them_back(
                       {"txn": {"keys": 3, "sub_via": "subscribe"}, "key_pool": 12})
     write_test_json(RunPaths(tmp_path), spec)
     saved = json.loads((tmp_path / "test.json").read_text())
-    assert saved["options"]["txn"] == {**DEFAULTS, "keys": 3, "sub_via": "subscribe",
+    assert saved["options"]["txn"] == {**TXN_DEFAULTS, "keys": 3, "sub_via": "subscribe",
                                        "key_pool": 12}
     assert not set(FORMER) & set(saved) and saved["extra"] == {}  # never extra knobs
     back = load_test_json(tmp_path / "test.json")

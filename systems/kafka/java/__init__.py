@@ -10,7 +10,7 @@ from typing import Any
 from harness.spec import SpecError, TestSpec
 from systems.kafka.java import jars, jvm, settings
 from systems.kafka.options import KafkaOptions
-from workloads.options import QueueOptions, partitions
+from workloads.options import QueueOptions, TxnOptions, partitions
 
 
 def client_jars(spec: TestSpec, broker_version: str | None) -> jars.ClientJars:
@@ -64,7 +64,8 @@ def make_client(spec: TestSpec, *, offset_ops: bool = False) -> Any:
                                     isolation=isolation)
             group.in_txn = True
         return JavaTxnClient(inner, isolation=isolation, group=group,
-                             transaction_timeout_ms=KafkaOptions.of(spec).transaction_timeout_ms)
+                             transaction_timeout_ms=KafkaOptions.of(spec).transaction_timeout_ms,
+                             sends=TxnOptions.of(spec).txn_sends)
     if opts.subscribe or opts.crash_client_interval_s is not None:
         return JavaGroupClient(inner, partitions=partitions(spec), settings=opts.consumer,
                                offset_ops=offset_ops)

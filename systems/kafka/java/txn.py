@@ -3,7 +3,8 @@
 The same transactions and completions as the librdkafka client
 (systems/kafka/txn_client.py): each process has a transactional.id of its own and
 initialises it once; a run of sends is sent and flushed, each send's offset from its
-RecordMetadata; with `--sub-via subscribe` the group consumer's positions go into the
+RecordMetadata (with `--txn-sends at-commit` sent and left, for commitTransaction to
+flush); with `--sub-via subscribe` the group consumer's positions go into the
 transaction with sendOffsetsToTransaction and its groupMetadata(). Completions:
 - commitTransaction returned: `ok`;
 - certainly not committed: `fail` (the commit was never attempted, or it failed and
@@ -33,8 +34,10 @@ from workloads.txn import run_transaction
 
 TRANSACTION_TIMEOUT_MS = 10_000  # as the librdkafka client's
 COMMIT_TRIES = 3
-# errors after which the producer cannot go on (the Java client's fatal errors)
-FATAL = frozenset({"ProducerFencedException", "InvalidProducerEpochException",
+# errors after which the producer cannot go on (the Java client's fatal errors). Not
+# InvalidProducerEpochException: its javadoc says to abort, which re-initialises the producer
+# (KIP-588); an abort that fails drops the producer anyway
+FATAL = frozenset({"ProducerFencedException",
                    "OutOfOrderSequenceException", "UnsupportedVersionException",
                    "AuthorizationException", "TransactionalIdAuthorizationException",
                    "UnknownProducerIdException", "InvalidTxnStateException",
@@ -50,10 +53,13 @@ class JavaTxnClient:
 
     def __init__(self, queue: JavaQueueClient, *, isolation: str = "read_committed",
                  transaction_timeout_ms: int | None = None,
-                 group: JavaGroupClient | None = None) -> None:
+                 group: JavaGroupClient | None = None, sends: str = "awaited") -> None:
         """transaction_timeout_ms: None keeps the librdkafka client's rule (10 s, or the
-        delivery timeout and 1 s more); given, it is used as it is (Jepsen's 1000)."""
+        delivery timeout and 1 s more); given, it is used as it is (Jepsen's 1000).
+        sends: the workload's --txn-sends (workloads/txn.py `run_transaction`)."""
         self.queue = queue
+        self.sends = sends
+        self.futures: list[Any] = []  # the transaction's sends left to the producer
         self.group = group
         self.isolation = isolation
         self.timeout_ms = transaction_timeout_ms
@@ -69,7 +75,7 @@ class JavaTxnClient:
         q = group.inner if group is not None else self.queue.open(run, node, self.isolation,
                                                                    producer=False)
         out = JavaTxnClient(q, isolation=self.isolation, transaction_timeout_ms=self.timeout_ms,
-                            group=group)
+                            group=group, sends=self.sends)
         out.tid = f"txn-{uuid.uuid4().hex[:12]}"
         return out
 
@@ -82,7 +88,7 @@ class JavaTxnClient:
 
     def invoke(self, run: Any, op: Op) -> Op:
         if op.f == "txn":
-            return run_transaction(op, self)
+            return run_transaction(op, self, self.sends)
         done: Op = (self.group or self.queue).invoke(run, op)
         return done
 
@@ -133,7 +139,7 @@ class JavaTxnClient:
     # -- workloads.txn.Transactional -------------------------------------------------------
 
     def begin(self, keys: set[int]) -> str | None:
-        self.moved = False
+        self.moved, self.futures = False, []
         m = self._member()
         try:
             if m is not None and m.behind:
@@ -202,6 +208,28 @@ class JavaTxnClient:
                     error = outcomes.text(e)
         offsets += [None] * (len(items) - len(offsets))
         return offsets, error
+
+    def send_async(self, items: list[tuple[int, int]]) -> str | None:
+        for key, value in items:
+            try:
+                self.futures.append(self.producer.send(self.queue.record(key, value)))
+            except jvm.exception_type() as e:
+                self._after(e)
+                return outcomes.text(e)
+        return None
+
+    def sent(self) -> list[int | None]:
+        offsets: list[int | None] = []
+        for f in self.futures:
+            offset = None
+            if f.isDone():
+                try:
+                    meta = f.get()
+                    offset = int(meta.offset()) if meta.hasOffset() else None
+                except jvm.exception_type():
+                    pass
+            offsets.append(offset)
+        return offsets
 
     def send_offsets(self) -> str | None:
         m = self._member()
