@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import kafka_20785
 from workloads.options import TXN_SENDS
 
 CELLS: dict[str, dict[str, Any]] = {
@@ -76,7 +77,7 @@ def txn_facts(run_dir: Path, results: dict[str, Any]) -> dict[str, Any]:
     run with few commits, no pause or no such abort had little chance to show the bug."""
     avail = results.get("availability")
     if not isinstance(avail, dict):
-        return {"txns": None, "pauses": None, "commit_aborts": None}
+        return {"txns": None, "pauses": None, "commit_aborts": None, "k20785": None}
     txn = (avail.get("ops") or {}).get("txn") or {}
     windows = [w for w in avail.get("windows") or [] if w.get("kind") == "pause"]
     aborts = 0
@@ -85,7 +86,8 @@ def txn_facts(run_dir: Path, results: dict[str, Any]) -> dict[str, Any]:
             op = json.loads(line)
             aborts += op.get("f") == "txn" and str(op.get("error")).startswith("aborted after")
     return {"txns": [txn.get("ok", 0), txn.get("fail", 0), txn.get("info", 0)],
-            "pauses": len(windows), "commit_aborts": aborts}
+            "pauses": len(windows), "commit_aborts": aborts,
+            "k20785": kafka_20785.facts(run_dir, kafka_20785.WITHIN_S)["matched"]}
 
 
 def run_one(cell: str, seed: int, seconds: float, results_dir: str,
@@ -115,7 +117,8 @@ def run_one(cell: str, seed: int, seconds: float, results_dir: str,
 
 def table(rows: list[dict[str, Any]]) -> str:
     out = [f"{'cell':18} {'seed':>5} {'verdict':8} {'first(s)':>8} {'txn ok/fail/info':>16}"
-           f" {'pauses':>6} {'c-abort':>7}  anomalies (bad ones marked *) / run folder"]
+           f" {'pauses':>6} {'c-abort':>7} {'20785':>5}  anomalies (bad ones marked *) / run "
+           "folder"]
     for r in rows:
         first = "-" if r["first_anomaly_s"] is None else f"{r['first_anomaly_s']:.1f}"
         counts = ", ".join(f"{k}{'*' if k in r['bad'] else ''} {v}"
@@ -123,10 +126,13 @@ def table(rows: list[dict[str, Any]]) -> str:
         txns = "-" if r.get("txns") is None else "/".join(map(str, r["txns"]))
         pauses = "-" if r.get("pauses") is None else str(r["pauses"])
         aborts = "-" if r.get("commit_aborts") is None else str(r["commit_aborts"])
+        k20785 = "-" if r.get("k20785") is None else str(r["k20785"])
         out.append(f"{r['cell']:18} {r['seed']:>5} {r['valid']!s:8} {first:>8} {txns:>16}"
-                   f" {pauses:>6} {aborts:>7}  {counts}")
-        out.append(f"{'':43}{r['run_dir']}")
+                   f" {pauses:>6} {aborts:>7} {k20785:>5}  {counts}")
+        out.append(f"{'':49}{r['run_dir']}")
     out.append("c-abort: commits that failed and were answered by an abort on the same producer")
+    out.append("20785: commits answered INVALID_TXN_STATE for a transaction the coordinator had "
+               "aborted (KAFKA-20785, bench/kafka_20785.py)")
     out.append("")
     for cell in dict.fromkeys(r["cell"] for r in rows):
         mine = [r for r in rows if r["cell"] == cell]

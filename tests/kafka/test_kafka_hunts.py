@@ -56,5 +56,6 @@ def test_the_bench_times_the_first_bad_anomaly_and_counts_aborted_commits(tmp_pa
                "availability": {"ops": {"txn": {"ok": 1, "fail": 2, "info": 0}},
                                 "windows": [{"kind": "pause"}, {"kind": "kill"}]}}
     assert first_anomaly_s(tmp_path, results) == 5.0
-    assert txn_facts(tmp_path, results) == {"txns": [1, 2, 0], "pauses": 1, "commit_aborts": 1}
+    assert txn_facts(tmp_path, results) == {"txns": [1, 2, 0], "pauses": 1, "commit_aborts": 1,
+                                            "k20785": 0}
     assert first_anomaly_s(tmp_path, {**results, "bad_anomaly_types": []}) is None
