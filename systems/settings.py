@@ -123,7 +123,7 @@ def check_brokers(spec: TestSpec, brokers: int, why: str = "") -> None:
         raise SpecError(f"--replication-factor {rf} exceeds the {said}")
 
 
-class SetsAcks:
+class AcksOption:
     """harness.protocols.SetsAcks for both systems (mixed into each): the acks their
     producers wait for, which a workload's rule may need (txn: all)."""
 

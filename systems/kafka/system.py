@@ -46,7 +46,7 @@ from systems.kafka.java.settings import client_of
 from systems.kafka.options import KafkaOptions
 from systems.kafka.remote import CONTROLLER_PORT, KafkaRemoteDB
 from systems.kafka.txn_client import KafkaTxnClient
-from systems.settings import SetsAcks
+from systems.settings import AcksOption
 from workloads import offsets
 from workloads.options import QueueOptions, TxnOptions, partitions
 
@@ -54,7 +54,7 @@ CLIENT_PORT = 9092
 JRE_PACKAGES = ("openjdk-17-jre-headless",)  # Debian's, debootstrapped into the node image
 
 
-class KafkaSystem(SetsAcks):
+class KafkaSystem(AcksOption):
     """harness.protocols.System (and DirectLinks, HasNodeImage, HasSequences, SetsAcks)
     for Apache Kafka."""
 

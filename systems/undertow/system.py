@@ -17,7 +17,7 @@ from harness.image import NodeImage
 from harness.protocols import DB, Client, LocalHost, NodeHost, ShellHost
 from harness.spec import SpecError, TestSpec
 from harness.test import Test
-from systems.settings import SetsAcks, check_brokers
+from systems.settings import AcksOption, check_brokers
 from systems.undertow import admin
 from systems.undertow.group_consumer import GroupQueueClient
 from systems.undertow.local_db import LocalBrokerDB
@@ -34,7 +34,7 @@ IMAGE_DIR = Path(__file__).resolve().parents[2] / "broker-image"
 WORKLOADS = ("queue", "txn")
 
 
-class UndertowSystem(SetsAcks):
+class UndertowSystem(AcksOption):
     """harness.protocols.System (and HasNodeImage, HasSequences, SetsAcks) for our broker."""
 
     name = "undertow"
