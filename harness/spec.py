@@ -206,6 +206,7 @@ def _formerly(layer: dict[str, Any], chosen: Mapping[str, str], label: str,
     if all(k in _FIELDS for k in layer):
         return {}
     taken: dict[str, tuple[str, str]] = {}  # former name -> (part name, option)
+    fixed: dict[str, Any] = {}  # former name -> the value a part of the run always has
     for kind in o.KINDS:
         try:
             part = o.part(kind, chosen[kind])
@@ -214,6 +215,7 @@ def _formerly(layer: dict[str, Any], chosen: Mapping[str, str], label: str,
         for d in o.declared(kind, chosen[kind], part):
             if d.meta.formerly:
                 taken[d.meta.formerly] = (chosen[kind], d.name)
+        fixed.update(getattr(getattr(part, "options", None), "formerly_fixed", {}))
     known = set(taken)
     tables = {n.partition(".")[0] for n in known if "." in n}
     if any(k not in known and k not in tables for k in layer if k not in _FIELDS):
@@ -230,6 +232,8 @@ def _formerly(layer: dict[str, Any], chosen: Mapping[str, str], label: str,
             old.update({f"{k}.{str(t).replace('-', '_')}": v for t, v in value.items()})
     out: dict[str, dict[str, Any]] = {}
     for key, value in old.items():
+        if key in fixed and key not in taken and value == fixed[key]:
+            continue  # what the part always does, as an old file may say (Kafka's truncation)
         if key in taken:
             name, option = taken[key]
             out.setdefault(name, {})[option] = value

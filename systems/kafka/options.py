@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from harness.options import option
 from systems.settings import LogOptions
@@ -30,6 +30,13 @@ def _at_least(lo: int) -> Any:
 @dataclass(frozen=True, slots=True)
 class KafkaOptions(LogOptions):
     """What the kafka system takes: the settings both systems have, and its own."""
+
+    # our broker's own settings (systems/undertow/options.py) at the value Kafka always
+    # has: an old file's full [broker] table (an old `undertow plan` of a Kafka run) still
+    # runs; another value is refused, naming --system undertow
+    formerly_fixed: ClassVar[Mapping[str, Any]] = {
+        "broker.truncation": "leader-epoch", "broker.txn_epoch_fencing": True,
+        "broker.offsets_commit_acks": -1}
 
     kafka_version: str | None = option(
         None, "The Apache Kafka release, 0.10.2.0 to 4.x (default: the newest 4.x cached); "

@@ -76,6 +76,11 @@ def test_hw_truncation_is_refused() -> None:
                          ({"offsets_commit_acks": 1}, "--offsets-commit-acks")):
         with pytest.raises(SpecError, match=f"{flag}: only --system undertow has it, not kafka"):
             build_spec({"system": "kafka", "broker": broker})
+    # an old file's full [broker] table (an old `undertow plan` of a Kafka run) names
+    # what Kafka always does: accepted
+    old = {"truncation": "leader-epoch", "txn_epoch_fencing": True, "offsets_commit_acks": -1,
+           "acks": "1", "min_insync_replicas": 1}
+    assert KafkaOptions.of(build_spec({"system": "kafka", "broker": old})).acks == "1"
     from click.testing import CliRunner
 
     from harness.cli import main
