@@ -24,11 +24,11 @@ from confluent_kafka import Consumer
 
 from harness.control.launcher import Launcher
 from harness.control.local import free_port
-from harness.spec import BrokerSettings
 from systems.kafka import config, jars
 from systems.kafka.admin import KafkaAdmin
 from systems.kafka.group_client import group_config
 from systems.kafka.local import LocalKafka
+from systems.kafka.options import KafkaOptions
 from workloads.options import ConsumerSettings
 
 KEYS = 8
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     j = jars.resolve(None)
     names = ("n1", "n2", "n3")
     nodes = config.make_nodes(names, "127.0.0.1", free_port)
-    settings = BrokerSettings()
+    settings = KafkaOptions()
     launcher = Launcher("bench-groups-kafka")
     load_before = os.getloadavg()
     times: list[float] = []

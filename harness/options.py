@@ -21,7 +21,8 @@ Parts of one kind may share one options class (the queue and txn workloads): the
 are listed once, under both names, and set the run's part's options. An option that was
 a TestSpec field before its part took it over names that key (`formerly="keys"`,
 `"consumer.commit"` for a table's), and harness/spec.py maps a layer's key there to it, so
-old TOML files, scenarios and test.json files keep working. A rule between two options
+old TOML files, scenarios and test.json files keep working (a part without that option may
+still accept the one value it always has: `formerly_fixed`). A rule between two options
 of a part is its class's `refuse()`.
 
 `extra` (`--extra KEY=VALUE`, a TOML `[extra]` table, a scenario's `extra`) still works for
@@ -74,6 +75,10 @@ def option(default: Any, help: str, *, flag: str | None = None, choices: Iterabl
 
 class _PartOptions:
     kind: typing.ClassVar[Kind]
+    # former keys of another part's options (`"broker.truncation"`) that this part has no
+    # option for but whose value it always has: an old file or scenario naming that value
+    # is accepted (and the key dropped), another value refused naming the part that has it
+    formerly_fixed: typing.ClassVar[Mapping[str, Any]] = {}
 
     @classmethod
     def of(cls, spec: Any) -> Self:

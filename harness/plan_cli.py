@@ -10,11 +10,14 @@ when the replay injects it (nemesis.replay).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import click
 
+from harness import options as o
 from harness import registry
 from harness.runfiles import TEST_JSON
 from harness.spec import SpecError, load_test_json
@@ -24,8 +27,9 @@ from nemesis import replay
 @click.command("plan")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--system", default=None,
-              help="Write the experiment for this system instead of the run's (the run's "
-                   "system's own options are left out; the new one's take their defaults).")
+              help="Write the experiment for this system instead of the run's (the options "
+                   "both systems declare alike, such as --acks, carry over; the run's "
+                   "system's others are left out and the new one's take their defaults).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the file here (default: standard output).")
 def plan(run_dir: Path, system: str | None, output: Path | None) -> None:
@@ -47,11 +51,28 @@ def plan(run_dir: Path, system: str | None, output: Path | None) -> None:
             raise click.BadParameter(f"{system!r} is not a system; known: {', '.join(known)}",
                                      param_hint="--system")
         header += f", on {system}"
-        spec = replace(spec, system=system,
-                       options={k: v for k, v in spec.options.items() if k != spec.system})
+        options = {k: v for k, v in spec.options.items() if k != spec.system}
+        if shared := _shared_options(spec.system, system, spec.options.get(spec.system, {})):
+            options[system] = shared
+        spec = replace(spec, system=system, options=options)
     text = replay.experiment_toml(spec, steps, header + "\nundertow run --config FILE")
     if output is None:
         click.echo(text, nl=False)
     else:
         output.write_text(text)
         click.echo(f"wrote {output}: undertow run --config {output}", err=True)
+
+
+def _shared_options(old: str, new: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The old system's option values that the new one declares alike (the replication and
+    producer settings both systems take): they carry over to the new system."""
+    def alike(d: o.Declared) -> tuple[Any, ...]:
+        return d.name, d.type, d.default, d.meta
+
+    try:
+        theirs = {alike(d) for d in o.declared("system", old, registry.get("system", old))}
+    except SpecError:  # a system this installation lacks: nothing is known to be shared
+        return {}
+    return {d.name: values[d.name]
+            for d in o.declared("system", new, registry.get("system", new))
+            if d.name in values and alike(d) in theirs}

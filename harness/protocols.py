@@ -342,6 +342,15 @@ class SpeaksOffsets(Protocol):
 
 
 @runtime_checkable
+class SetsAcks(Protocol):
+    """A system whose producers wait for the acks its options set (`--acks`, one of "0",
+    "1", "all"): a workload's rule about them (txn: all) asks it, as workloads import no
+    system and the setting is the system's own option (systems/settings.py)."""
+
+    def acks(self, spec: TestSpec) -> str: ...
+
+
+@runtime_checkable
 class HasNodeImage(Protocol):
     """A system that runs in containers: the image its nodes start from (docker backend)."""
 

@@ -23,7 +23,8 @@ from harness.spec import SpecError, TestSpec, build_spec, load_toml
 if TYPE_CHECKING:
     from harness.core import Stopper
 
-# option name -> (spec field, or "broker.<field>" / "producer.<field>")
+# option name -> spec field (the replication and producer settings are the systems' own
+# options now, their flags generated with the other parts': systems/settings.py)
 FIELDS: dict[str, str] = {
     "system": "system", "backend": "backend", "nodes": "node_count", "node": "hosts",
     "cluster_file": "cluster_file",
@@ -31,17 +32,7 @@ FIELDS: dict[str, str] = {
     "time_limit": "time_limit_s",
     "concurrency": "concurrency", "seed": "seed", "scenario": "scenario",
     "results_dir": "results_dir", "test_count": "test_count",
-    "replication_factor": "broker.replication_factor", "acks": "broker.acks",
-    "min_insync_replicas": "broker.min_insync_replicas",
-    "unclean_leader_election": "broker.unclean_leader_election",
-    "truncation": "broker.truncation", "flush": "broker.flush",
-    "txn_fencing": "broker.txn_epoch_fencing",
-    "offsets_commit_acks": "broker.offsets_commit_acks",
-    "retries": "producer.retries", "delivery_timeout_ms": "producer.delivery_timeout_ms",
-    "request_timeout_ms": "producer.request_timeout_ms",
-    "idempotence": "producer.enable_idempotence", "max_in_flight": "producer.max_in_flight",
 }
-TABLES = ("broker", "producer")
 
 
 def part_options() -> list[Declared]:
@@ -135,7 +126,6 @@ def _comma_list(value: str) -> tuple[str, ...]:
 def _cli_layer(ctx: click.Context, params: dict[str, Any]) -> dict[str, Any]:
     """Only the options the user typed (not click's defaults) as a spec layer."""
     layer: dict[str, Any] = {}
-    tables: dict[str, dict[str, Any]] = {t: {} for t in TABLES}
     for name, target in FIELDS.items():
         if ctx.get_parameter_source(name) != click.core.ParameterSource.COMMANDLINE:
             continue
@@ -146,12 +136,7 @@ def _cli_layer(ctx: click.Context, params: dict[str, Any]) -> dict[str, Any]:
             value = tuple(value)
         elif name in ("results_dir", "cluster_file"):
             value = str(value)
-        table, _, key = target.rpartition(".")
-        if table:
-            tables[table][key] = value
-        else:
-            layer[target] = value
-    layer.update({t: fields for t, fields in tables.items() if fields})
+        layer[target] = value
     for d, parts in flag_parts(part_options()).values():  # the parts' own options
         if ctx.get_parameter_source(d.param) != click.core.ParameterSource.COMMANDLINE:
             continue
@@ -233,34 +218,6 @@ def build_run_spec(ctx: click.Context, params: dict[str, Any]) -> TestSpec:
 @click.option("--time-limit", type=float, default=60.0, show_default=True,
               help="Seconds of workload and faults (before the final heal and reads).")
 @click.option("--concurrency", type=int, default=10, show_default=True)
-@click.option("--replication-factor", type=int, default=3, show_default=True)
-@click.option("--acks", type=click.Choice(["0", "1", "all"]), default="all", show_default=True)
-@click.option("--min-insync-replicas", type=int, default=2, show_default=True)
-@click.option("--unclean-leader-election/--no-unclean-leader-election", default=False,
-              show_default=True)
-@click.option("--truncation", type=click.Choice(["hw", "leader-epoch"]), default="leader-epoch",
-              show_default=True)
-@click.option("--flush", type=click.Choice(["page-cache", "every-message"]), default="page-cache",
-              show_default=True)
-@click.option("--txn-fencing/--no-txn-fencing", default=True, show_default=True,
-              help="Transaction coordinators refuse a producer's older epochs (our broker; "
-                   "off only to show zombie producers).")
-@click.option("--offsets-commit-acks", type=click.IntRange(-1, 1), default=-1, show_default=True,
-              help="When a group coordinator answers a commit: -1 once replicated, 1 once in "
-                   "its own log (Kafka's old offsets.commit.required.acks; our broker).")
-@click.option("--retries", type=int,
-              help="Producer: resends of a send whose attempt may have been written "
-                   "(default: the system's own; each resend may duplicate the record).")
-@click.option("--delivery-timeout-ms", type=int, default=3000, show_default=True,
-              help="Producer: a send's time limit, its retries included.")
-@click.option("--request-timeout-ms", type=int,
-              help="Producer: one attempt's time limit (default: the delivery timeout).")
-@click.option("--idempotence/--no-idempotence", default=None,
-              help="Producer: the idempotent producer, whose resends are written once "
-                   "(default: the system's own; ours off, Kafka's on for acks all).")
-@click.option("--max-in-flight", type=int,
-              help="Producer: an operation's requests unanswered on one connection "
-                   "(max.in.flight.requests.per.connection; default: the system's own).")
 @click.option("--extra", multiple=True, metavar="KEY=VALUE",
               help="A system's, workload's or backend's option by its key "
                    "(kafka_version=4.0.2, ssh_user=...), repeatable, over the scenario's.")

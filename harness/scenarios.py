@@ -1,7 +1,8 @@
 """Named scenarios, gathered from every registered system: a known bug, or a safe control.
 
-A scenario is a build_spec layer (TestSpec fields, a `broker` table, and parts' options,
-e.g. `keys` or `nemesis_interval_s` where they were spec fields before) plus what
+A scenario is a build_spec layer (TestSpec fields and parts' options, e.g. `keys`,
+`nemesis_interval_s` or the system's settings in a `broker` / `producer` table, where they
+were spec fields before) plus what
 the checkers must report, and the options that fix the bug (its control). Each
 system declares its own (`System.scenarios`); names are unique across systems.
 """

@@ -11,17 +11,18 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-Acks = Literal["0", "1", "all"]
-Truncation = Literal["hw", "leader-epoch"]
-Flush = Literal["page-cache", "every-message"]
 BACKENDS = ("local", "docker", "ssh")
 # which Spark checks (checkers.spark_server says what each means): the checkers' option
 # (checkers/options.py), `undertow check`'s and `undertow nightly`'s --spark
 SPARK_CHOICES = ("auto", "cold", "warm")
 READERS = ("auto", "spark", "driver")  # who reads history.jsonl: checkers.sparkread says
 DEFAULT_WORKLOAD = "queue"  # a run without --workload; the report measures availability by it
+# TestSpec's tables before the systems took their settings over (systems/settings.py):
+# test.json still writes them, from the run's system's options, so its readers (an old
+# run's verdict box, scripts) find the settings where they always were
+FORMER_TABLES = ("broker", "producer")
 
 
 class SpecError(ValueError):
@@ -29,97 +30,11 @@ class SpecError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class BrokerSettings:
-    """Kafka's own settings, the ones that decide whether acknowledged writes survive."""
-
-    replication_factor: int = 3
-    acks: Acks = "all"
-    min_insync_replicas: int = 2
-    unclean_leader_election: bool = False
-    truncation: Truncation = "leader-epoch"
-    flush: Flush = "page-cache"  # page-cache: Kafka's default, no fsync per message
-    replica_lag_time_max_ms: int = 2000
-    session_timeout_ms: int = 2000
-    # a transaction coordinator refuses a producer's older epochs (off: zombie producers)
-    txn_epoch_fencing: bool = True
-    # when a group coordinator answers a commit: -1 once replicated, 1 once in its own log
-    # (Kafka's old offsets.commit.required.acks; our broker only)
-    offsets_commit_acks: int = -1
-
-    def to_kafka(self) -> dict[str, Any]:
-        """The broker's config keys, as Kafka names them."""
-        return {
-            "default.replication.factor": self.replication_factor,
-            "min.insync.replicas": self.min_insync_replicas,
-            "unclean.leader.election.enable": self.unclean_leader_election,
-            "truncation": self.truncation,
-            "flush.messages": 1 if self.flush == "every-message" else None,
-            "replica.lag.time.max.ms": self.replica_lag_time_max_ms,
-            "broker.session.timeout.ms": self.session_timeout_ms,
-            "transaction.epoch.fencing.enable": self.txn_epoch_fencing,
-            "offsets.commit.required.acks": self.offsets_commit_acks,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class ProducerSettings:
-    """The clients' producer settings, as Kafka's producer names them (the `[producer]` table).
-
-    `retries`: how many times a send whose attempt may have been written (no answer in
-    time, connection lost) is sent again; each resend may write the record once more.
-    None keeps the system's own default (our client: 0; Kafka: librdkafka's, as
-    systems/kafka/config.py sets it). `delivery_timeout_ms` bounds a send with its
-    retries; `request_timeout_ms` one attempt (None: the whole delivery timeout).
-    `enable_idempotence`: the idempotent producer, whose resends are written once (None:
-    the system's default; our client: off; Kafka: on for acks=all).
-    `max_in_flight`: an operation's produce requests unanswered on one connection
-    (max.in.flight.requests.per.connection; None: the system's default, ours 1).
-    """
-
-    retries: int | None = None
-    delivery_timeout_ms: int = 3000
-    request_timeout_ms: int | None = None
-    enable_idempotence: bool | None = None
-    max_in_flight: int | None = None
-
-    @property
-    def delivery_timeout_s(self) -> float:
-        return self.delivery_timeout_ms / 1000
-
-    @property
-    def request_timeout_s(self) -> float | None:
-        return None if self.request_timeout_ms is None else self.request_timeout_ms / 1000
-
-    def validate(self) -> None:
-        for option, value, lo in (("--retries", self.retries, 0),
-                                  ("--delivery-timeout-ms", self.delivery_timeout_ms, 1),
-                                  ("--request-timeout-ms", self.request_timeout_ms, 1),
-                                  ("--max-in-flight", self.max_in_flight, 1)):
-            if value is None and option != "--delivery-timeout-ms":
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-                raise SpecError(f"{option} (producer.{option[2:].replace('-', '_')}): "
-                                f"expected an integer >= {lo}, got {value!r}")
-        if self.request_timeout_ms is not None and \
-                self.request_timeout_ms > self.delivery_timeout_ms:
-            raise SpecError(f"--request-timeout-ms {self.request_timeout_ms} exceeds "
-                            f"--delivery-timeout-ms {self.delivery_timeout_ms} (one attempt "
-                            "cannot outlast the whole send)")
-        if self.enable_idempotence not in (None, True, False):
-            raise SpecError("--idempotence (producer.enable_idempotence): expected true or "
-                            f"false, got {self.enable_idempotence!r}")
-        if self.enable_idempotence and self.retries == 0:
-            raise SpecError("--idempotence needs --retries above 0 (as Kafka's producer)")
-        if self.enable_idempotence and (self.max_in_flight or 0) > 5:
-            raise SpecError("--idempotence needs --max-in-flight 5 or less (as Kafka's "
-                            "producer: the leader keeps 5 sequences per producer)")
-
-
-@dataclass(frozen=True, slots=True)
 class TestSpec:
     """Everything a run needs to know; only the CLI builds it from options. Its fields are
-    the harness's own (and the broker and producer tables); each part's own options sit in
-    `options`, read back typed by the part (`QueueOptions.of(spec)`)."""
+    the harness's own; each part's own options sit in `options`, read back typed by the
+    part (`QueueOptions.of(spec)`; the replication and producer settings are the system's:
+    `KafkaOptions.of(spec).acks`)."""
 
     name: str = "queue-kill-partition"
     system: str = "undertow"  # the system under test: a name in harness.registry
@@ -133,8 +48,6 @@ class TestSpec:
     nemesis: tuple[str, ...] = ("kill", "partition")
     time_limit_s: float = 60.0
     concurrency: int = 10
-    broker: BrokerSettings = field(default_factory=BrokerSettings)
-    producer: ProducerSettings = field(default_factory=ProducerSettings)
     seed: int = 0
     scenario: str | None = None
     results_dir: str = "results"
@@ -159,32 +72,21 @@ class TestSpec:
             raise SpecError(f"--backend: {self.backend!r} is not one of {', '.join(BACKENDS)}")
         if self.node_count < 1:
             raise SpecError(f"--nodes: must be at least 1, got {self.node_count}")
-        if self.broker.replication_factor > len(self.nodes):
-            raise SpecError(f"--replication-factor {self.broker.replication_factor} exceeds "
-                            f"the {len(self.nodes)} nodes")
-        if not 1 <= self.broker.min_insync_replicas <= self.broker.replication_factor:
-            raise SpecError("--min-insync-replicas must be between 1 and the replication factor")
-        if self.broker.offsets_commit_acks not in (-1, 1) or \
-                isinstance(self.broker.offsets_commit_acks, bool):
-            raise SpecError("--offsets-commit-acks (broker.offsets_commit_acks): expected -1 "
-                            f"or 1, got {self.broker.offsets_commit_acks!r}")
         if self.backend == "ssh" and not self.hosts and not self.cluster_file:
             raise SpecError("--backend ssh needs --node HOST[:PORT] (repeated) or --cluster-file")
         for option, value in (("--time-limit", self.time_limit_s),
                               ("--concurrency", self.concurrency)):
             if value <= 0:
                 raise SpecError(f"{option}: must be positive, got {value:g}")
-        self.producer.validate()
-        if self.producer.enable_idempotence and self.broker.acks != "all":
-            raise SpecError(f"--idempotence needs --acks all, not {self.broker.acks} "
-                            "(as Kafka's producer)")
         return self
 
     def to_json(self) -> dict[str, Any]:
         """The spec as test.json holds it; `extra` also shows the parts' options that differ
         from their defaults, as it did when they were extra knobs (readers of test.json
-        find them where they always were)."""
-        return {**dataclasses.asdict(self), "extra": _options_as_extra(self)}
+        find them where they always were), and the `broker` and `producer` tables hold the
+        system's settings that were TestSpec's (`FORMER_TABLES`), for the same readers."""
+        return {**dataclasses.asdict(self), **_former_tables(self),
+                "extra": _options_as_extra(self)}
 
     def save(self, path: Path, **more: Any) -> None:
         """test.json at path: the spec, and `more` beside it (harness.runfiles writes it)."""
@@ -207,16 +109,14 @@ def _coerce(cls: type[Any], data: Mapping[str, Any], where: str) -> dict[str, An
 
 def build_spec(*layers: Mapping[str, Any], where: tuple[str, ...] = (),
                recorded: bool = False) -> TestSpec:
-    """Merge layers (later wins): each a flat mapping of TestSpec fields plus `broker` and
-    `producer` tables, the run's system's, workload's, backend's, nemesis package's and
-    checkers' own option tables (under their names, or in an `options` table), `extra` keys
-    of those options, and the keys that were TestSpec fields before a part took them over
-    (`keys`, a `[consumer]` table, `spark`: `_formerly`). An `extra` or former key no part
-    of the run declares is refused, unless `recorded` (an old test.json's knobs are
-    dropped, so old runs still load)."""
+    """Merge layers (later wins): each a flat mapping of TestSpec fields, the run's
+    system's, workload's, backend's, nemesis package's and checkers' own option tables
+    (under their names, or in an `options` table), `extra` keys of those options, and the
+    keys that were TestSpec fields before a part took them over (`keys`, a `[consumer]`
+    table, `spark`, the `broker` and `producer` tables: `_formerly`). An `extra` or former
+    key no part of the run declares is refused, unless `recorded` (an old test.json's knobs
+    are dropped, so old runs still load)."""
     merged: dict[str, Any] = {}
-    tables: dict[str, dict[str, Any]] = {"broker": {}, "producer": {}}
-    classes: dict[str, type[Any]] = {"broker": BrokerSettings, "producer": ProducerSettings}
     defaults = {f.name: f.default for f in fields(TestSpec)}
     chosen = {"system": str(defaults["system"]), "workload": str(defaults["workload"]),
               "backend": str(defaults["backend"])}
@@ -228,13 +128,6 @@ def build_spec(*layers: Mapping[str, Any], where: tuple[str, ...] = (),
     for i, layer in enumerate(layers):
         label = where[i] if i < len(where) else f"layer {i}"
         layer = dict(layer)
-        for name, cls in classes.items():
-            t = layer.pop(name, None) or {}
-            if isinstance(t, cls):
-                t = dataclasses.asdict(t)
-            if not isinstance(t, Mapping):
-                raise SpecError(f"{label}: [{name}] must be a table, got {t!r}")
-            tables[name].update(_coerce(cls, t, f"{label} [{name}]"))
         if isinstance(layer.get("nemesis"), Mapping):  # `nemesis` is the faults' list
             raise SpecError(f"{label}: [nemesis] must be the list of faults, e.g. [\"kill\"]; "
                             f"the nemesis package's options go in [{chosen['nemesis']}]")
@@ -253,8 +146,7 @@ def build_spec(*layers: Mapping[str, Any], where: tuple[str, ...] = (),
                 if k not in claimed:
                     raise SpecError(_unclaimed(label, str(k), chosen))
     try:
-        spec = TestSpec(**merged, broker=BrokerSettings(**tables["broker"]),
-                        producer=ProducerSettings(**tables["producer"]), options=options)
+        spec = TestSpec(**merged, options=options)
     except TypeError as e:  # pragma: no cover - _coerce already checked the names
         raise SpecError(str(e)) from e
     return spec.validate()
@@ -314,6 +206,7 @@ def _formerly(layer: dict[str, Any], chosen: Mapping[str, str], label: str,
     if all(k in _FIELDS for k in layer):
         return {}
     taken: dict[str, tuple[str, str]] = {}  # former name -> (part name, option)
+    fixed: dict[str, Any] = {}  # former name -> the value a part of the run always has
     for kind in o.KINDS:
         try:
             part = o.part(kind, chosen[kind])
@@ -322,6 +215,7 @@ def _formerly(layer: dict[str, Any], chosen: Mapping[str, str], label: str,
         for d in o.declared(kind, chosen[kind], part):
             if d.meta.formerly:
                 taken[d.meta.formerly] = (chosen[kind], d.name)
+        fixed.update(getattr(getattr(part, "options", None), "formerly_fixed", {}))
     known = set(taken)
     tables = {n.partition(".")[0] for n in known if "." in n}
     if any(k not in known and k not in tables for k in layer if k not in _FIELDS):
@@ -338,6 +232,8 @@ def _formerly(layer: dict[str, Any], chosen: Mapping[str, str], label: str,
             old.update({f"{k}.{str(t).replace('-', '_')}": v for t, v in value.items()})
     out: dict[str, dict[str, Any]] = {}
     for key, value in old.items():
+        if key in fixed and key not in taken and value == fixed[key]:
+            continue  # what the part always does, as an old file may say (Kafka's truncation)
         if key in taken:
             name, option = taken[key]
             out.setdefault(name, {})[option] = value
@@ -418,10 +314,26 @@ def _options_as_extra(spec: TestSpec) -> dict[str, Any]:
     return out
 
 
+def _former_tables(spec: TestSpec) -> dict[str, dict[str, Any]]:
+    """The run's parts' options that were in TestSpec's `FORMER_TABLES`, as those tables."""
+    from harness import options as o
+
+    out: dict[str, dict[str, Any]] = {t: {} for t in FORMER_TABLES}
+    for kind in o.KINDS:
+        name = o.part_name(kind, spec)
+        if name not in spec.options:
+            continue
+        for d in o.declared(kind, name, o.part(kind, name)):
+            table, _, key = (d.meta.formerly or "").rpartition(".")
+            if table in out and d.name in spec.options[name]:
+                out[table][key] = spec.options[name][d.name]
+    return out
+
+
 def load_toml(path: Path) -> dict[str, Any]:
-    """A TOML experiment file: TestSpec keys at top level, broker settings under [broker],
-    the clients' producer settings under [producer], each part's own options under its name
-    ([queue], [kafka], [standard], [checkers], ...)."""
+    """A TOML experiment file: TestSpec keys at top level, each part's own options under its
+    name ([queue], [undertow], [kafka], [standard], [checkers], ...); the tables that were
+    TestSpec's ([broker], [producer], [consumer]) still work."""
     try:
         return tomllib.loads(path.read_text())
     except FileNotFoundError as e:

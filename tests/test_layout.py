@@ -5,7 +5,7 @@
 - nemesis and workloads never import each other;
 - systems import nothing of the nemesis: a system declares its fault sequences as data
   (harness.faultplan, kinds from harness.faultkinds) and the nemesis reads them through
-  harness.registry;
+  harness.registry; the options both systems share (systems/settings.py) import no system;
 - the report (harness/report/) imports nothing of the checkers: it reads what they wrote
   (results.json) and, for a folder they never measured, asks the default workload
   through harness.registry;
@@ -91,6 +91,12 @@ def test_the_nemesis_imports_no_backend_and_no_network_module() -> None:
 
 def test_systems_import_nothing_of_the_nemesis() -> None:
     assert _violations("systems", ("nemesis",)) == []
+
+
+def test_the_settings_both_systems_share_import_no_system() -> None:
+    """systems/settings.py (the options both systems extend) names neither system."""
+    shared = ROOT / "systems" / "settings.py"
+    assert [m for _, m, _ in _imports(shared) if m.startswith("systems")] == []
 
 
 def test_the_report_imports_nothing_of_the_checkers() -> None:

@@ -32,7 +32,8 @@ from typing import Any, Protocol, TypeVar
 
 from checkers.suite import RunFileChecker
 from harness import generator as g
-from harness.protocols import Checker
+from harness import registry
+from harness.protocols import Checker, SetsAcks
 from harness.runfiles import Op, OpType, Process
 from harness.spec import SpecError, TestSpec
 from harness.test import Test
@@ -241,8 +242,9 @@ class TxnWorkload(WritesQueueKeys):
         """Its own rules, on every system (harness.protocols.ChecksSpec)."""
         if QueueOptions.of(spec).crash_client_interval_s is not None:
             raise SpecError("--crash-client-interval: only the queue workload has it, not txn")
-        if spec.broker.acks != "all":
-            raise SpecError(f"--workload txn needs --acks all, not {spec.broker.acks} "
+        system = registry.get("system", spec.system)
+        if isinstance(system, SetsAcks) and (acks := system.acks(spec)) != "all":
+            raise SpecError(f"--workload txn needs --acks all, not {acks} "
                             "(a transactional producer is idempotent)")
 
     def generator(self, test: Test) -> g.Gen:

@@ -25,11 +25,11 @@ from typing import Any
 
 from harness.control.launcher import Launcher
 from harness.control.local import free_port
-from harness.spec import BrokerSettings
 from systems.kafka import cds, config, jars
 from systems.kafka.admin import KafkaAdmin
 from systems.kafka.client import KafkaQueueClient
 from systems.kafka.local import LocalKafka
+from systems.kafka.options import KafkaOptions
 
 
 def main() -> None:
@@ -61,7 +61,7 @@ def _local(args: argparse.Namespace, j: jars.KafkaJars, sends: bool = True) -> d
     """Format, start to ready, then (with `sends`) one client's acks=all sends."""
     names = tuple(f"n{i + 1}" for i in range(args.nodes))
     nodes = config.make_nodes(names, "127.0.0.1", free_port)
-    settings = BrokerSettings(replication_factor=min(3, args.nodes),
+    settings = KafkaOptions(replication_factor=min(3, args.nodes),
                               min_insync_replicas=min(2, args.nodes))
     launcher = Launcher("bench-kafka")
     lat: list[float] = []

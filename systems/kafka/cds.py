@@ -27,9 +27,9 @@ from harness.control.launcher import die_with_parent
 from harness.control.local import free_port
 from harness.jvm_cds import DUMP_OPTION, archive_key, java_binary, publish, use_options
 from harness.locks import exclusive
-from harness.spec import BrokerSettings
 from systems.kafka import config
 from systems.kafka.jars import KafkaJars
+from systems.kafka.options import KafkaOptions
 
 OFF_ENV = "UNDERTOW_KAFKA_CDS"  # "0": never build or use an archive
 BUILD_TIMEOUT_S = 180.0
@@ -77,7 +77,7 @@ def build_archive(java: str, jars: KafkaJars, final: Path) -> None:
         root = Path(scratch)
         (node,) = config.make_nodes(("n1",), "127.0.0.1", free_port).values()
         props = root / "server.properties"
-        settings = BrokerSettings(replication_factor=1, min_insync_replicas=1)
+        settings = KafkaOptions(replication_factor=1, min_insync_replicas=1)
         props.write_text(config.render_properties(config.server_properties(
             node, {"n1": node}, root / "data", settings, partitions=1)))
         formatted = subprocess.run(config.format_command(java, jars.classpath, str(props)),

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
-from harness.spec import BrokerSettings, SpecError
+from harness.spec import SpecError
+from systems.settings import LogOptions
 
 TOPIC = "undertow"
 CLUSTER_ID = "dW5kZXJ0b3dfa2Fma2EAAA"  # 22 characters of url-safe base64 (16 bytes)
@@ -89,26 +90,18 @@ def node_id(name: str) -> int:
     return int(name[1:])
 
 
-def check_settings(b: BrokerSettings) -> None:
-    """Refuse what Kafka cannot do, before anything starts."""
-    if b.truncation == "hw":
-        raise SpecError("--truncation hw: Kafka truncates by leader epoch (KIP-101) since 0.11 "
-                        "and has no switch back to high-watermark truncation; use "
-                        "--truncation leader-epoch with --system kafka")
-    if not b.txn_epoch_fencing:
-        raise SpecError("--no-txn-fencing: Kafka's transaction coordinator always fences "
-                        "older producer epochs; only our broker can turn that off")
-    if b.offsets_commit_acks != -1:
-        raise SpecError(f"--offsets-commit-acks {b.offsets_commit_acks}: the kafka system "
-                        "leaves offsets.commit.required.acks alone (4.0 removed it); only our "
-                        "broker can answer a commit before it is replicated")
+def check_settings(b: LogOptions) -> None:
+    """Refuse what Kafka cannot do, before anything starts. (High-watermark truncation,
+    epoch fencing off and commits answered before they are replicated are our broker's
+    options only: the kafka system has none of them, so --truncation and the rest are
+    refused with --system kafka before this is asked.)"""
     if b.session_timeout_ms <= HEARTBEAT_MS:
         raise SpecError(f"session_timeout_ms {b.session_timeout_ms}: Kafka needs it above the "
                         f"broker heartbeat interval ({HEARTBEAT_MS} ms)")
 
 
 def server_properties(node: KafkaNode, voters: Mapping[str, KafkaNode], data_dir: PurePath,
-                      b: BrokerSettings, *, partitions: int) -> dict[str, str]:
+                      b: LogOptions, *, partitions: int) -> dict[str, str]:
     """The node's server.properties, from the spec's broker settings."""
     check_settings(b)
     rf = str(b.replication_factor)

@@ -29,6 +29,7 @@ from systems.kafka.java.client import warm_up as java_warm_up
 from systems.kafka.java.settings import client_of
 from systems.kafka.local import LocalKafka
 from systems.kafka.options import KafkaOptions
+from systems.settings import check_brokers
 from workloads.options import QueueOptions, partitions
 
 # the fault kinds Kafka takes, whatever the sequence
@@ -69,7 +70,7 @@ def needs_namespaces(spec: TestSpec) -> bool:
 
 def check_spec(spec: TestSpec) -> None:
     """Everything Kafka on this backend cannot do, as a SpecError, before anything starts."""
-    config.check_settings(spec.broker)
+    config.check_settings(KafkaOptions.of(spec))
     if spec.backend not in BACKENDS:
         raise SpecError(f"--backend {spec.backend}: Kafka runs on the "
                         f"{', '.join(BACKENDS)} backends")
@@ -97,7 +98,7 @@ def check_spec(spec: TestSpec) -> None:
     try:
         if spec.workload == "txn":
             rel.require("transactions")
-        if spec.producer.enable_idempotence:
+        if KafkaOptions.of(spec).enable_idempotence:
             rel.require("idempotence")
     except releases.ReleaseError as e:
         raise SpecError(str(e)) from None
@@ -109,10 +110,8 @@ def check_spec(spec: TestSpec) -> None:
     features.check(spec, jars.parse_version(rel.version))
     k = controller_voters(spec)
     config.make_nodes(spec.nodes, "127.0.0.1", lambda: 0, controller_voters=k)
-    if spec.broker.replication_factor > len(spec.nodes) - k:
-        raise SpecError(f"--replication-factor {spec.broker.replication_factor} exceeds the "
-                        f"{len(spec.nodes) - k} brokers ({k} of {len(spec.nodes)} nodes are "
-                        "dedicated controllers)")
+    check_brokers(spec, len(spec.nodes) - k,
+                  f"{k} of {len(spec.nodes)} nodes are dedicated controllers" if k else "")
 
 
 class KafkaViews:
@@ -156,8 +155,9 @@ class KafkaViews:
         spec: TestSpec = run.spec
         timeout_s = max(timeout_s, MIN_READY_S)
         took = admin.wait_ready(len(self.brokers), partitions(spec),
-                                spec.broker.replication_factor,
-                                spec.broker.min_insync_replicas, timeout_s=timeout_s)
+                                KafkaOptions.of(spec).replication_factor,
+                                KafkaOptions.of(spec).min_insync_replicas,
+                                timeout_s=timeout_s)
         rel = releases.release(self.jars.version)
         if not self._warm:  # once: the producer-id machinery, before the workload's first send
             if rel.era.idempotence:

@@ -21,9 +21,9 @@ from typing import Any
 from harness.control.processes import NodeProcesses
 from harness.jvm_cds import log_option
 from harness.protocols import Launches, ProcState
-from harness.spec import BrokerSettings
 from systems.kafka import cds, config, dump, releases, unflushed
 from systems.kafka.jars import KafkaJars
+from systems.settings import LogOptions
 
 FORMAT_TIMEOUT_S = 120.0
 
@@ -36,7 +36,7 @@ class LocalKafka:
     """The nodes of one local Kafka cluster: DB plus kill/start, pause/resume, collect."""
 
     def __init__(self, jars: KafkaJars, nodes: Mapping[str, config.KafkaNode], root: Path,
-                 settings: BrokerSettings, *, partitions: int, launcher: Launches,
+                 settings: LogOptions, *, partitions: int, launcher: Launches,
                  java: str = "java",
                  prefixes: Mapping[str, Sequence[str]] | None = None,
                  format_args: Sequence[str] = ()) -> None:

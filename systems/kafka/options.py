@@ -1,17 +1,21 @@
-"""The kafka system's own options: which release, metadata mode, client and cluster features.
+"""The kafka system's options: the replication and producer settings both systems take
+(systems/settings.py), and its own: which release, metadata mode, client and cluster
+features.
 
 Declared here once (harness/options.py): `undertow run --help` lists them under the kafka
-system, a TOML file sets them in its `[kafka]` table (or, as before, in `[extra]`), and
-test.json records them under `options.kafka`.
+system, a TOML file sets them in its `[kafka]` table (or, as before, in `[extra]`; the
+former broker and producer settings in `[broker]`, `[producer]`), and test.json records
+them under `options.kafka`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
-from harness.options import SystemOptions, option
+from harness.options import option
+from systems.settings import LogOptions
 
 CLIENTS = ("librdkafka", "java")
 METADATA_MODES = ("zookeeper", "kraft")
@@ -24,8 +28,15 @@ def _at_least(lo: int) -> Any:
 
 
 @dataclass(frozen=True, slots=True)
-class KafkaOptions(SystemOptions):
-    """What only the kafka system takes."""
+class KafkaOptions(LogOptions):
+    """What the kafka system takes: the settings both systems have, and its own."""
+
+    # our broker's own settings (systems/undertow/options.py) at the value Kafka always
+    # has: an old file's full [broker] table (an old `undertow plan` of a Kafka run) still
+    # runs; another value is refused, naming --system undertow
+    formerly_fixed: ClassVar[Mapping[str, Any]] = {
+        "broker.truncation": "leader-epoch", "broker.txn_epoch_fencing": True,
+        "broker.offsets_commit_acks": -1}
 
     kafka_version: str | None = option(
         None, "The Apache Kafka release, 0.10.2.0 to 4.x (default: the newest 4.x cached); "

@@ -23,10 +23,10 @@ from typing import Any
 from harness.control.shell import NodeError, check_exec
 from harness.control.shellproc import ShellProcess
 from harness.protocols import ProcState, ShellHost
-from harness.spec import BrokerSettings
 from systems.kafka import config, dump, unflushed
 from systems.kafka.db import KafkaViews
 from systems.kafka.jars import KafkaJars
+from systems.settings import LogOptions
 
 IMAGE_LIBS = "/opt/kafka/libs"  # where systems/kafka/Dockerfile puts the jars
 CONTROLLER_PORT = 9093          # a node of its own listens for the quorum here
@@ -39,7 +39,7 @@ class KafkaRemoteDB(KafkaViews):
     """DB with Killable, Pausable, HasLogs, HasLeaders and DumpsReplicas over a ShellHost."""
 
     def __init__(self, host: ShellHost, jars: KafkaJars, nodes: Mapping[str, config.KafkaNode],
-                 settings: BrokerSettings, *, partitions: int,
+                 settings: LogOptions, *, partitions: int,
                  format_args: tuple[str, ...] = ()) -> None:
         config.check_settings(settings)
         self.host = host

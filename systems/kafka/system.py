@@ -46,6 +46,7 @@ from systems.kafka.java.settings import client_of
 from systems.kafka.options import KafkaOptions
 from systems.kafka.remote import CONTROLLER_PORT, KafkaRemoteDB
 from systems.kafka.txn_client import KafkaTxnClient
+from systems.settings import AcksOption
 from workloads import offsets
 from workloads.options import QueueOptions, TxnOptions, partitions
 
@@ -53,9 +54,9 @@ CLIENT_PORT = 9092
 JRE_PACKAGES = ("openjdk-17-jre-headless",)  # Debian's, debootstrapped into the node image
 
 
-class KafkaSystem:
-    """harness.protocols.System (and DirectLinks, HasNodeImage, HasSequences) for Apache
-    Kafka."""
+class KafkaSystem(AcksOption):
+    """harness.protocols.System (and DirectLinks, HasNodeImage, HasSequences, SetsAcks)
+    for Apache Kafka."""
 
     name = "kafka"
     port = CLIENT_PORT
@@ -103,19 +104,19 @@ class KafkaSystem:
             if mode == releases.ZOOKEEPER:
                 from systems.kafka.zk_local import KafkaZkLocalDB
 
-                db = KafkaZkLocalDB(j, nodes, root, spec.broker, partitions=pool,
+                db = KafkaZkLocalDB(j, nodes, root, KafkaOptions.of(spec), partitions=pool,
                                     launcher=host.launcher, release=rel,
                                     members=zk.make_members(nodes, free_port),
                                     prefixes=host.prefixes,
                                     controlled_shutdown=KafkaOptions.of(spec).controlled_shutdown)
                 db.metadata_mode = mode
             else:
-                db = KafkaLocalDB(j, nodes, root, spec.broker, partitions=pool,
+                db = KafkaLocalDB(j, nodes, root, KafkaOptions.of(spec), partitions=pool,
                                   launcher=host.launcher, prefixes=host.prefixes,
                                   format_args=fmt)
         elif isinstance(host, ShellHost):
             nodes = _nodes(spec, host.endpoints.listen, lambda: CONTROLLER_PORT)
-            db = KafkaRemoteDB(host, j, nodes, spec.broker, partitions=pool,
+            db = KafkaRemoteDB(host, j, nodes, KafkaOptions.of(spec), partitions=pool,
                                format_args=fmt)
         else:
             raise TypeError(f"kafka: no DB for a host of type {type(host).__name__}")
@@ -134,12 +135,13 @@ class KafkaSystem:
             out: Client = java.make_client(spec, offset_ops=offsets.enabled(spec, self))
             return out
         opts = QueueOptions.of(spec)
-        inner = KafkaQueueClient(keys=opts.keys, acks=spec.broker.acks,
-                                 timeout_s=spec.producer.delivery_timeout_s,
-                                 retries=spec.producer.retries,
-                                 request_timeout_s=spec.producer.request_timeout_s,
+        own = KafkaOptions.of(spec)
+        inner = KafkaQueueClient(keys=opts.keys, acks=own.acks,
+                                 timeout_s=own.delivery_timeout_s,
+                                 retries=own.retries,
+                                 request_timeout_s=own.request_timeout_s,
                                  idempotence=idempotence(spec),
-                                 max_in_flight=spec.producer.max_in_flight,
+                                 max_in_flight=own.max_in_flight,
                                  max_poll_records=opts.max_poll_records)
         if spec.workload == "txn":
             isolation = opts.isolation.replace("-", "_")
@@ -150,7 +152,7 @@ class KafkaSystem:
                                          isolation=isolation)
             return KafkaTxnClient(
                 inner, isolation=isolation, group=group,
-                transaction_timeout_ms=KafkaOptions.of(spec).transaction_timeout_ms,
+                transaction_timeout_ms=own.transaction_timeout_ms,
                 sends=TxnOptions.of(spec).txn_sends)
         if opts.subscribe or opts.crash_client_interval_s is not None:
             return KafkaGroupClient(inner, partitions=partitions(spec), settings=opts.consumer,
@@ -194,7 +196,7 @@ CONSUMER_SAFETY = ("isolation.level", "auto.offset.reset", "enable.auto.commit")
 
 def idempotence(spec: TestSpec) -> bool | None:
     """The spec's idempotence; None (on for acks=all) becomes off on releases without it."""
-    asked = spec.producer.enable_idempotence
+    asked = KafkaOptions.of(spec).enable_idempotence
     if asked is None and not release_of(spec)[0].era.idempotence:
         return False
     return asked
@@ -208,19 +210,21 @@ def release_facts(rel: releases.Release, spec: TestSpec) -> dict[str, Any]:
             "truncation": "leader epoch (KIP-101)" if era.leader_epochs
             else "high watermark (before KIP-101, 0.11.0)",
             "unclean.leader.election.enable": {
-                "set": spec.broker.unclean_leader_election, "release_default": era.unclean_default},
+                "set": KafkaOptions.of(spec).unclean_leader_election,
+                "release_default": era.unclean_default},
             "idempotence": era.idempotence, "dump_format": era.dump_format,
             "extra_jars": list(era.extra_jars)}
 
 
 def producer_settings(spec: TestSpec) -> dict[str, Any]:
     """The librdkafka producer config the queue client runs with (bootstrap left out)."""
-    return config.producer_config("", spec.broker.acks,
-                                  timeout_s=spec.producer.delivery_timeout_s,
-                                  retries=spec.producer.retries,
-                                  request_timeout_s=spec.producer.request_timeout_s,
+    own = KafkaOptions.of(spec)
+    return config.producer_config("", own.acks,
+                                  timeout_s=own.delivery_timeout_s,
+                                  retries=own.retries,
+                                  request_timeout_s=own.request_timeout_s,
                                   idempotence=idempotence(spec),
-                                  max_in_flight=spec.producer.max_in_flight)
+                                  max_in_flight=own.max_in_flight)
 
 
 def _safety_of(conf: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
-from harness.spec import BrokerSettings
 from systems.kafka.config import KafkaNode
 from systems.kafka.releases import Release
+from systems.settings import LogOptions
 
 TICK_MS = 500  # ZooKeeper's sessions last 2 to 20 ticks: 1 to 10 s
 ZK_HEAP = ("-Xms64m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
@@ -104,7 +104,7 @@ def wait_serving(member: ZkMember, timeout_s: float) -> float:
                        f"{timeout_s:.0f} s")
 
 
-def broker_properties(node: KafkaNode, zk_connect: str, data_dir: PurePath, b: BrokerSettings,
+def broker_properties(node: KafkaNode, zk_connect: str, data_dir: PurePath, b: LogOptions,
                       rel: Release, *, partitions: int,
                       controlled_shutdown: bool) -> dict[str, str]:
     """A ZooKeeper-mode broker's server.properties: every safety setting explicit (the

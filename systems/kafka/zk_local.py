@@ -19,11 +19,11 @@ from confluent_kafka import KafkaException
 
 from harness.control.processes import NodeProcesses
 from harness.protocols import Launches
-from harness.spec import BrokerSettings
 from systems.kafka import config, zk
 from systems.kafka.db import KafkaLocalDB
 from systems.kafka.jars import KafkaJars
 from systems.kafka.releases import Release
+from systems.settings import LogOptions
 
 ZK_READY_S = 90.0
 
@@ -32,7 +32,7 @@ class KafkaZkLocalDB(KafkaLocalDB):
     """KafkaLocalDB with ZooKeeper for metadata instead of KRaft."""
 
     def __init__(self, jars: KafkaJars, nodes: Mapping[str, config.KafkaNode], root: Path,
-                 settings: BrokerSettings, *, partitions: int, launcher: Launches,
+                 settings: LogOptions, *, partitions: int, launcher: Launches,
                  release: Release, members: Mapping[str, zk.ZkMember],
                  controlled_shutdown: bool,
                  prefixes: Mapping[str, Sequence[str]] | None = None) -> None:

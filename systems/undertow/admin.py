@@ -63,13 +63,14 @@ def node_config(spec: TestSpec, node: str, listen: str, peers: Mapping[str, str]
     """NODE.json for `node` (see the cross-part contract): keys of the history = partitions."""
     if node not in peers:
         raise ValueError(f"node_config: peers {sorted(peers)} must include the node {node!r}")
-    settings = spec.broker.to_kafka()
+    own = UndertowOptions.of(spec)
+    settings = own.to_kafka()
     settings.setdefault("flush.ms", None)
     if QueueOptions.of(spec).subscribe:  # consumer groups on (the workload's one group)
         settings["offsets.topic.num.partitions"] = OFFSETS_PARTITIONS
     if spec.workload == "txn":  # transactions need their coordinators' internal topic
         settings["transaction.state.log.num.partitions"] = TXN_STATE_PARTITIONS
-    settings.update(UndertowOptions.of(spec).broker_settings or {})
+    settings.update(own.broker_settings or {})
     cfg: dict[str, Any] = {
         "node_id": node,
         "listen": listen,
@@ -78,7 +79,7 @@ def node_config(spec: TestSpec, node: str, listen: str, peers: Mapping[str, str]
         "process_roles": ["broker", "controller"],
         "controller_quorum_voters": controller_voters(spec),
         "topic": {"name": TOPIC, "partitions": partitions(spec),
-                  "replication_factor": spec.broker.replication_factor},
+                  "replication_factor": own.replication_factor},
         "settings": settings,
     }
     if clock_file is not None:

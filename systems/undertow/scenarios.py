@@ -1,6 +1,7 @@
 """Our broker's named scenarios: Kafka's known bugs, each as settings + faults + what must be found.
 
-`settings` is a build_spec layer (TestSpec fields and a `broker` table), so
+`settings` is a build_spec layer (TestSpec fields and a `broker` table, the system's
+settings as they were named when they were TestSpec's: systems/settings.py), so
 `undertow run --scenario NAME --seed N` runs it and any option overrides it.
 The unsafe ones use 4 nodes where the bug needs a partition whose replicas all
 avoid the controller (the single controller voter, n1), so the controller stays

@@ -17,6 +17,7 @@ from harness.image import NodeImage
 from harness.protocols import DB, Client, LocalHost, NodeHost, ShellHost
 from harness.spec import SpecError, TestSpec
 from harness.test import Test
+from systems.settings import AcksOption, check_brokers
 from systems.undertow import admin
 from systems.undertow.group_consumer import GroupQueueClient
 from systems.undertow.local_db import LocalBrokerDB
@@ -33,8 +34,8 @@ IMAGE_DIR = Path(__file__).resolve().parents[2] / "broker-image"
 WORKLOADS = ("queue", "txn")
 
 
-class UndertowSystem:
-    """harness.protocols.System (and HasNodeImage, HasSequences) for our broker."""
+class UndertowSystem(AcksOption):
+    """harness.protocols.System (and HasNodeImage, HasSequences, SetsAcks) for our broker."""
 
     name = "undertow"
     port = BROKER_PORT
@@ -47,6 +48,7 @@ class UndertowSystem:
         if spec.workload not in WORKLOADS:
             raise SpecError(f"--workload {spec.workload}: the undertow system speaks "
                             f"{', '.join(WORKLOADS)}")
+        check_brokers(spec, len(spec.nodes))
         try:
             admin.controller_voters(spec)
         except ValueError as e:
@@ -63,15 +65,16 @@ class UndertowSystem:
         spec = test.spec
         txn = spec.workload == "txn"
         opts = QueueOptions.of(spec)
+        own = UndertowOptions.of(spec)
         partitions = opts.partitions(spec.time_limit_s)
-        queue = QueueClient(keys=opts.keys, acks=spec.broker.acks,
-                            timeout_s=spec.producer.delivery_timeout_s,
-                            request_timeout_s=spec.producer.request_timeout_s,
+        queue = QueueClient(keys=opts.keys, acks=own.acks,
+                            timeout_s=own.delivery_timeout_s,
+                            request_timeout_s=own.request_timeout_s,
                             **_producer(spec),
                             max_poll_records=opts.max_poll_records,
                             isolation=opts.isolation.replace("-", "_") if txn else None)
         if txn:
-            shared = UndertowOptions.of(spec).shared_transactional_ids
+            shared = own.shared_transactional_ids
             group = None
             if opts.subscribe:  # offsets are committed inside transactions only
                 group = GroupQueueClient(queue, partitions=partitions,
@@ -91,7 +94,7 @@ class UndertowSystem:
     def describe(self, spec: TestSpec) -> Mapping[str, Any]:
         """For test.json: the broker's and client's versions, and the settings that decide
         whether acknowledged writes survive (the report's verdict box shows them)."""
-        b = spec.broker
+        b = UndertowOptions.of(spec)
         broker = {"acks": b.acks, "replication_factor": b.replication_factor,
                   "min_insync_replicas": b.min_insync_replicas,
                   "unclean_leader_election": b.unclean_leader_election,
@@ -114,9 +117,10 @@ class UndertowSystem:
 def _producer(spec: TestSpec) -> dict[str, Any]:
     """The producer settings our client runs with: the spec's, or the client's defaults."""
     txn = spec.workload == "txn"
-    return {"retries": spec.producer.retries or (3 if txn else 0),
-            "enable_idempotence": bool(spec.producer.enable_idempotence) or txn,
-            "max_in_flight": spec.producer.max_in_flight or 1}
+    own = UndertowOptions.of(spec)
+    return {"retries": own.retries or (3 if txn else 0),
+            "enable_idempotence": bool(own.enable_idempotence) or txn,
+            "max_in_flight": own.max_in_flight or 1}
 
 
 def _version() -> str:

@@ -16,6 +16,7 @@ from harness.spec import build_spec
 from harness.store import write_test_json
 from harness.test import assemble
 from nemesis.options import StandardOptions
+from systems.undertow.options import UndertowOptions
 from tests.harness.test_core import spec_of
 from workloads.options import QueueOptions
 
@@ -34,7 +35,7 @@ def _recorded_run(tmp_path: Path, **settings: object) -> tuple[Path, list[dict[s
 
 
 def test_the_plan_replays_on_the_same_system_and_on_another(tmp_path: Path) -> None:
-    run_dir, plan = _recorded_run(tmp_path)
+    run_dir, plan = _recorded_run(tmp_path, producer={"delivery_timeout_ms": 5000})
     assert plan and {s["f"] for s in plan} >= {"kill", "partition"}
     same = CliRunner().invoke(cli, ["plan", str(run_dir)])
     assert same.exit_code == 0, same.output
@@ -43,8 +44,8 @@ def test_the_plan_replays_on_the_same_system_and_on_another(tmp_path: Path) -> N
     spec = spec_of("--config", str(tmp_path / "same.toml"))
     assert spec["nemesis_plan"] == plan and spec["seed"] == 42
     assert spec["system"] == "undertow" and spec["options"] == {
-        "undertow": {"controller_voters": 3, "shared_transactional_ids": None,
-                     "broker_settings": None},
+        "undertow": {**dataclasses.asdict(UndertowOptions()), "controller_voters": 3,
+                     "delivery_timeout_ms": 5000},
         "standard": json.loads(json.dumps(dataclasses.asdict(StandardOptions()))),  # package's
         "queue": dataclasses.asdict(QueueOptions()),  # the workload's
         "checkers": dataclasses.asdict(SparkOptions())}  # the checkers' (which Spark)
@@ -54,10 +55,17 @@ def test_the_plan_replays_on_the_same_system_and_on_another(tmp_path: Path) -> N
     assert out.exit_code == 0, out.output
     kafka = spec_of("--config", str(tmp_path / "kafka.toml"), "--kafka-version", "4.4.0")
     assert kafka["system"] == "kafka" and kafka["nemesis_plan"] == plan
-    assert kafka["broker"] == spec["broker"] and kafka["time_limit_s"] == 30.0
+    # the settings both systems take carry over; our broker's own ones are not Kafka's
+    assert kafka["broker"] == {k: v for k, v in spec["broker"].items()
+                               if k not in ("truncation", "txn_epoch_fencing",
+                                            "offsets_commit_acks")}
+    assert kafka["time_limit_s"] == 30.0
     options = kafka["options"]
     assert isinstance(options, dict) and "undertow" not in options
     assert options["kafka"]["kafka_version"] == "4.4.0"  # the command line adds to the file
+    # a setting both systems declare alike carries over, one declared apart does not
+    assert options["kafka"]["delivery_timeout_ms"] == 5000
+    assert options["kafka"]["controller_voters"] == 0
 
 
 def test_bad_input_exits_2_and_says_what_is_wrong(tmp_path: Path) -> None:

@@ -13,18 +13,18 @@ from pathlib import Path
 from confluent_kafka import ElectionType, KafkaException, TopicPartition
 
 from harness.runfiles import Op
-from harness.spec import BrokerSettings
 from systems.kafka import config
 from systems.kafka.admin import KafkaAdmin, PartitionView
 from systems.kafka.client import KafkaQueueClient
 from systems.kafka.group_client import KafkaGroupClient
 from systems.kafka.local import LocalKafka
+from systems.kafka.options import KafkaOptions
 from systems.kafka.txn_client import KafkaTxnClient
 from workloads.options import ConsumerSettings
 
 PARTITIONS = 4
 OFFSETS, TXN_STATE = "__consumer_offsets", "__transaction_state"  # one partition each
-SETTINGS = BrokerSettings(replication_factor=3, min_insync_replicas=2)
+SETTINGS = KafkaOptions(replication_factor=3, min_insync_replicas=2)
 
 
 @dataclass

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from harness.jvm_cds import use_options
-from harness.spec import BrokerSettings
 from systems.kafka import cds, config
 from systems.kafka.jars import KafkaJars
+from systems.kafka.options import KafkaOptions
 from tests.kafka.cluster import Cluster
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow,
@@ -77,7 +77,7 @@ def test_a_broken_archive_is_ignored_by_the_jvm(kafka_jars: KafkaJars, tmp_path:
     props = tmp_path / "server.properties"
     ports = iter((19092, 19093))  # never bound: the storage is only formatted
     (node,) = config.make_nodes(("n1",), "127.0.0.1", lambda: next(ports)).values()
-    settings = BrokerSettings(replication_factor=1, min_insync_replicas=1)
+    settings = KafkaOptions(replication_factor=1, min_insync_replicas=1)
     props.write_text(config.render_properties(config.server_properties(
         node, {"n1": node}, tmp_path / "data", settings, partitions=1)))
     done = subprocess.run(config.format_command("java", kafka_jars.classpath, str(props),

@@ -12,6 +12,7 @@ from harness.run_cli import _scenario_layer
 from harness.spec import SpecError, build_spec
 from harness.test import assemble
 from systems.kafka import features
+from systems.kafka.options import KafkaOptions
 
 
 def _cell(cell: str, **more: Any) -> Any:
@@ -24,8 +25,8 @@ def test_each_cell_assembles_with_jepsens_settings(cell: str) -> None:
     test = assemble(_cell(cell))
     client: Any = test.system.client(test)
     assert client.timeout_ms == 1000  # transaction.timeout.ms, as Jepsen's
-    assert test.spec.producer.request_timeout_ms == 3000
-    assert test.spec.producer.delivery_timeout_ms == 10000
+    assert KafkaOptions.of(test.spec).request_timeout_ms == 3000
+    assert KafkaOptions.of(test.spec).delivery_timeout_ms == 10000
     version = CELLS[cell].get("kafka_features", {}).get("transaction.version")
     asked = features.format_args(features.requested(test.spec))
     assert asked == ([] if version is None else ["--feature", f"transaction.version={version}"])

@@ -14,17 +14,17 @@ from confluent_kafka import KafkaException
 from harness import netns
 from harness.control.launcher import Launcher
 from harness.control.local import free_port
-from harness.spec import BrokerSettings
 from systems.kafka import config, jars
 from systems.kafka.admin import KafkaAdmin
 from systems.kafka.client import KafkaQueueClient
 from systems.kafka.local import LocalKafka
+from systems.kafka.options import KafkaOptions
 from tests.kafka.cluster import known_leader
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow,
               pytest.mark.skipif(netns.supported() is not None,
                                  reason=f"netns: {netns.supported()}")]
-SETTINGS = BrokerSettings(replication_factor=3, min_insync_replicas=2)
+SETTINGS = KafkaOptions(replication_factor=3, min_insync_replicas=2)
 
 
 def test_a_leader_cut_off_from_its_peers_is_replaced(

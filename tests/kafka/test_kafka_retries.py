@@ -10,6 +10,7 @@ import pytest
 from harness import core, netns
 from harness.spec import build_spec
 from systems.kafka import config, jars
+from systems.kafka.options import KafkaOptions
 from systems.kafka.scenarios import SCENARIOS
 
 NAME = "kafka-retries-without-idempotence"
@@ -19,7 +20,7 @@ def test_an_attempt_times_out_on_the_client_well_before_the_delivery_timeout() -
     """librdkafka's client-side attempt timeout is socket.timeout.ms; request.timeout.ms is
     only the broker's wait for acks. Without the first under message.timeout.ms nothing is
     ever resent, and the scenario could not find a duplicate."""
-    p = build_spec(dict(SCENARIOS[NAME].settings)).producer
+    p = KafkaOptions.of(build_spec(dict(SCENARIOS[NAME].settings)))
     c = config.producer_config("b:1", "all", timeout_s=p.delivery_timeout_s,
                                retries=p.retries, request_timeout_s=p.request_timeout_s,
                                idempotence=p.enable_idempotence)

@@ -26,7 +26,7 @@ def _spec(**over: Any) -> Any:
 @pytest.mark.parametrize(("over", "says"), [
     ({"nemesis": ("kill", "slow")}, "--nemesis slow: unsupported for Kafka"),
     ({"broker": {"truncation": "hw", "replication_factor": 2, "min_insync_replicas": 1}},
-     "--truncation hw"),
+     "--truncation: only --system undertow has it, not kafka"),
     ({"backend": "ssh", "hosts": ("h1", "h2", "h3"), "nemesis": ("kill", "lossy")},
      "--nemesis lossy: unsupported for Kafka on the ssh backend"),
     ({"extra": {"controller_voters": 1}}, "exceeds the 2 brokers"),

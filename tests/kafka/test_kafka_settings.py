@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.spec import BrokerSettings, SpecError
+from harness.spec import SpecError, build_spec
 from systems.kafka import config, jars, releases, zk
 from systems.kafka.client import ERRORS, Sent, outcome, single_try
+from systems.kafka.options import KafkaOptions
 
 
 def test_versions_before_0_10_2_and_nonsense_are_refused() -> None:
@@ -34,29 +35,29 @@ def test_newest_complete_cached_4x_is_used(tmp_path: Path) -> None:
     assert jars.resolve("3.9.1", root=tmp_path).libs == tmp_path / "3.9.1" / "libs"
 
 
-def _props(b: BrokerSettings) -> dict[str, str]:
+def _props(b: KafkaOptions) -> dict[str, str]:
     nodes = {n: config.KafkaNode(n, config.node_id(n), "127.0.0.1", 9000 + i, 9100 + i)
              for i, n in enumerate(("n1", "n2", "n3"))}
     return config.server_properties(nodes["n2"], nodes, Path("/data"), b, partitions=8)
 
 
 def test_server_properties_follow_the_spec() -> None:
-    p = _props(BrokerSettings(replication_factor=3, min_insync_replicas=2,
+    p = _props(KafkaOptions(replication_factor=3, min_insync_replicas=2,
                               unclean_leader_election=True, flush="every-message"))
     assert p["node.id"] == "2" and p["process.roles"] == "broker,controller"
     assert p["controller.quorum.voters"] == "1@127.0.0.1:9100,2@127.0.0.1:9101,3@127.0.0.1:9102"
     assert p["min.insync.replicas"] == "2" and p["default.replication.factor"] == "3"
     assert p["unclean.leader.election.enable"] == "true"
     assert p["log.flush.interval.messages"] == "1"
-    assert "log.flush.interval.messages" not in _props(BrokerSettings())
-    assert _props(BrokerSettings())["unclean.leader.election.enable"] == "false"
+    assert "log.flush.interval.messages" not in _props(KafkaOptions())
+    assert _props(KafkaOptions())["unclean.leader.election.enable"] == "false"
 
 
 def test_controlled_shutdown_is_set_explicitly_in_zookeeper_mode_only() -> None:
     nodes = config.make_nodes(("n1", "n2"), "127.0.0.1", iter(range(9100, 9200)).__next__)
     old = releases.release("0.10.2.2")
     props = [zk.broker_properties(nodes["n1"], "127.0.0.1:2181", Path("/data"),
-                                  BrokerSettings(), old, partitions=4, controlled_shutdown=on)
+                                  KafkaOptions(), old, partitions=4, controlled_shutdown=on)
              for on in (True, False)]
     assert [p["controlled.shutdown.enable"] for p in props] == ["true", "false"]
     from click.testing import CliRunner
@@ -69,12 +70,24 @@ def test_controlled_shutdown_is_set_explicitly_in_zookeeper_mode_only() -> None:
 
 
 def test_hw_truncation_is_refused() -> None:
-    with pytest.raises(SpecError, match="--truncation hw"):
-        _props(BrokerSettings(truncation="hw"))
-    with pytest.raises(SpecError, match="--no-txn-fencing"):
-        _props(BrokerSettings(txn_epoch_fencing=False))
-    with pytest.raises(SpecError, match="--offsets-commit-acks 1"):
-        _props(BrokerSettings(offsets_commit_acks=1))
+    """Our broker's own settings are no option of the kafka system: refused, naming it."""
+    for broker, flag in (({"truncation": "hw"}, "--truncation"),
+                         ({"txn_epoch_fencing": False}, "--txn-fencing"),
+                         ({"offsets_commit_acks": 1}, "--offsets-commit-acks")):
+        with pytest.raises(SpecError, match=f"{flag}: only --system undertow has it, not kafka"):
+            build_spec({"system": "kafka", "broker": broker})
+    # an old file's full [broker] table (an old `undertow plan` of a Kafka run) names
+    # what Kafka always does: accepted
+    old = {"truncation": "leader-epoch", "txn_epoch_fencing": True, "offsets_commit_acks": -1,
+           "acks": "1", "min_insync_replicas": 1}
+    assert KafkaOptions.of(build_spec({"system": "kafka", "broker": old})).acks == "1"
+    from click.testing import CliRunner
+
+    from harness.cli import main
+
+    r = CliRunner().invoke(main, ["run", "--system", "kafka", "--truncation", "hw"])
+    assert r.exit_code == 2 and "--truncation: only --system undertow has them, not kafka" \
+        in r.output, r.output
 
 
 def test_producer_idempotent_only_with_acks_all() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -12,10 +13,19 @@ from harness.scenarios import all_scenarios
 from harness.spec import SpecError, build_spec
 from nemesis.packages import FAULTS, known_faults, nemesis_package
 from systems.kafka.options import KafkaOptions
+from systems.settings import LogOptions
 from systems.undertow.options import UndertowOptions
 from workloads.options import QueueOptions
 
+if TYPE_CHECKING:
+    from harness.spec import TestSpec
+
 SCENARIOS = all_scenarios()
+
+
+def _broker(spec: TestSpec) -> dict[str, object]:
+    """The system's settings that were the spec's broker table (test.json still has it)."""
+    return dict(spec.to_json()["broker"])
 
 CLOSE = {"kill": "start", "pause": "resume", "partition": "heal", "slow": "fast",
          "lossy": "fast", "clock-bump": "clock-reset", "clock-skew": "clock-reset"}
@@ -98,8 +108,9 @@ def test_scenarios_are_exactly_the_known_bugs_and_build() -> None:
         assert s.safe == (name in ("safe", "kafka-safe"))
     safe = build_spec(SCENARIOS["safe"].settings)
     assert set(safe.nemesis) == {"kill", "pause", "partition"}
-    assert safe.broker.truncation == "leader-epoch" and safe.broker.min_insync_replicas == 2
-    assert build_spec(SCENARIOS["kip101-loss"].settings).broker.truncation == "hw"
+    own = UndertowOptions.of(safe)
+    assert own.truncation == "leader-epoch" and own.min_insync_replicas == 2
+    assert UndertowOptions.of(build_spec(SCENARIOS["kip101-loss"].settings)).truncation == "hw"
     assert set(FAULTS) >= {"kill", "pause", "partition", "slow", "lossy", "clock",
                            "lose-unflushed"}
 
@@ -203,54 +214,59 @@ def test_each_known_bug_names_the_options_that_fix_it_and_they_build_a_fixed_spe
         assert isinstance(fixed, type(build_spec({})))
         unsafe = build_spec(sc.settings)
         assert fixed.nemesis == unsafe.nemesis and fixed.node_count == unsafe.node_count
-        b = fixed.broker
-        assert b.truncation == "leader-epoch" and b.acks == "all", name
+        b = LogOptions.of(fixed)
+        # Kafka truncates by leader epoch always (our broker's option only)
+        assert _broker(fixed).get("truncation", "leader-epoch") == "leader-epoch", name
+        assert b.acks == "all", name
         assert not b.unclean_leader_election or b.min_insync_replicas >= 2, name
         if name == "last-replica-standing":
             assert b.flush == "every-message"
         # the producer's setting, not the broker's
         if name in ("retries-without-idempotence", "kafka-retries-without-idempotence"):
-            assert fixed.producer.enable_idempotence and not unsafe.producer.enable_idempotence
-            assert fixed.producer.retries == unsafe.producer.retries
-            assert (unsafe.producer.retries or 0) > 0
+            p, q = LogOptions.of(fixed), LogOptions.of(unsafe)
+            assert p.enable_idempotence and not q.enable_idempotence
+            assert p.retries == q.retries
+            assert (q.retries or 0) > 0
             continue
         # the consumers' setting, not the broker's
         if name in ("read-uncommitted", "kafka-read-uncommitted"):
             isolation = QueueOptions.of(unsafe).isolation, QueueOptions.of(fixed).isolation
             assert (unsafe.workload, fixed.workload) == ("txn", "txn")
             assert isolation == ("read-uncommitted", "read-committed")
-            assert fixed.broker == unsafe.broker
+            assert _broker(fixed) == _broker(unsafe)
             continue
         if name == "kafka-last-replica-standing":  # a cluster feature, formatted in
-            assert fixed.broker == unsafe.broker
+            assert _broker(fixed) == _broker(unsafe)
             assert KafkaOptions.of(fixed) == replace(
                 KafkaOptions.of(unsafe), kafka_features="eligible.leader.replicas.version=1")
             continue
         if name == "kafka-txn-late-marker":  # a hunt: the client that speaks KIP-890 part 2
             assert KafkaOptions.of(fixed) == replace(KafkaOptions.of(unsafe), client="java")
-            assert fixed.broker == unsafe.broker
+            assert _broker(fixed) == _broker(unsafe)
             continue
         if name == "kafka-coordinator-isolation":  # a hunt: the release with the fix
             assert (KafkaOptions.of(unsafe).kafka_version,
                     KafkaOptions.of(fixed).kafka_version) == ("4.3.0", "4.3.1")
-            assert fixed.broker == unsafe.broker
+            assert _broker(fixed) == _broker(unsafe)
             continue
         if name in ("kafka-kip101-loss", "kafka-kip101-divergence"):  # the release that fixed it
             assert (KafkaOptions.of(unsafe).kafka_version,
                     KafkaOptions.of(fixed).kafka_version) == \
                 ("0.10.2.2", "0.11.0.3")
-            assert fixed.broker == unsafe.broker  # and every other option the same:
+            assert _broker(fixed) == _broker(unsafe)  # and every other option the same:
             assert KafkaOptions.of(fixed) == replace(KafkaOptions.of(unsafe),
                                                      kafka_version="0.11.0.3")
             continue
         if name == "offsets-commit-acks-1":  # the group coordinator's acks alone
-            assert (unsafe.broker.offsets_commit_acks, fixed.broker.offsets_commit_acks) == \
-                (1, -1)
-            assert fixed.broker == replace(unsafe.broker, offsets_commit_acks=-1)
+            assert (UndertowOptions.of(unsafe).offsets_commit_acks,
+                    UndertowOptions.of(fixed).offsets_commit_acks) == (1, -1)
+            assert _broker(fixed) == {**_broker(unsafe), "offsets_commit_acks": -1}
             continue
         if name == "zombie-producer":  # the coordinator's fencing, shared ids either way
-            assert fixed.broker.txn_epoch_fencing and not unsafe.broker.txn_epoch_fencing
-            assert UndertowOptions.of(fixed) == UndertowOptions.of(unsafe)
+            assert UndertowOptions.of(fixed).txn_epoch_fencing
+            assert not UndertowOptions.of(unsafe).txn_epoch_fencing
+            assert UndertowOptions.of(fixed) == replace(UndertowOptions.of(unsafe),
+                                                        txn_epoch_fencing=True)
             assert UndertowOptions.of(unsafe).shared_transactional_ids
             continue
-        assert fixed.broker != unsafe.broker, name
+        assert _broker(fixed) != _broker(unsafe), name

@@ -92,12 +92,13 @@ def save_test(run: Path, system: str, **settings: Any) -> dict[str, Any]:
                             {"at_s": 99.0, "f": "kill", "value": {"role": "A"}}])
     if system == "kafka":
         from systems.kafka import config
+        from systems.kafka.options import KafkaOptions
 
         nodes = config.make_nodes(tuple(spec.nodes), "127.0.0.1", iter(range(9000, 9100)).__next__)
         for name, node in nodes.items():
             d = run / "nodes" / name
             d.mkdir(parents=True, exist_ok=True)
-            props = config.server_properties(node, nodes, d / "data", spec.broker,
+            props = config.server_properties(node, nodes, d / "data", KafkaOptions.of(spec),
                                              partitions=partitions(spec))
             (d / "server.properties").write_text(config.render_properties(props))
             (d / "kafka.log").write_text("[kafka] started\n")

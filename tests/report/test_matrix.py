@@ -55,7 +55,7 @@ class SmallRuns:
         release = kafka.kafka_version
         assert release is not None, "the matrix names each row's release"
         control = kafka.kafka_features is not None or (spec.scenario == SCENARIOS[1]
-                                                       and spec.broker.acks == "all")
+                                                       and kafka.acks == "all")
         lost = not control and not (spec.scenario == SCENARIOS[0] and release >= "4.1")
         if (release, spec.scenario) == PLANTED:
             lost = False

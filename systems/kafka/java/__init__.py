@@ -47,13 +47,14 @@ def make_client(spec: TestSpec, *, offset_ops: bool = False) -> Any:
     from systems.kafka.java.txn import JavaTxnClient
 
     opts = QueueOptions.of(spec)
+    own = KafkaOptions.of(spec)
     isolation = opts.isolation.replace("-", "_")
-    inner = JavaQueueClient(keys=opts.keys, acks=spec.broker.acks,
-                            timeout_s=spec.producer.delivery_timeout_s,
-                            retries=spec.producer.retries,
-                            request_timeout_s=spec.producer.request_timeout_s,
-                            idempotence=spec.producer.enable_idempotence,
-                            max_in_flight=spec.producer.max_in_flight,
+    inner = JavaQueueClient(keys=opts.keys, acks=own.acks,
+                            timeout_s=own.delivery_timeout_s,
+                            retries=own.retries,
+                            request_timeout_s=own.request_timeout_s,
+                            idempotence=own.enable_idempotence,
+                            max_in_flight=own.max_in_flight,
                             max_poll_records=opts.max_poll_records,
                             isolation=isolation if spec.workload == "txn" else "read_committed")
     if spec.workload == "txn":
@@ -64,7 +65,7 @@ def make_client(spec: TestSpec, *, offset_ops: bool = False) -> Any:
                                     isolation=isolation)
             group.in_txn = True
         return JavaTxnClient(inner, isolation=isolation, group=group,
-                             transaction_timeout_ms=KafkaOptions.of(spec).transaction_timeout_ms,
+                             transaction_timeout_ms=own.transaction_timeout_ms,
                              sends=TxnOptions.of(spec).txn_sends)
     if opts.subscribe or opts.crash_client_interval_s is not None:
         return JavaGroupClient(inner, partitions=partitions(spec), settings=opts.consumer,
@@ -92,8 +93,8 @@ def safety(spec: TestSpec) -> dict[str, dict[str, Any]]:
 
 def producer_settings(spec: TestSpec) -> dict[str, Any]:
     """The producer config the queue client runs with (bootstrap left out)."""
-    return settings.producer("", spec.broker.acks, timeout_s=spec.producer.delivery_timeout_s,
-                             retries=spec.producer.retries,
-                             request_timeout_s=spec.producer.request_timeout_s,
-                             idempotence=spec.producer.enable_idempotence,
-                             max_in_flight=spec.producer.max_in_flight)
+    own = KafkaOptions.of(spec)
+    return settings.producer("", own.acks, timeout_s=own.delivery_timeout_s,
+                             retries=own.retries, request_timeout_s=own.request_timeout_s,
+                             idempotence=own.enable_idempotence,
+                             max_in_flight=own.max_in_flight)
