@@ -34,9 +34,11 @@ from harness.runfiles.fasttokens import (
     _grow,
     _int,
     _is,
+    _key,
     _offset,
     _pair,
     _row,
+    _scalar,
     _sep,
     _string,
     _word,
@@ -61,32 +63,6 @@ _T_INVOKE, _T_OK, _T_FAIL, _T_INFO = (np.frombuffer(n.encode(), np.uint8) for n 
 _F_SEND, _F_POLL, _F_TXN, _F_ASSIGN, _F_SUBSCRIBE, _F_CRASH, _F_COMMIT, _F_COMMITTED = (
     np.frombuffer(n.encode(), np.uint8) for n in CLIENT_FS)
 _TXN, _COMMIT, _COMMITTED = F_CODES["txn"], F_CODES["commit"], F_CODES["committed"]
-
-
-@njit(cache=True)
-def _key(buf: Any, p: int, end: int, keys: Any, nkeys: int, top: int) -> tuple[int, int, Any]:
-    """(key, p after the colon, keys) of an object's key at p: the digits of a
-    non-negative integer, one the object has not named before (kept in keys[:nkeys],
-    the largest being top: keys written in order need no search); p = -1 for anything
-    else."""
-    a, p = _string(buf, p, end)
-    if p < 0 or p - 1 == a or p - 1 - a > 18:
-        return 0, -1, keys
-    key = 0
-    for i in range(a, p - 1):
-        if not 48 <= buf[i] <= 57:
-            return 0, -1, keys
-        key = key * 10 + (int(buf[i]) - 48)
-    if key <= top:
-        for i in range(nkeys):
-            if keys[i] == key:
-                return 0, -1, keys
-    keys = _grow(keys, nkeys + 1)
-    keys[nkeys] = key
-    p = _ws(buf, p, end)
-    if p >= end or buf[p] != 58:
-        return 0, -1, keys
-    return key, _ws(buf, p + 1, end), keys
 
 
 @njit(cache=True)
@@ -316,20 +292,6 @@ def _code(buf: Any, a: int, b: int, l0: Any, l1: Any, l2: Any, l3: Any, l4: Any,
     if _is(buf, a, b, l5):
         return 5
     return -1
-
-
-@njit(cache=True)
-def _scalar(buf: Any, p: int, end: int) -> int:
-    """p after a plain JSON value at p (an integer of at most 18 digits, a string,
-    true, false or null), or -1."""
-    if p < end and buf[p] == 34:
-        return _string(buf, p, end)[1]
-    q = _word(buf, p, end, _NULL)
-    if q < 0:
-        q = _word(buf, p, end, _TRUE)
-    if q < 0:
-        q = _word(buf, p, end, _FALSE)
-    return q if q >= 0 else _int(buf, p, end, True)[1]
 
 
 @njit(cache=True)

@@ -1,8 +1,9 @@
 """The byte-level pieces of the compiled history-line parser (harness/runfiles/fastlines.py):
-whitespace, literals, integers, plain strings, separators and offset pairs, each reading
-a line's bytes in machine code (numba) and answering -1 where it does not recognise
-what it sees (fastlines then hands the line to the strict reader). Split from the line
-grammar so that each module reads on its own; the compiled code is the same.
+whitespace, literals, integers, plain strings, separators, offset pairs, an object's
+integer keys and plain scalar values, each reading a line's bytes in machine code
+(numba) and answering -1 where it does not recognise what it sees (fastlines then hands
+the line to the strict reader). Split from the line grammar so that each module reads on
+its own; the compiled code is the same.
 """
 
 from __future__ import annotations
@@ -171,3 +172,43 @@ def _pair(buf: Any, p: int, end: int, offset_may_be_null: bool) -> tuple[int, in
     if p >= end or buf[p] != 93:
         return 0, 0, -1
     return offset, value, p + 1
+
+
+@njit(cache=True)
+def _key(buf: Any, p: int, end: int, keys: Any, nkeys: int, top: int) -> tuple[int, int, Any]:
+    """(key, p after the colon, keys) of an object's key at p: the digits of a
+    non-negative integer, one the object has not named before (kept in keys[:nkeys],
+    the largest being top: keys written in order need no search); p = -1 for anything
+    else."""
+    a, p = _string(buf, p, end)
+    if p < 0 or p - 1 == a or p - 1 - a > 18:
+        return 0, -1, keys
+    key = 0
+    for i in range(a, p - 1):
+        if not 48 <= buf[i] <= 57:
+            return 0, -1, keys
+        key = key * 10 + (int(buf[i]) - 48)
+    if key <= top:
+        for i in range(nkeys):
+            if keys[i] == key:
+                return 0, -1, keys
+    keys = _grow(keys, nkeys + 1)
+    keys[nkeys] = key
+    p = _ws(buf, p, end)
+    if p >= end or buf[p] != 58:
+        return 0, -1, keys
+    return key, _ws(buf, p + 1, end), keys
+
+
+@njit(cache=True)
+def _scalar(buf: Any, p: int, end: int) -> int:
+    """p after a plain JSON value at p (an integer of at most 18 digits, a string,
+    true, false or null), or -1."""
+    if p < end and buf[p] == 34:
+        return _string(buf, p, end)[1]
+    q = _word(buf, p, end, _NULL)
+    if q < 0:
+        q = _word(buf, p, end, _TRUE)
+    if q < 0:
+        q = _word(buf, p, end, _FALSE)
+    return q if q >= 0 else _int(buf, p, end, True)[1]
