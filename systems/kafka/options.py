@@ -15,16 +15,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from harness.options import option
-from systems.settings import LogOptions
+from systems.settings import LogOptions, at_least
 
 CLIENTS = ("librdkafka", "java")
 METADATA_MODES = ("zookeeper", "kraft")
-
-
-def _at_least(lo: int) -> Any:
-    def check(value: int) -> str | None:
-        return None if value >= lo else f"expected an integer >= {lo}, got {value!r}"
-    return check
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +56,7 @@ class KafkaOptions(LogOptions):
     controller_voters: int = option(
         0, "Dedicated KRaft controllers: the first N nodes are controllers only, the rest "
         "brokers only (0: every node both).", flag="--kafka-controllers",
-        check=_at_least(0), metavar="N")
+        check=at_least(0), metavar="N")
     transaction_timeout_ms: int | None = option(
         None, "--workload txn: the producers' transaction.timeout.ms (default: the "
-        "client's rule, 10 s or the delivery timeout).", check=_at_least(1), metavar="MS")
+        "client's rule, 10 s or the delivery timeout).", check=at_least(1), metavar="MS")
