@@ -65,6 +65,9 @@ def main() -> None:
     ap.add_argument("runs", nargs="+", type=Path)
     ap.add_argument("--within-ms", type=float, default=WITHIN_S * 1000)
     a = ap.parse_args()
+    missing = [str(r) for r in a.runs if not (r / "history.jsonl").is_file()]
+    if missing:
+        ap.error(f"not a run folder (no history.jsonl): {', '.join(missing)}")
     for run in a.runs:
         f = facts(run, a.within_ms / 1000)
         print(f"{f['run']}  features {f['features']}  InvalidTxnState commits {f['commits']}"
