@@ -4,10 +4,13 @@ consume-transform-produce transaction on both clients."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import os
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -399,4 +402,37 @@ def test_sends_left_to_the_commit_get_offsets_and_a_failed_one_is_aborted_on_the
             (after[0].error or "").startswith("aborted after")
         assert all(o.type == "ok" for o in after[1 if first_may_fail else 0:]), after
     finally:
+        c.close(None)
+
+
+def _rdkafka_handles() -> int:
+    """librdkafka handles alive in this process (each has one thread named rdk:main)."""
+    names = []
+    for task in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError):
+            names.append(Path(f"/proc/self/task/{task}/comm").read_text().strip())
+    return sum(n == "rdk:main" for n in names)
+
+
+def test_a_dropped_librdkafka_producer_is_closed_not_left_to_the_collector(
+        kafka_cluster: Cluster) -> None:
+    """The client gives a producer up (a fatal error, an abort that failed): its handle and
+    threads end within seconds, even while the transaction's own reference to it lives
+    on until the next begin."""
+    queue = KafkaQueueClient(keys=PARTITIONS, acks="all", timeout_s=5.0,
+                             bootstrap=kafka_cluster.kafka.bootstrap)
+    c = KafkaTxnClient(queue).open(None, "n1")
+    assert isinstance(c, KafkaTxnClient)
+    try:
+        assert c.begin({0}) is None and c.current is not None
+        assert c.send_run([(0, next(_values))])[1] is None
+        alive = _rdkafka_handles()
+        c._drop()
+        assert c.current is not None  # still referenced
+        deadline = time.monotonic() + 15
+        while _rdkafka_handles() >= alive and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _rdkafka_handles() == alive - 1
+    finally:
+        c.current = None
         c.close(None)
