@@ -158,6 +158,13 @@ class Declared:
     meta: Meta
 
     @property
+    def signature(self) -> tuple[Any, ...]:
+        """What two parts' options must share to be one option declared alike (one flag
+        for both: harness/run_cli.py `flag_parts`; carried over to another system:
+        harness/plan_cli.py)."""
+        return self.kind, self.name, self.type, self.default, self.meta
+
+    @property
     def flag(self) -> str:
         return self.meta.flag if self.meta.flag is not None else \
             "--" + self.name.replace("_", "-")

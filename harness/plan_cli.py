@@ -66,13 +66,10 @@ def plan(run_dir: Path, system: str | None, output: Path | None) -> None:
 def _shared_options(old: str, new: str, values: Mapping[str, Any]) -> dict[str, Any]:
     """The old system's option values that the new one declares alike (the replication and
     producer settings both systems take): they carry over to the new system."""
-    def alike(d: o.Declared) -> tuple[Any, ...]:
-        return d.name, d.type, d.default, d.meta
-
     try:
-        theirs = {alike(d) for d in o.declared("system", old, registry.get("system", old))}
+        theirs = {d.signature for d in o.declared("system", old, registry.get("system", old))}
     except SpecError:  # a system this installation lacks: nothing is known to be shared
         return {}
     return {d.name: values[d.name]
             for d in o.declared("system", new, registry.get("system", new))
-            if d.name in values and alike(d) in theirs}
+            if d.name in values and d.signature in theirs}

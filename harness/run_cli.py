@@ -53,8 +53,7 @@ def flag_parts(options: list[Declared]) -> dict[str, tuple[Declared, tuple[str, 
             continue
         if d.flag in seen:
             other, parts = seen[d.flag]
-            if (other.kind, other.name, other.type, other.default, other.meta) != \
-                    (d.kind, d.name, d.type, d.default, d.meta):
+            if other.signature != d.signature:
                 raise SpecError(f"{d.flag}: declared by {other.kind} {other.part} and by "
                                 f"{d.kind} {d.part}")
             seen[d.flag] = (other, (*parts, d.part))

@@ -154,10 +154,9 @@ class KafkaViews:
         admin = self.open_admin()
         spec: TestSpec = run.spec
         timeout_s = max(timeout_s, MIN_READY_S)
-        took = admin.wait_ready(len(self.brokers), partitions(spec),
-                                KafkaOptions.of(spec).replication_factor,
-                                KafkaOptions.of(spec).min_insync_replicas,
-                                timeout_s=timeout_s)
+        own = KafkaOptions.of(spec)
+        took = admin.wait_ready(len(self.brokers), partitions(spec), own.replication_factor,
+                                own.min_insync_replicas, timeout_s=timeout_s)
         rel = releases.release(self.jars.version)
         if not self._warm:  # once: the producer-id machinery, before the workload's first send
             if rel.era.idempotence:

@@ -223,13 +223,10 @@ class KafkaTxnClient:
         reports: dict[int, tuple[KafkaError | None, Message]] = {}
         error: str | None = None
 
-        def report(i: int) -> Callable[[KafkaError | None, Message], None]:
-            return lambda err, msg: reports.__setitem__(i, (err, msg))
-
         for i, (key, value) in enumerate(items):
             try:
                 p.produce(self.queue.topic, value=str(value).encode(), partition=key,
-                          on_delivery=report(i))
+                          on_delivery=_reporter(reports, i))
             except (KafkaException, BufferError) as e:
                 error = _text(e)
                 break
@@ -310,13 +307,10 @@ class KafkaTxnClient:
         assert self.current is not None
         reports = self.reports
 
-        def report(i: int) -> Callable[[KafkaError | None, Message], None]:
-            return lambda err, msg: reports.__setitem__(i, (err, msg))
-
         for key, value in items:
             try:
                 self.current.produce(self.queue.topic, value=str(value).encode(),
-                                     partition=key, on_delivery=report(self.handed))
+                                     partition=key, on_delivery=_reporter(reports, self.handed))
             except (KafkaException, BufferError) as e:
                 return _text(e)
             self.handed += 1
@@ -404,6 +398,12 @@ class KafkaTxnClient:
             self.group.close(run)
         else:
             self.queue.close(run)
+
+
+def _reporter(reports: dict[int, tuple[KafkaError | None, Message]], i: int
+              ) -> Callable[[KafkaError | None, Message], None]:
+    """A delivery callback that files send i's report in `reports`."""
+    return lambda err, msg: reports.__setitem__(i, (err, msg))
 
 
 def _offset(m: Message | None) -> int | None:
