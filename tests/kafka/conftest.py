@@ -21,7 +21,7 @@ from tests.kafka.cluster import PARTITIONS, SETTINGS, Cluster
 def kafka_jars() -> jars.KafkaJars:
     """The newest 4.x (Maven resolves it the first time on a fresh machine)."""
     if shutil.which("java") is None:
-        pytest.fail("java is not on PATH (scripts/bootstrap installs openjdk-17-jre-headless)")
+        pytest.fail("java is not on PATH (scripts/bootstrap installs openjdk-17-jdk-headless)")
     return jars.resolve()
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from harness.runfiles import Op
 from systems.kafka import config
 from systems.kafka.client import WARMUP_TOPIC
-from systems.kafka.java import jvm, outcomes, settings
+from systems.kafka.java import calls, jvm, outcomes, settings
 from workloads.options import MAX_POLL_RECORDS
 
 # a poll waits this long for a first record (it returns at once when there is one). Longer
@@ -148,9 +148,7 @@ class JavaQueueClient:
         if self.producer is None:
             self.producer = jvm.cls("org.apache.kafka.clients.producer.KafkaProducer")(
                 jvm.properties(self.producer_settings()))
-        meta = self.producer.send(self.record(key, value)).get()
-        offset = int(meta.offset()) if meta.hasOffset() else -1
-        return offset if offset >= 0 else None
+        return calls.send(self.producer, self.topic, key, value)
 
     def _send(self, op: Op) -> Op:
         done: list[Any] = []
@@ -170,24 +168,14 @@ class JavaQueueClient:
     def partition(self, key: int) -> Any:
         return jvm.cls("org.apache.kafka.common.TopicPartition")(self.topic, int(key))
 
-    def _seek_all(self) -> None:
-        """Each assigned key at its position, else at the beginning."""
-        for k in self.assigned:
-            tp = self.partition(k)
-            if k in self.positions:
-                self.consumer.seek(tp, self.positions[k])
-            else:
-                self.consumer.seekToBeginning(jvm.jlist([tp]))
-
     def _assign(self, op: Op) -> Op:
         assert self.consumer is not None, "open() first"
         keys = tuple(int(k) for k in op.value)
         if op.extra.get("seek_to_beginning"):
             self.positions.update({k: 0 for k in keys})
         try:
-            self.consumer.assign(jvm.jlist([self.partition(k) for k in keys]))
+            calls.assign(self.consumer, self.topic, keys, self.positions)
             self.assigned = keys
-            self._seek_all()
         except jvm.exception_type() as e:
             return op.complete("fail", error=outcomes.text(e))
         return op.complete("ok")
@@ -198,7 +186,7 @@ class JavaQueueClient:
         if not self.assigned:
             return read, None
         try:
-            records = self.consumer.poll(jvm.duration_ms(POLL_WAIT_MS))
+            polled = calls.poll(self.consumer, POLL_WAIT_MS)
         except jvm.exception_type() as err:
             e: Any = err
             name = str(e.getClass().getSimpleName())
@@ -209,11 +197,10 @@ class JavaQueueClient:
                     self.positions[int(tp.partition())] = 0
                     self.consumer.seek(tp, 0)
             return read, outcomes.text(e)
-        for r in records:
-            key, offset = int(r.partition()), int(r.offset())
+        for key, offset, value in calls.records(polled):
             if key not in self.assigned or offset < self.positions.get(key, 0):
                 continue
-            read.setdefault(str(key), []).append([offset, int(str(r.value()))])
+            read.setdefault(str(key), []).append([offset, value])
             self.positions[key] = offset + 1
         return read, None
 

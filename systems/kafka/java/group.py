@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from harness.runfiles import Op, OpType
-from systems.kafka.java import jvm, outcomes, settings
+from systems.kafka.java import calls, jvm, outcomes, settings
 from systems.kafka.java.client import POLL_WAIT_MS, JavaQueueClient
 from workloads.groupops import Batch, GroupOps, Held, final_wait_s
 from workloads.options import GROUP_ID, ConsumerSettings
@@ -170,9 +170,8 @@ class JavaGroupClient:
             records = m.consumer.poll(jvm.duration_ms(POLL_WAIT_MS))
         except jvm.exception_type() as e:
             return read, outcomes.text(e)
-        for r in records:
-            read.setdefault(str(int(r.partition())), []).append(
-                [int(r.offset()), int(str(r.value()))])
+        for key, offset, value in calls.records(records):
+            read.setdefault(str(key), []).append([offset, value])
         return read, None
 
     def cover(self, member: Member, batch: Batch) -> None:

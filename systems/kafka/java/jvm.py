@@ -34,7 +34,8 @@ _classes: dict[str, Any] = {}
 
 
 def start(jars: ClientJars) -> None:
-    """The JVM with `jars` on its classpath (once per process)."""
+    """The JVM with `jars` and the client's hot calls (calls.py) on its classpath, once per
+    process."""
     global _version
     import jpype
 
@@ -47,8 +48,10 @@ def start(jars: ClientJars) -> None:
             return
         import jpype.config
 
+        from systems.kafka.java import calls
+
         jpype.config.destroy_jvm = True
-        jpype.startJVM(*OPTIONS, classpath=jars.jars,
+        jpype.startJVM(*OPTIONS, classpath=[*jars.jars, str(calls.classes(jars))],
                        convertStrings=True, interrupt=False)
         _version = jars.version
         threading.Thread(target=_preload, name="kafka-client-preload", daemon=True).start()
