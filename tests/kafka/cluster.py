@@ -33,6 +33,7 @@ class Cluster:
     admin: KafkaAdmin
     root: Path
     state: Path  # the leftovers folder of the cluster's JVMs
+    run_id: str  # what its JVMs are marked with (UNDERTOW_RUN_ID): this cluster's alone
 
     def ready(self, timeout_s: float = 60.0) -> None:
         """Every node up and every partition led with a full ISR (after a test's faults)."""

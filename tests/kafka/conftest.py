@@ -32,7 +32,10 @@ def kafka_cluster(kafka_jars: jars.KafkaJars,
     state = root / "state"
     old = os.environ.get(leftovers.STATE_ENV)
     os.environ[leftovers.STATE_ENV] = str(state)  # the run's folder is fixed at its first item
-    launcher = Launcher("kafka-tests")
+    # one run id per cluster: heal_run kills every process marked with it, so a worker that
+    # tears its cluster down must not name the other worker's (`-n 2` without loadgroup)
+    run_id = f"kafka-tests-{os.getpid()}"
+    launcher = Launcher(run_id)
     nodes = config.make_nodes(("n1", "n2", "n3"), "127.0.0.1", free_port)
     kafka = LocalKafka(kafka_jars, nodes, root, SETTINGS, partitions=PARTITIONS,
                        launcher=launcher)
@@ -47,11 +50,11 @@ def kafka_cluster(kafka_jars: jars.KafkaJars,
                 del os.environ[leftovers.STATE_ENV]
             else:
                 os.environ[leftovers.STATE_ENV] = old
-        c = Cluster(kafka, admin, root, state / "kafka-tests")
+        c = Cluster(kafka, admin, root, state / run_id, run_id)
         c.ready(timeout_s=120)
         yield c
     finally:
         kafka.close()
         launcher.close()
-        leftovers.heal_run("kafka-tests", state / "kafka-tests")
-        leftovers.end_run("kafka-tests", state / "kafka-tests")
+        leftovers.heal_run(run_id, state / run_id)
+        leftovers.end_run(run_id, state / run_id)

@@ -57,7 +57,7 @@ def test_heal_kills_the_kafka_jvms(kafka_cluster: Cluster) -> None:
     pids = [kafka_cluster.kafka.pid(n) for n in kafka_cluster.kafka.nodes]
     assert all(pids)
     try:
-        done = leftovers.heal_run("kafka-tests", kafka_cluster.state)
+        done = leftovers.heal_run(kafka_cluster.run_id, kafka_cluster.state)
         assert sum("killed" in line for line in done) == len(pids), done
         deadline = time.monotonic() + 10  # a killed JVM's threads take a moment to exit
         while time.monotonic() < deadline and any(map(kafka_cluster.kafka.is_running,
