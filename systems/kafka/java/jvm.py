@@ -21,6 +21,7 @@ import atexit
 import threading
 from typing import Any
 
+from systems.kafka.java import calls
 from systems.kafka.java.jars import ClientJars, ClientJarsError
 
 HEAP = "-Xmx1g"
@@ -47,8 +48,6 @@ def start(jars: ClientJars) -> None:
                                       "version per harness process)")
             return
         import jpype.config
-
-        from systems.kafka.java import calls
 
         jpype.config.destroy_jvm = True
         jpype.startJVM(*OPTIONS, classpath=[*jars.jars, str(calls.classes(jars))],
