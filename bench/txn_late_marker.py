@@ -1,6 +1,8 @@
 """python -m bench.txn_late_marker [--runs 10] [--seconds 120] [--cells a,b] [--seed 1]
-[--until HH:MM] [--txn-sends awaited|at-commit]:
-the KAFKA-17754 hunt (systems/kafka/hunts.py), seeded runs per cell, as a table.
+[--until HH:MM] [--txn-sends awaited|at-commit] [--scenario kafka-txn-late-marker-slow]:
+the KAFKA-17754 hunt (systems/kafka/hunts.py), seeded runs per cell, as a table. With
+`--scenario kafka-txn-late-marker-slow` the coordinator's links are slowed instead of its
+process paused, on that scenario's backend (docker).
 
 Cells (client, release, transaction.version):
 - librdkafka-3.9.1, librdkafka-4.4.0: confluent-kafka on the release's default feature
@@ -45,6 +47,8 @@ CELLS: dict[str, dict[str, Any]] = {
                        "kafka_features": {"transaction.version": 2}},
     "java-3.9.1": {"client": "java", "kafka_version": "3.9.1"},
 }
+# the hunt with pauses (any backend), and with the coordinator's links slowed (docker, ssh)
+SCENARIOS = ("kafka-txn-late-marker", "kafka-txn-late-marker-slow")
 OUT = Path(__file__).parent / "out" / "txn_late_marker.json"
 
 
@@ -72,31 +76,34 @@ def first_anomaly_s(run_dir: Path, results: dict[str, Any]) -> float | None:
 
 
 def txn_facts(run_dir: Path, results: dict[str, Any]) -> dict[str, Any]:
-    """The transactions' completions, the pauses that landed and the commits that failed
+    """The transactions' completions, the pauses and slow links that landed and the commits
+    that failed
     and were answered by an abort on the same producer (the clients' "aborted after"): a
     run with few commits, no pause or no such abort had little chance to show the bug."""
     avail = results.get("availability")
     if not isinstance(avail, dict):
-        return {"txns": None, "pauses": None, "commit_aborts": None, "k20785": None}
+        return {"txns": None, "pauses": None, "slows": None, "commit_aborts": None,
+                "k20785": None}
     txn = (avail.get("ops") or {}).get("txn") or {}
-    windows = [w for w in avail.get("windows") or [] if w.get("kind") == "pause"]
+    kinds = [w.get("kind") for w in avail.get("windows") or []]
     aborts = 0
     for line in (run_dir / "history.jsonl").read_text().splitlines():
         if '"aborted after' in line:
             op = json.loads(line)
             aborts += op.get("f") == "txn" and str(op.get("error")).startswith("aborted after")
     return {"txns": [txn.get("ok", 0), txn.get("fail", 0), txn.get("info", 0)],
-            "pauses": len(windows), "commit_aborts": aborts,
+            "pauses": kinds.count("pause"), "slows": kinds.count("slow"),
+            "commit_aborts": aborts,
             "k20785": kafka_20785.facts(run_dir, kafka_20785.WITHIN_S)["matched"]}
 
 
 def run_one(cell: str, seed: int, seconds: float, results_dir: str,
-            txn_sends: str = "awaited") -> dict[str, Any]:
+            txn_sends: str = "awaited", scenario_name: str = SCENARIOS[0]) -> dict[str, Any]:
     from harness import core
     from harness.run_cli import _scenario_layer
     from harness.spec import build_spec
 
-    scenario = _scenario_layer("kafka-txn-late-marker")
+    scenario = _scenario_layer(scenario_name)
     extra = {**scenario.get("extra", {}), **CELLS[cell], "txn_sends": txn_sends}
     spec = build_spec(scenario, {"seed": seed, "time_limit_s": seconds,
                                  "results_dir": results_dir, "extra": extra,
@@ -107,7 +114,8 @@ def run_one(cell: str, seed: int, seconds: float, results_dir: str,
     # a run that never reached a verdict (e.g. the cluster not ready in time) has none
     results = json.loads(path.read_text()) if path.is_file() else \
         {"valid": f"no verdict: {outcome.error or 'no results.json'}"[:80]}
-    return {"cell": cell, "seed": seed, "txn_sends": txn_sends, "valid": results.get("valid"),
+    return {"cell": cell, "seed": seed, "txn_sends": txn_sends, "scenario": scenario_name,
+            "valid": results.get("valid"),
             "counts": results.get("counts") or {t: 1 for t in results.get("anomaly_types", [])},
             "bad": results.get("bad_anomaly_types", []),
             "first_anomaly_s": first_anomaly_s(outcome.run_dir, results),
@@ -124,12 +132,14 @@ def table(rows: list[dict[str, Any]]) -> str:
         counts = ", ".join(f"{k}{'*' if k in r['bad'] else ''} {v}"
                            for k, v in sorted(r["counts"].items())) or "none"
         txns = "-" if r.get("txns") is None else "/".join(map(str, r["txns"]))
-        pauses = "-" if r.get("pauses") is None else str(r["pauses"])
+        pauses = "-" if r.get("pauses") is None else str(r["pauses"]) + (
+            f"+{r['slows']}s" if r.get("slows") else "")
         aborts = "-" if r.get("commit_aborts") is None else str(r["commit_aborts"])
         k20785 = "-" if r.get("k20785") is None else str(r["k20785"])
         out.append(f"{r['cell']:18} {r['seed']:>5} {r['valid']!s:8} {first:>8} {txns:>16}"
                    f" {pauses:>6} {aborts:>7} {k20785:>5}  {counts}")
         out.append(f"{'':49}{r['run_dir']}")
+    out.append("pauses: the pauses that landed (+Ns: and N slow links)")
     out.append("c-abort: commits that failed and were answered by an abort on the same producer")
     out.append("20785: commits answered INVALID_TXN_STATE for a transaction the coordinator had "
                "aborted (KAFKA-20785, bench/kafka_20785.py)")
@@ -155,6 +165,9 @@ def main() -> None:
     ap.add_argument("--until", default=None, help="HH:MM UTC: start no run after it")
     ap.add_argument("--txn-sends", default="awaited", choices=TXN_SENDS,
                     help="the txn workload's --txn-sends, for every cell")
+    ap.add_argument("--scenario", default=SCENARIOS[0], choices=SCENARIOS,
+                    help="the hunt's pauses, or its slow links (on the scenario's backend, "
+                         "docker)")
     ap.add_argument("--out", type=Path, default=OUT, help="the JSON of the runs")
     ap.add_argument("--table", action="store_true",
                     help="print the table of the runs recorded in the JSON, run nothing")
@@ -188,7 +201,8 @@ def main() -> None:
                 print(f"--until {a.until} reached: no more runs", flush=True)
                 print(table(rows))
                 return
-            rows.append(run_one(cell, a.seed + i, a.seconds, a.results_dir, a.txn_sends))
+            rows.append(run_one(cell, a.seed + i, a.seconds, a.results_dir, a.txn_sends,
+                                a.scenario))
             print(table(rows[-1:]).split("\n")[1], flush=True)
             a.out.parent.mkdir(parents=True, exist_ok=True)
             a.out.write_text(json.dumps(rows, indent=1))

@@ -17,7 +17,7 @@ import re
 from typing import Any
 
 from harness import netns
-from harness.faultkinds import KILL, LOSE_UNFLUSHED, PARTITION, PAUSE
+from harness.faultkinds import KILL, LOSE_UNFLUSHED, LOSSY, PARTITION, PAUSE, SLOW, FaultKind
 from harness.faultplan import fault_kinds
 from harness.runfiles import amend_test_json
 from harness.spec import SpecError, TestSpec
@@ -34,6 +34,15 @@ from workloads.options import QueueOptions, partitions
 
 # the fault kinds Kafka takes, whatever the sequence
 FAULTS = (KILL, PAUSE, PARTITION, LOSE_UNFLUSHED)
+# slow and lossy links where the backend's Net shapes a node's traffic on the client port
+# (docker: iptables and a packet delayer in each container's namespace); the local
+# backend's nodes dial each other directly, and the ssh hosts have no netem and no delayer
+LINK_FAULTS = {"docker": (SLOW, LOSSY)}
+
+
+def faults(backend: str) -> tuple[FaultKind, ...]:
+    """The fault kinds Kafka takes on that backend."""
+    return FAULTS + LINK_FAULTS.get(backend, ())
 BACKENDS = ("local", "docker", "ssh")
 WORKLOADS = ("queue", "txn")
 VERSION_ENV_KEY = "kafka_version"  # KafkaOptions: the release to run (`undertow matrix` rows)
@@ -74,10 +83,11 @@ def check_spec(spec: TestSpec) -> None:
     if spec.backend not in BACKENDS:
         raise SpecError(f"--backend {spec.backend}: Kafka runs on the "
                         f"{', '.join(BACKENDS)} backends")
-    unsupported = [f for f in spec.nemesis if not fault_kinds([f]) <= set(FAULTS)]
+    kinds = faults(spec.backend)
+    unsupported = [f for f in spec.nemesis if not fault_kinds([f]) <= set(kinds)]
     if unsupported:
         raise SpecError(f"--nemesis {','.join(unsupported)}: unsupported for Kafka on the "
-                        f"{spec.backend} backend (it has {', '.join(k.start for k in FAULTS)})")
+                        f"{spec.backend} backend (it has {', '.join(k.start for k in kinds)})")
     if needs_namespaces(spec) and (why := netns.supported()) is not None:
         raise SpecError(f"--nemesis partition: unsupported for Kafka here ({why}; each node "
                         "needs its own network namespace); kill and pause still work")

@@ -15,13 +15,20 @@ key in flight, each for 1 to 6 s, overlapping, so requests queue up behind a sto
 process and arrive late. Slow links do not reach Kafka on the local backend (the
 nodes' links are not proxied), so there are none. The cells (bench/txn_late_marker.py)
 choose the client, the release and transaction.version.
+
+`kafka-txn-late-marker-slow` is the same hunt with the coordinator's links slowed instead
+of its process paused (the docker backend by default, or ssh: where slow links reach
+Kafka's nodes). A slowed node's traffic on the client port leaves it late (a delay drawn
+per cycle, 0.5 to 2 s): its transaction markers to the leaders and its answers to the
+producers, in order on each connection but late against the others, which is how
+Jepsen describes the messages that land in the next transaction.
 """
 
 from __future__ import annotations
 
 import random
 
-from harness.faultkinds import PAUSE
+from harness.faultkinds import PAUSE, SLOW
 from harness.faultplan import FaultSequence, Step
 from harness.scenarios import Scenario
 
@@ -43,7 +50,25 @@ def late_marker_pauses(t: float, rng: random.Random) -> list[Step]:
     ]
 
 
+def late_marker_slow(t: float, rng: random.Random) -> list[Step]:
+    """The coordinator's links slowed by 0.5 to 2 s (drawn, a tenth of it as jitter), then a
+    leader L of a key in flight paused; each ends after 1 to 6 s (drawn)."""
+    delay = round(rng.uniform(500.0, 2000.0))
+    c_for, l_for = rng.uniform(1.0, 6.0), rng.uniform(1.0, 6.0)
+    l_at = t + rng.uniform(0.0, 1.5)
+    return [
+        Step(t, SLOW.start, {"target": "coordinator", "role_wait_s": 0,
+                             "delay_ms": delay, "jitter_ms": delay // 10}),
+        Step(l_at, PAUSE.start, {"target": "leader", "key": "auto", "as": "L"}),
+        Step(t + c_for, SLOW.heal, {}),
+        Step(l_at + l_for, PAUSE.heal, {"role": "L"}),
+    ]
+
+
 SEQUENCE = FaultSequence("kafka-txn-late-marker", (PAUSE,), PERIOD_S, late_marker_pauses)
+SLOW_SEQUENCE = FaultSequence("kafka-txn-late-marker-slow", (PAUSE, SLOW), PERIOD_S,
+                              late_marker_slow)
+SEQUENCES = {s.name: s for s in (SEQUENCE, SLOW_SEQUENCE)}
 
 SETTINGS = {
     "name": "kafka-txn-late-marker", "scenario": "kafka-txn-late-marker", "system": "kafka",
@@ -62,4 +87,14 @@ SCENARIOS = {"kafka-txn-late-marker": Scenario(
     "coordinator and of leaders of keys in flight, so late markers or writes of one "
     "transaction may land in the next; expected where the protocol is version 1 "
     "(G1a, lost-write), valid with transaction.version=2 and the Java client.",
-    SETTINGS, ("G1a",), ("--client", "java"))}
+    SETTINGS, ("G1a",), ("--client", "java")),
+    "kafka-txn-late-marker-slow": Scenario(
+    "kafka-txn-late-marker-slow",
+    "KAFKA-17754 with late messages in the network: kafka-txn-late-marker's settings, the "
+    "transaction coordinator's links slowed by 0.5 to 2 s (its markers and answers land "
+    "late) and leaders of keys in flight paused; docker backend (slow links need one "
+    "that reaches Kafka's nodes: docker or ssh).",
+    {**SETTINGS, "name": "kafka-txn-late-marker-slow",
+     "scenario": "kafka-txn-late-marker-slow", "backend": "docker",
+     "nemesis": ("kafka-txn-late-marker-slow",)},
+    ("G1a",), ("--client", "java"))}

@@ -63,7 +63,7 @@ class KafkaSystem(AcksOption):
     scenarios = {**kafka_scenarios.SCENARIOS, **hunts.SCENARIOS, **coordinator_hunt.SCENARIOS}
     # its fault sequences, as data: the nemesis reads them through harness.registry
     sequences = {**kafka_scenarios.SEQUENCES, **kip101.SEQUENCES,
-                 hunts.SEQUENCE.name: hunts.SEQUENCE,
+                 **hunts.SEQUENCES,
                  coordinator_hunt.SEQUENCE.name: coordinator_hunt.SEQUENCE}
     release_key = VERSION_ENV_KEY
     options = KafkaOptions

@@ -57,6 +57,34 @@ def test_the_bench_times_the_first_bad_anomaly_and_counts_aborted_commits(tmp_pa
                "availability": {"ops": {"txn": {"ok": 1, "fail": 2, "info": 0}},
                                 "windows": [{"kind": "pause"}, {"kind": "kill"}]}}
     assert first_anomaly_s(tmp_path, results) == 5.0
-    assert txn_facts(tmp_path, results) == {"txns": [1, 2, 0], "pauses": 1, "commit_aborts": 1,
-                                            "k20785": 0}
+    assert txn_facts(tmp_path, results) == {"txns": [1, 2, 0], "pauses": 1, "slows": 0,
+                                            "commit_aborts": 1, "k20785": 0}
     assert first_anomaly_s(tmp_path, {**results, "bad_anomaly_types": []}) is None
+
+
+def test_the_slow_variant_slows_the_coordinator_then_pauses_a_leader_and_heals_both() -> None:
+    import random
+
+    from harness.faultkinds import PAUSE, SLOW
+    from systems.kafka.hunts import SLOW_SEQUENCE, late_marker_slow
+
+    assert SLOW_SEQUENCE.kinds == (PAUSE, SLOW)
+    for seed in range(20):
+        slow, pause, fast, resume = late_marker_slow(100.0, random.Random(seed))
+        assert (slow.f, pause.f, fast.f, resume.f) == (SLOW.start, PAUSE.start, SLOW.stop,
+                                                        PAUSE.stop)
+        assert slow.value["target"] == "coordinator"
+        assert 500 <= slow.value["delay_ms"] <= 2000
+        assert slow.value["jitter_ms"] == slow.value["delay_ms"] // 10
+        assert pause.value["target"] == "leader" and resume.value == {"role": "L"}
+        assert slow.at_s == 100.0 <= pause.at_s <= 101.5
+        assert 101.0 <= fast.at_s <= 106.0
+        assert pause.at_s + 1.0 <= resume.at_s <= pause.at_s + 6.0
+
+
+def test_the_slow_variant_assembles_on_the_docker_backend() -> None:
+    sc = _scenario_layer("kafka-txn-late-marker-slow")
+    test = assemble(build_spec(sc, {"extra": {**sc["extra"], **CELLS["java-tv1-4.4.0"]}}))
+    assert test.spec.backend == "docker"
+    assert test.spec.nemesis == ("kafka-txn-late-marker-slow",)
+    assert KafkaOptions.of(test.spec).request_timeout_ms == 3000
