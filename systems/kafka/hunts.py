@@ -17,11 +17,11 @@ nodes' links are not proxied), so there are none. The cells (bench/txn_late_mark
 choose the client, the release and transaction.version.
 
 `kafka-txn-late-marker-slow` is the same hunt with the coordinator's links slowed instead
-of its process paused (the docker backend by default, or ssh: where slow links reach
-Kafka's nodes). A slowed node's traffic on the client port leaves it late (a delay drawn
-per cycle, 0.5 to 2 s): its transaction markers to the leaders and its answers to the
-producers, in order on each connection but late against the others, which is how
-Jepsen describes the messages that land in the next transaction.
+of its process paused, on the docker backend (where slow links reach Kafka's nodes). A
+slowed node's traffic on the client port leaves it late (a delay drawn per cycle, 0.5 to
+2 s): its transaction markers to the leaders and its answers to the producers, in order
+on each connection but late against the others, which is how Jepsen describes the
+messages that land in the next transaction.
 """
 
 from __future__ import annotations
@@ -92,8 +92,8 @@ SCENARIOS = {"kafka-txn-late-marker": Scenario(
     "kafka-txn-late-marker-slow",
     "KAFKA-17754 with late messages in the network: kafka-txn-late-marker's settings, the "
     "transaction coordinator's links slowed by 0.5 to 2 s (its markers and answers land "
-    "late) and leaders of keys in flight paused; docker backend (slow links need one "
-    "that reaches Kafka's nodes: docker or ssh).",
+    "late) and leaders of keys in flight paused; on the docker backend, where slow "
+    "links reach Kafka's nodes.",
     {**SETTINGS, "name": "kafka-txn-late-marker-slow",
      "scenario": "kafka-txn-late-marker-slow", "backend": "docker",
      "nemesis": ("kafka-txn-late-marker-slow",)},
