@@ -97,7 +97,8 @@ def test_scenarios_are_exactly_the_known_bugs_and_build() -> None:
                               "kafka-read-uncommitted", "kafka-retries-without-idempotence",
                               "kafka-last-replica-standing",
                               "kafka-kip101-loss", "kafka-kip101-divergence",
-                              "kafka-txn-late-marker", "kafka-coordinator-isolation"}
+                              "kafka-txn-late-marker", "kafka-txn-late-marker-slow",
+                              "kafka-coordinator-isolation"}
     known = known_faults()
     for name, s in SCENARIOS.items():
         spec = build_spec(s.settings)
@@ -137,6 +138,7 @@ def test_known_bug_scenarios_keep_one_controller_voter_and_safe_a_quorum() -> No
                        "offsets-commit-acks-1",
                        "kafka-retries-without-idempotence",
                        "kafka-txn-late-marker",  # pauses only: every node comes back
+                       "kafka-txn-late-marker-slow",  # pauses and slow links: the same
                        "kafka-coordinator-isolation"}  # a partition of one node at a time
     for name, sc in SCENARIOS.items():
         if "kafka_version" in sc.settings.get("extra", {}):
@@ -240,7 +242,8 @@ def test_each_known_bug_names_the_options_that_fix_it_and_they_build_a_fixed_spe
             assert KafkaOptions.of(fixed) == replace(
                 KafkaOptions.of(unsafe), kafka_features="eligible.leader.replicas.version=1")
             continue
-        if name == "kafka-txn-late-marker":  # a hunt: the client that speaks KIP-890 part 2
+        if name in ("kafka-txn-late-marker", "kafka-txn-late-marker-slow"):
+            # a hunt: the client that speaks KIP-890 part 2
             assert KafkaOptions.of(fixed) == replace(KafkaOptions.of(unsafe), client="java")
             assert _broker(fixed) == _broker(unsafe)
             continue
