@@ -38,11 +38,6 @@ FAULTS = (KILL, PAUSE, PARTITION, LOSE_UNFLUSHED)
 # (docker: iptables and a packet delayer in each container's namespace); the local
 # backend's nodes dial each other directly, and the ssh hosts have no netem and no delayer
 LINK_FAULTS = {"docker": (SLOW, LOSSY)}
-
-
-def faults(backend: str) -> tuple[FaultKind, ...]:
-    """The fault kinds Kafka takes on that backend."""
-    return FAULTS + LINK_FAULTS.get(backend, ())
 BACKENDS = ("local", "docker", "ssh")
 WORKLOADS = ("queue", "txn")
 VERSION_ENV_KEY = "kafka_version"  # KafkaOptions: the release to run (`undertow matrix` rows)
@@ -50,6 +45,11 @@ _VERSION_LINE = re.compile(r"Kafka version ?: (\S+)")  # 0.10 to 2.x print "vers
 # JVMs restarted together (a final heal after a majority was killed) take tens of seconds
 # to register and fill the ISRs again on a loaded machine: never wait less for readiness.
 MIN_READY_S = 90.0
+
+
+def faults(backend: str) -> tuple[FaultKind, ...]:
+    """The fault kinds Kafka takes on that backend."""
+    return FAULTS + LINK_FAULTS.get(backend, ())
 
 
 def controller_voters(spec: TestSpec) -> int:

@@ -27,42 +27,44 @@ messages that land in the next transaction.
 from __future__ import annotations
 
 import random
+from typing import Any
 
-from harness.faultkinds import PAUSE, SLOW
+from harness.faultkinds import PAUSE, SLOW, FaultKind
 from harness.faultplan import FaultSequence, Step
 from harness.scenarios import Scenario
 
 PERIOD_S = 9.0
 
 
-def late_marker_pauses(t: float, rng: random.Random) -> list[Step]:
-    """The coordinator C stops, then a leader L of a key in flight; each resumes after
-    1 to 6 s (drawn), so commits, markers and sends pile up and land late."""
+def _coordinator_then_leader(t: float, rng: random.Random, fault: FaultKind,
+                             on_coordinator: dict[str, Any]) -> list[Step]:
+    """`fault` on the coordinator C, then a pause of a leader L of a key in flight, each
+    healed after 1 to 6 s (drawn), so commits, markers and sends pile up and land late."""
     c_for, l_for = rng.uniform(1.0, 6.0), rng.uniform(1.0, 6.0)
     l_at = t + rng.uniform(0.0, 1.5)
     return [
         # role_wait_s 0: the nemesis does not wait to see the coordinator move (up to
         # 5 s), which would hold L's pause back and stretch C's past its drawn length
-        Step(t, PAUSE.start, {"target": "coordinator", "as": "C", "role_wait_s": 0}),
+        Step(t, fault.start, {"target": "coordinator", "role_wait_s": 0, **on_coordinator}),
         Step(l_at, PAUSE.start, {"target": "leader", "key": "auto", "as": "L"}),
-        Step(t + c_for, PAUSE.heal, {"role": "C"}),
+        Step(t + c_for, fault.heal, {"role": "C"} if "as" in on_coordinator else {}),
         Step(l_at + l_for, PAUSE.heal, {"role": "L"}),
     ]
+
+
+def late_marker_pauses(t: float, rng: random.Random) -> list[Step]:
+    """The coordinator C stops, then a leader L of a key in flight; each resumes after
+    1 to 6 s (drawn)."""
+    return _coordinator_then_leader(t, rng, PAUSE, {"as": "C"})
 
 
 def late_marker_slow(t: float, rng: random.Random) -> list[Step]:
     """The coordinator's links slowed by 0.5 to 2 s (drawn, a tenth of it as jitter), then a
-    leader L of a key in flight paused; each ends after 1 to 6 s (drawn)."""
+    leader L of a key in flight paused; each ends after 1 to 6 s (drawn). `fast` ends
+    every slow link, so it names no role."""
     delay = round(rng.uniform(500.0, 2000.0))
-    c_for, l_for = rng.uniform(1.0, 6.0), rng.uniform(1.0, 6.0)
-    l_at = t + rng.uniform(0.0, 1.5)
-    return [
-        Step(t, SLOW.start, {"target": "coordinator", "role_wait_s": 0,
-                             "delay_ms": delay, "jitter_ms": delay // 10}),
-        Step(l_at, PAUSE.start, {"target": "leader", "key": "auto", "as": "L"}),
-        Step(t + c_for, SLOW.heal, {}),
-        Step(l_at + l_for, PAUSE.heal, {"role": "L"}),
-    ]
+    return _coordinator_then_leader(t, rng, SLOW, {"delay_ms": delay,
+                                                   "jitter_ms": delay // 10})
 
 
 SEQUENCE = FaultSequence("kafka-txn-late-marker", (PAUSE,), PERIOD_S, late_marker_pauses)
